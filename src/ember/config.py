@@ -1,0 +1,159 @@
+"""Settings: one typed place, built once at start-up and passed down.
+
+Sources, lowest to highest precedence: built-in defaults, the TOML file (``--config FILE``,
+else ``$EMBER_CONFIG``, else ``$EMBER_HOME/config.toml`` when it exists), ``EMBER_*``
+environment variables, command-line flags.
+
+An unknown key (in the file or as an ``EMBER_*`` variable) and a bad value are errors at start-up
+whose message names the key where it was written (``EMBER_PORT``, ``config.toml: port``) and how
+to fix it. A typo must never silently fall back to a default: ``EMBER_UNRESOLVED_PROJECT=globl``
+quietly meaning "closed" would hide a setting the user believes is on.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ember.errors import ConfigError
+from ember.prices import Price, PriceTable
+
+ENV_PREFIX = "EMBER_"
+#: Variables that choose where settings come from rather than being settings themselves.
+_META_ENV = {"EMBER_CONFIG"}
+
+
+class PriceModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float = Field(ge=0)
+    cache_write_5m: float | None = Field(default=None, ge=0)
+    cache_write_1h: float | None = Field(default=None, ge=0)
+
+
+class Settings(BaseModel):
+    """Every setting ember reads. Field ``name`` is ``name`` in the file and ``EMBER_NAME``
+    in the environment."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    home: Path = Field(default_factory=lambda: Path("~/.ember").expanduser())
+    host: str = "127.0.0.1"
+    port: int = Field(default=8787, ge=0, le=65535)
+    anthropic_url: str = "https://api.anthropic.com"
+    openai_url: str = "https://api.openai.com/v1"
+    project_root: Path | None = None
+    unresolved_project: Literal["closed", "global"] = "closed"
+    upstream_connect_timeout: float = Field(default=10.0, gt=0)
+    upstream_read_timeout: float = Field(default=600.0, gt=0)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    accounting: bool = True
+    prices: dict[str, PriceModel] = Field(default_factory=dict)
+
+    @field_validator("anthropic_url", "openai_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return v.rstrip("/")
+
+    @field_validator("home", "project_root")
+    @classmethod
+    def _expand(cls, v: Path | None) -> Path | None:
+        return v.expanduser() if v is not None else None
+
+    def price_table(self) -> PriceTable:
+        return PriceTable({k: Price(**v.model_dump()) for k, v in self.prices.items()})
+
+    @property
+    def projects_dir(self) -> Path:
+        return self.home / "projects"
+
+
+_FIELDS = set(Settings.model_fields)
+_ENV_ONLY_SKIP = {"prices"}  # tables live in the file only
+
+
+def _suggest(name: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(name, choices, n=1)
+    return f" Did you mean {close[0]}?" if close else ""
+
+
+def _from_env(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+    values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    known = sorted(ENV_PREFIX + f.upper() for f in _FIELDS - _ENV_ONLY_SKIP)
+    for key, raw in env.items():
+        if not key.startswith(ENV_PREFIX) or key in _META_ENV:
+            continue
+        field = key[len(ENV_PREFIX) :].lower()
+        if field not in _FIELDS or field in _ENV_ONLY_SKIP:
+            raise ConfigError(
+                key,
+                "unknown setting." + _suggest(key, known) + " Unset it or see `ember --help`.",
+            )
+        values[field] = raw
+        origin[field] = key
+    return values, origin
+
+
+def _from_file(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(str(path), "config file not found; check --config/EMBER_CONFIG") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(path), f"not valid TOML: {exc}") from exc
+    for key in data:
+        if key not in _FIELDS:
+            raise ConfigError(
+                f"{path.name}: {key}",
+                "unknown key." + _suggest(key, sorted(_FIELDS)) + " Remove it or fix the spelling.",
+            )
+    return data, {k: f"{path.name}: {k}" for k in data}
+
+
+def _config_path(explicit: Path | None, env: Mapping[str, str], home: Path) -> Path | None:
+    if explicit is not None:
+        return explicit
+    if env.get("EMBER_CONFIG"):
+        return Path(env["EMBER_CONFIG"]).expanduser()
+    default = home / "config.toml"
+    return default if default.is_file() else None
+
+
+def load_settings(
+    config_file: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> Settings:
+    """Build the settings from all sources; raises ``ConfigError`` naming the bad key.
+
+    ``overrides`` are command-line values; ``None`` means "flag not given".
+    """
+    env = os.environ if env is None else env
+    env_values, env_origin = _from_env(env)
+    flags = {k: v for k, v in overrides.items() if v is not None}
+    home = Path(flags.get("home") or env_values.get("home") or "~/.ember").expanduser()
+    path = _config_path(config_file, env, home)
+    file_values, file_origin = _from_file(path) if path is not None else ({}, {})
+    merged = {**file_values, **env_values, **flags}
+    origin = {**file_origin, **env_origin, **{k: "--" + k.replace("_", "-") for k in flags}}
+    try:
+        return Settings(**merged)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = str(err["loc"][0]) if err["loc"] else "settings"
+        where = origin.get(field, field)
+        detail = ".".join(str(p) for p in err["loc"][1:])
+        problem = err["msg"] + (f" (at {detail})" if detail else "")
+        if "input" in err and not isinstance(err["input"], dict):
+            problem += f"; got {err['input']!r}"
+        raise ConfigError(where, problem) from exc

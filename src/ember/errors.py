@@ -1,0 +1,43 @@
+"""One error hierarchy for everything ember raises on purpose.
+
+    EmberError
+     +-- ConfigError          bad setting: names the key (file key or EMBER_* variable) and the fix
+     +-- ProjectError         the project cannot be resolved or its store cannot be opened
+     +-- ProtocolError        a request body ember cannot read (malformed JSON, wrong shape)
+     +-- UpstreamError        the provider could not be reached
+          +-- UpstreamTimeout the provider did not answer in time
+
+Lower-layer exceptions (aiohttp, sqlite3, pydantic) are mapped onto these at the boundary
+with ``raise ... from`` so callers never have to know which library failed.
+"""
+
+from __future__ import annotations
+
+
+class EmberError(Exception):
+    """Base class of every error ember raises deliberately."""
+
+
+class ConfigError(EmberError):
+    """A setting is unknown or has a bad value; the message names the key and how to fix it."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        self.key = key
+        self.problem = problem
+        super().__init__(f"{key}: {problem}")
+
+
+class ProjectError(EmberError):
+    """The project a request belongs to cannot be resolved or opened."""
+
+
+class ProtocolError(EmberError):
+    """A request body that does not parse as the protocol's JSON."""
+
+
+class UpstreamError(EmberError):
+    """The provider could not be reached (connection refused, DNS, reset before an answer)."""
+
+
+class UpstreamTimeout(UpstreamError):
+    """The provider did not answer (or stopped streaming) within the configured timeout."""

@@ -1,0 +1,109 @@
+"""Which project a request belongs to (pure), and where that project's data lives.
+
+Order of evidence, first match wins:
+1. ``x-ember-project-id`` header (an opaque id chosen by the user),
+2. ``x-ember-cwd`` header (a path),
+3. ``--project-root`` / ``EMBER_PROJECT_ROOT``,
+4. the working directory named in the system prompt (Claude Code's ``<env>`` block:
+   ``Working directory: /path``; Codex's ``<environment_context><cwd>/path</cwd>``),
+5. the same inside the messages (some Claude Code versions send the environment in a
+   ``<system-reminder>`` block of a user message; Codex sends ``<environment_context>`` as one).
+
+The directory name is the sanitised basename plus the first 16 hex digits of the sha256 of the
+raw identity, so ``acme/api`` and ``acme api`` (or two checkouts both called ``api``) never share
+a database. An unresolved project is ``None``: callers fail closed (nothing injected, nothing
+written) unless the user explicitly opted into a global store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+_CWD_PATTERNS = (
+    re.compile(r"(?im)^\s*(?:primary\s+)?working directory:\s*(\S[^\n\r]*?)\s*$"),
+    re.compile(r"<cwd>\s*([^<\n]+?)\s*</cwd>"),
+)
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class ProjectRef:
+    identity: str
+    source: str
+
+    @property
+    def dir_name(self) -> str:
+        return project_dir_name(self.identity, is_path=self.source != "header:x-ember-project-id")
+
+    def db_path(self, home: Path) -> Path:
+        return home / "projects" / self.dir_name / "ember.db"
+
+
+def sanitize(name: str, limit: int = 40) -> str:
+    cleaned = _UNSAFE.sub("-", name).strip("-.")[:limit].strip("-.")
+    return cleaned or "project"
+
+
+def project_dir_name(identity: str, *, is_path: bool) -> str:
+    """``<sanitised basename>-<first 16 hex of sha256(identity)>``."""
+    label = posixpath.basename(identity.rstrip("/\\")) if is_path else identity
+    digest = hashlib.sha256(identity.encode("utf-8")).hexdigest()[:16]
+    return f"{sanitize(label)}-{digest}"
+
+
+def normalize_path(raw: str) -> str:
+    """One spelling per directory: ``/a/b/``, ``/a//b`` and ``/a/./b`` are the same project."""
+    raw = raw.strip().strip("\"'")
+    if re.match(r"^[A-Za-z]:[\\/]", raw):  # a Windows path sent by a Windows client
+        return raw.replace("\\", "/").rstrip("/")
+    return posixpath.normpath(raw) if raw else raw
+
+
+def cwd_from_text(text: str) -> str | None:
+    for pattern in _CWD_PATTERNS:
+        m = pattern.search(text)
+        if m:
+            path = normalize_path(m.group(1))
+            if path.startswith("/") or re.match(r"^[A-Za-z]:/", path):
+                return path
+    return None
+
+
+def resolve_project(
+    headers: Mapping[str, str],
+    project_root: Path | str | None = None,
+    system_text: str = "",
+    message_texts: Iterable[str] = (),
+) -> ProjectRef | None:
+    """The project of a request, or None when nothing names one (fail closed)."""
+    pid = headers.get("x-ember-project-id", "").strip()
+    if pid:
+        return ProjectRef(pid, "header:x-ember-project-id")
+    cwd = headers.get("x-ember-cwd", "").strip()
+    if cwd:
+        return ProjectRef(normalize_path(cwd), "header:x-ember-cwd")
+    if project_root:
+        return ProjectRef(normalize_path(str(project_root)), "project-root")
+    found = cwd_from_text(system_text) if system_text else None
+    if found:
+        return ProjectRef(found, "system-prompt")
+    for text in message_texts:
+        found = cwd_from_text(text)
+        if found:
+            return ProjectRef(found, "messages")
+    return None
+
+
+def project_from_cli(project_id: str | None, cwd: str | None) -> ProjectRef | None:
+    """The same resolution the proxy applies to its headers, for ``--project-id``/``--cwd``."""
+    headers = {}
+    if project_id:
+        headers["x-ember-project-id"] = project_id
+    if cwd:
+        headers["x-ember-cwd"] = str(Path(cwd).expanduser().resolve())
+    return resolve_project(headers)

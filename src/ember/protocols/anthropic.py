@@ -1,0 +1,257 @@
+"""Anthropic Messages (``POST /v1/messages``).
+
+Request: ``system`` (string or text blocks), ``messages`` (role + string or content blocks),
+``tools``, ``tool_choice``, ``thinking``, ``metadata``. Answer: content blocks ``text``,
+``tool_use``, ``thinking`` (with an opaque ``signature``), ``redacted_thinking``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+from ember.protocols.base import (
+    AssembledMessage,
+    Block,
+    ToolResult,
+    Usage,
+    as_int,
+    text_of,
+)
+from ember.protocols.jsonedit import JsonDoc, dumps
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    502: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+
+
+def _messages(body: Any) -> list[Any]:
+    msgs = body.get("messages") if isinstance(body, dict) else None
+    return msgs if isinstance(msgs, list) else []
+
+
+def _is_tool_result_only(content: Any) -> bool:
+    return (
+        isinstance(content, list)
+        and bool(content)
+        and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    )
+
+
+class AnthropicAdapter:
+    name: ClassVar[str] = "anthropic"
+
+    def model(self, body: Any) -> str | None:
+        m = body.get("model") if isinstance(body, dict) else None
+        return m if isinstance(m, str) else None
+
+    def is_stream(self, body: Any) -> bool:
+        return isinstance(body, dict) and body.get("stream") is True
+
+    def system_text(self, body: Any) -> str:
+        return text_of(body.get("system")) if isinstance(body, dict) else ""
+
+    def message_count(self, body: Any) -> int:
+        return len(_messages(body))
+
+    def latest_user_index(self, body: Any) -> int | None:
+        """Index of the last user message that carries something besides tool results
+        (a new ask); a turn of tool results alone is a continuation, not an ask."""
+        msgs = _messages(body)
+        for i in range(len(msgs) - 1, -1, -1):
+            m = msgs[i]
+            if isinstance(m, dict) and m.get("role") == "user":
+                if not _is_tool_result_only(m.get("content")):
+                    return i
+        return None
+
+    def user_text(self, body: Any, index: int) -> str:
+        msgs = _messages(body)
+        return text_of(msgs[index].get("content")) if 0 <= index < len(msgs) else ""
+
+    def first_user_text(self, body: Any) -> str | None:
+        for m in _messages(body):
+            if isinstance(m, dict) and m.get("role") == "user":
+                return text_of(m.get("content"))
+        return None
+
+    def tool_results(self, body: Any) -> list[ToolResult]:
+        """The tool results of this turn: those in the last message, when it is a user turn."""
+        msgs = _messages(body)
+        if not msgs or not isinstance(msgs[-1], dict) or msgs[-1].get("role") != "user":
+            return []
+        content = msgs[-1].get("content")
+        if not isinstance(content, list):
+            return []
+        return [
+            ToolResult(
+                b.get("tool_use_id"),
+                text_of(b.get("content")),
+                bool(b.get("is_error", False)),
+            )
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "tool_result"
+        ]
+
+    def append_system_tail(self, doc: JsonDoc, text: str) -> None:
+        """Add a text block after the last system block; every existing block (and its
+        ``cache_control``) keeps its bytes. A string system becomes one text block first."""
+        block = {"type": "text", "text": text}
+        system = doc.value.get("system")
+        if system is None:
+            doc.set_key([], "system", [block])
+        elif isinstance(system, str):
+            doc.replace(["system"], [{"type": "text", "text": system}, block])
+        else:
+            doc.append(["system"], block)
+
+    def append_user_tail(self, doc: JsonDoc, index: int, text: str) -> None:
+        """Add a new text block after the client's last block of message ``index``.
+
+        The client's own block is never edited: Claude Code marks its ``cache_control`` there,
+        and moving or dropping that breakpoint would cost the whole session its cache.
+        """
+        block = {"type": "text", "text": text}
+        content = doc.value["messages"][index].get("content")
+        if isinstance(content, str):
+            doc.replace(["messages", index, "content"], [{"type": "text", "text": content}, block])
+        else:
+            doc.append(["messages", index, "content"], block)
+
+    def usage(self, raw: Any) -> Usage:
+        if not isinstance(raw, dict):
+            return Usage()
+        creation = raw.get("cache_creation")
+        one_hour = as_int(creation.get("ephemeral_1h_input_tokens")) if isinstance(creation, dict) else 0
+        return Usage(
+            input_tokens=as_int(raw.get("input_tokens")),
+            cache_read_tokens=as_int(raw.get("cache_read_input_tokens")),
+            cache_write_tokens=as_int(raw.get("cache_creation_input_tokens")),
+            cache_write_1h_tokens=one_hour,
+            output_tokens=as_int(raw.get("output_tokens")),
+        )
+
+    def parse_response(self, body: Any) -> AssembledMessage:
+        msg = AssembledMessage(protocol=self.name, complete=True)
+        if not isinstance(body, dict):
+            msg.error = "response is not a JSON object"
+            return msg
+        if body.get("type") == "error":
+            msg.error = dumps(body.get("error"))
+            return msg
+        msg.id, msg.model = body.get("id"), body.get("model")
+        msg.stop_reason = body.get("stop_reason")
+        msg.usage = self.usage(body.get("usage"))
+        for b in body.get("content") or []:
+            if isinstance(b, dict):
+                msg.blocks.append(_block_from_json(b))
+        return msg
+
+    def assembler(self) -> AnthropicAssembler:
+        return AnthropicAssembler()
+
+    def error_body(self, status: int, message: str) -> bytes:
+        kind = _ERROR_TYPES.get(status, "api_error")
+        return dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+
+
+def _block_from_json(b: dict[str, Any]) -> Block:
+    return Block(
+        type=str(b.get("type")),
+        text=b.get("text") or b.get("thinking") or "",
+        id=b.get("id"),
+        name=b.get("name"),
+        input=b.get("input"),
+        signature=b.get("signature"),
+        data=b.get("data"),
+    )
+
+
+class AnthropicAssembler:
+    """Assembles ``message_start`` ... ``message_stop`` into the final message.
+
+    Usage starts from ``message_start`` and every counter present in ``message_delta`` replaces
+    the earlier value (the final delta carries the true ``output_tokens``).
+    """
+
+    def __init__(self) -> None:
+        self.msg = AssembledMessage(protocol=AnthropicAdapter.name)
+        self._usage: dict[str, Any] = {}
+        self._blocks: dict[int, Block] = {}
+        self._json: dict[int, list[str]] = {}
+
+    def feed(self, event: str | None, data: str) -> None:
+        try:
+            payload = json.loads(data)
+        except json.JSONDecodeError:
+            return
+        if not isinstance(payload, dict):
+            return
+        kind = payload.get("type", event)
+        handler = getattr(self, f"_on_{kind}", None)
+        if handler is not None:
+            handler(payload)
+
+    def _on_message_start(self, p: dict[str, Any]) -> None:
+        m = p.get("message") or {}
+        self.msg.id, self.msg.model = m.get("id"), m.get("model")
+        self._usage.update(m.get("usage") or {})
+
+    def _on_content_block_start(self, p: dict[str, Any]) -> None:
+        idx = as_int(p.get("index"))
+        block = _block_from_json(p.get("content_block") or {})
+        if block.type == "tool_use":
+            block.input = None
+            self._json[idx] = []
+        self._blocks[idx] = block
+
+    def _on_content_block_delta(self, p: dict[str, Any]) -> None:
+        block = self._blocks.get(as_int(p.get("index")))
+        d = p.get("delta") or {}
+        if block is None:
+            return
+        kind = d.get("type")
+        if kind == "text_delta":
+            block.text += d.get("text", "")
+        elif kind == "thinking_delta":
+            block.text += d.get("thinking", "")
+        elif kind == "signature_delta":
+            block.signature = (block.signature or "") + d.get("signature", "")
+        elif kind == "input_json_delta":
+            self._json.setdefault(as_int(p.get("index")), []).append(d.get("partial_json", ""))
+
+    def _on_content_block_stop(self, p: dict[str, Any]) -> None:
+        idx = as_int(p.get("index"))
+        parts = self._json.pop(idx, None)
+        block = self._blocks.get(idx)
+        if block is not None and parts is not None:
+            raw = "".join(parts)
+            try:
+                block.input = json.loads(raw) if raw else {}
+            except json.JSONDecodeError:
+                block.input = raw
+
+    def _on_message_delta(self, p: dict[str, Any]) -> None:
+        d = p.get("delta") or {}
+        if d.get("stop_reason") is not None:
+            self.msg.stop_reason = d["stop_reason"]
+        self._usage.update({k: v for k, v in (p.get("usage") or {}).items() if v is not None})
+
+    def _on_message_stop(self, p: dict[str, Any]) -> None:
+        self.msg.complete = True
+
+    def _on_error(self, p: dict[str, Any]) -> None:
+        self.msg.error = dumps(p.get("error"))
+
+    def result(self) -> AssembledMessage:
+        self.msg.blocks = [self._blocks[i] for i in sorted(self._blocks)]
+        self.msg.usage = AnthropicAdapter().usage(self._usage) if self._usage else None
+        return self.msg

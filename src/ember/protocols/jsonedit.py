@@ -1,0 +1,195 @@
+"""Byte-preserving edits of a JSON request body.
+
+A proxy that re-serialises a client's JSON changes bytes it never meant to change: key order,
+whitespace, ``\\u`` escapes, float spelling. Those bytes are the client's cache prefix and the
+exact request the client believes it sent. ``JsonDoc`` therefore keeps the original text and
+applies each edit as a splice at the byte span of the value it targets; everything outside the
+spliced spans is returned unchanged, and a document with no edits returns the very bytes it was
+built from.
+
+The parsed value (``doc.value``) is kept in step with the edits so later pipeline stages read the
+request as it will be sent.
+
+Edits may not overlap: an edit inside a value that another edit replaces is refused
+(``OverlappingEdit``), because the splice of the outer edit would silently drop the inner one.
+"""
+
+from __future__ import annotations
+
+import json
+import json.scanner
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ember.errors import ProtocolError
+
+Path = Sequence[str | int]
+
+_WS = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+_scan_once = json.scanner.make_scanner(_DECODER)
+_scanstring = json.decoder.scanstring
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON the way JavaScript and the official SDKs write it (no ASCII escaping)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class OverlappingEdit(ValueError):
+    """Two edits touch the same bytes; apply them as one edit instead."""
+
+
+@dataclass(frozen=True)
+class _Splice:
+    start: int
+    end: int
+    text: str
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    m = _WS.match(text, pos)
+    return m.end() if m else pos
+
+
+def _value_end(text: str, pos: int) -> int:
+    try:
+        return int(_scan_once(text, pos)[1])
+    except StopIteration as exc:
+        raise ProtocolError(f"invalid JSON value at offset {pos}") from exc
+
+
+def _member_start(text: str, obj_start: int, key: str) -> int | None:
+    """Offset of the value of ``key`` in the object starting at ``obj_start`` (last one wins,
+    as in ``json.loads``), or None when the key is absent."""
+    pos = _skip_ws(text, obj_start + 1)
+    found: int | None = None
+    if text[pos] == "}":
+        return None
+    while True:
+        name, pos = _scanstring(text, pos + 1)
+        pos = _skip_ws(text, pos)
+        pos = _skip_ws(text, pos + 1)  # past ':'
+        if name == key:
+            found = pos
+        pos = _skip_ws(text, _value_end(text, pos))
+        if text[pos] == "}":
+            return found
+        pos = _skip_ws(text, pos + 1)  # past ','
+
+
+def _element_start(text: str, arr_start: int, index: int) -> int:
+    pos = _skip_ws(text, arr_start + 1)
+    for _ in range(index):
+        pos = _skip_ws(text, _value_end(text, pos))
+        pos = _skip_ws(text, pos + 1)
+    return pos
+
+
+def locate(text: str, path: Path) -> tuple[int, int]:
+    """The ``(start, end)`` offsets of the value at ``path`` in ``text``.
+
+    Raises ``KeyError``/``IndexError`` when the path does not exist; callers validate paths
+    against the parsed value first, so reaching that is a programming error.
+    """
+    pos = _skip_ws(text, 0)
+    for step in path:
+        if isinstance(step, str):
+            if text[pos] != "{":
+                raise KeyError(step)
+            found = _member_start(text, pos, step)
+            if found is None:
+                raise KeyError(step)
+            pos = found
+        else:
+            if text[pos] != "[":
+                raise IndexError(step)
+            pos = _element_start(text, pos, step)
+    return pos, _value_end(text, pos)
+
+
+def _get(value: Any, path: Path) -> Any:
+    for step in path:
+        value = value[step]
+    return value
+
+
+class JsonDoc:
+    """A request body: the original text, its parsed value, and pending byte-exact edits."""
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+        try:
+            self.text = raw.decode("utf-8")
+            self.value: Any = json.loads(self.text)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ProtocolError(f"request body is not valid JSON: {exc}") from exc
+        self._splices: list[_Splice] = []
+
+    @property
+    def edited(self) -> bool:
+        return bool(self._splices)
+
+    def _add(self, start: int, end: int, text: str) -> None:
+        for s in self._splices:
+            if start < s.end and s.start < end or (start == end and s.start < start < s.end):
+                raise OverlappingEdit(f"edit at {start}-{end} overlaps edit at {s.start}-{s.end}")
+        self._splices.append(_Splice(start, end, text))
+
+    def replace(self, path: Path, new_value: Any) -> None:
+        """Replace the value at ``path`` (which must exist)."""
+        start, end = locate(self.text, path)
+        self._add(start, end, dumps(new_value))
+        parent = _get(self.value, path[:-1])
+        parent[path[-1]] = new_value
+
+    def set_key(self, path: Path, key: str, new_value: Any) -> None:
+        """Set ``key`` in the object at ``path``: replaced in place if present, else appended
+        as the object's last member (so no existing member moves)."""
+        obj = _get(self.value, path)
+        if not isinstance(obj, dict):
+            raise TypeError(f"value at {list(path)} is not an object")
+        if key in obj:
+            self.replace([*path, key], new_value)
+            return
+        start, end = locate(self.text, path)
+        close = self.text.rindex("}", start, end)
+        sep = "," if obj else ""
+        self._add(close, close, f'{sep}{dumps(key)}:{dumps(new_value)}')
+        obj[key] = new_value
+
+    def append(self, path: Path, new_value: Any) -> None:
+        """Append ``new_value`` to the array at ``path``; existing elements keep their bytes."""
+        arr = _get(self.value, path)
+        if not isinstance(arr, list):
+            raise TypeError(f"value at {list(path)} is not an array")
+        start, end = locate(self.text, path)
+        close = self.text.rindex("]", start, end)
+        sep = "," if arr else ""
+        self._add(close, close, sep + dumps(new_value))
+        arr.append(new_value)
+
+    def to_bytes(self) -> bytes:
+        """The body to send: the original bytes when nothing was edited."""
+        if not self._splices:
+            return self.raw
+        parts: list[str] = []
+        pos = 0
+        for s in sorted(self._splices, key=lambda s: (s.start, s.end)):
+            parts.append(self.text[pos : s.start])
+            parts.append(s.text)
+            pos = s.end
+        parts.append(self.text[pos:])
+        return "".join(parts).encode("utf-8")
+
+    def checkpoint(self) -> int:
+        return len(self._splices)
+
+    def rollback(self, mark: int) -> None:
+        """Drop edits made after ``mark`` (a stage that failed half-way leaves no trace)."""
+        if mark == len(self._splices):
+            return
+        del self._splices[mark:]
+        self.value = json.loads(self.to_bytes())

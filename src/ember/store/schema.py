@@ -1,0 +1,52 @@
+"""The project database schema, as an append-only list of named migrations."""
+
+from __future__ import annotations
+
+from ember.store.db import Migration
+
+MIGRATIONS: list[Migration] = [
+    Migration(
+        "0001_exchanges",
+        """
+        CREATE TABLE exchanges (
+            id INTEGER PRIMARY KEY,
+            ts REAL NOT NULL,
+            session_id TEXT NOT NULL,
+            project TEXT,
+            protocol TEXT NOT NULL,
+            model TEXT,
+            status INTEGER NOT NULL,
+            outcome TEXT NOT NULL,
+            stream INTEGER NOT NULL,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_write_1h_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            usage_known INTEGER NOT NULL,
+            cost_usd REAL,
+            price_snapshot TEXT NOT NULL,
+            latency_ms REAL NOT NULL,
+            ttfb_ms REAL
+        );
+        CREATE INDEX exchanges_session ON exchanges(session_id, ts);
+        -- Derived, never stored: a counter kept beside its rows drifts from them.
+        -- cost_usd is NULL as soon as one exchange of the session has no price.
+        CREATE VIEW session_totals AS
+        SELECT session_id,
+               MAX(project) AS project,
+               MIN(ts) AS first_seen,
+               MAX(ts) AS last_seen,
+               GROUP_CONCAT(DISTINCT model) AS models,
+               COUNT(*) AS requests,
+               SUM(input_tokens) AS input_tokens,
+               SUM(cache_read_tokens) AS cache_read_tokens,
+               SUM(cache_write_tokens) AS cache_write_tokens,
+               SUM(output_tokens) AS output_tokens,
+               CASE WHEN COUNT(cost_usd) = COUNT(*) THEN SUM(cost_usd) END AS cost_usd,
+               SUM(cost_usd) AS priced_cost_usd,
+               COUNT(*) - COUNT(cost_usd) AS unpriced_requests
+        FROM exchanges GROUP BY session_id;
+        """,
+    ),
+]

@@ -1,0 +1,119 @@
+"""Byte-exact editing: what ember did not mean to change keeps its bytes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ember.errors import ProtocolError
+from ember.protocols.jsonedit import JsonDoc, OverlappingEdit, locate
+
+ODD = (
+    b'{ "model" : "m",\n  "system":[ {"type":"text","text":"caf\\u00e9 \xc3\xa9"} ] ,'
+    b'"n": 1.50e2, "messages" :[]  }'
+)
+
+
+def test_unedited_document_returns_the_same_object_bytes() -> None:
+    doc = JsonDoc(ODD)
+    assert doc.to_bytes() is ODD
+
+
+def test_append_keeps_every_original_byte_and_adds_compact_json() -> None:
+    doc = JsonDoc(ODD)
+    doc.append(["system"], {"type": "text", "text": "ember"})
+    out = doc.to_bytes()
+    start = ODD.index(b"] ,")
+    assert out[:start] == ODD[:start]
+    assert out[start:].startswith(b',{"type":"text","text":"ember"}]')
+    assert out.endswith(ODD[start + 1 :])
+    assert json.loads(out)["system"][-1]["text"] == "ember"
+    assert doc.value["system"][-1]["text"] == "ember"
+
+
+def test_append_to_empty_array_has_no_leading_comma() -> None:
+    doc = JsonDoc(ODD)
+    doc.append(["messages"], {"role": "user", "content": "hi"})
+    assert json.loads(doc.to_bytes())["messages"] == [{"role": "user", "content": "hi"}]
+
+
+def test_set_key_adds_new_member_last_and_replaces_existing_in_place() -> None:
+    doc = JsonDoc(b'{"a":1,"b":{"x":true}}')
+    doc.set_key(["b"], "y", "new")
+    doc.set_key([], "a", 2)
+    assert doc.to_bytes() == b'{"a":2,"b":{"x":true,"y":"new"}}'
+
+
+def test_set_key_on_empty_object() -> None:
+    doc = JsonDoc(b'{"o": { } }')
+    doc.set_key(["o"], "k", [1])
+    assert json.loads(doc.to_bytes()) == {"o": {"k": [1]}}
+
+
+def test_duplicate_keys_edit_the_member_json_loads_keeps() -> None:
+    doc = JsonDoc(b'{"a":1,"a":2}')
+    doc.replace(["a"], 3)
+    assert doc.to_bytes() == b'{"a":1,"a":3}'
+    assert json.loads(doc.to_bytes())["a"] == 3
+
+
+def test_overlapping_edits_are_refused() -> None:
+    doc = JsonDoc(b'{"a":{"b":[1]}}')
+    doc.replace(["a"], {"b": [9]})
+    with pytest.raises(OverlappingEdit):
+        doc.append(["a", "b"], 2)
+
+
+def test_two_appends_to_the_same_array_keep_their_order() -> None:
+    doc = JsonDoc(b'{"a":[]}')
+    doc.append(["a"], 1)
+    doc.append(["a"], 2)
+    assert doc.to_bytes() == b'{"a":[1,2]}'
+
+
+def test_rollback_restores_bytes_and_value() -> None:
+    doc = JsonDoc(b'{"a":[1]}')
+    mark = doc.checkpoint()
+    doc.append(["a"], 2)
+    doc.rollback(mark)
+    assert doc.to_bytes() == b'{"a":[1]}'
+    assert doc.value == {"a": [1]}
+
+
+@pytest.mark.parametrize("raw", [b"{", b"\xff\xfe", b"", b'{"a":}'])
+def test_malformed_bodies_raise_protocol_error(raw: bytes) -> None:
+    with pytest.raises(ProtocolError):
+        JsonDoc(raw)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(st.text(max_size=6), json_values, max_size=5),
+    st.sampled_from([None, 1, 2]),
+    st.booleans(),
+    json_values,
+)
+def test_edits_preserve_all_bytes_outside_the_target(
+    obj: dict[str, object], indent: int | None, ascii_: bool, new: object
+) -> None:
+    raw = json.dumps({**obj, "target": [1, {"k": "v"}]}, indent=indent, ensure_ascii=ascii_)
+    doc = JsonDoc(raw.encode())
+    doc.append(["target"], new)
+    out = doc.to_bytes().decode()
+    start, end = locate(raw, ["target"])
+    # Everything before the array's closing bracket and after it is unchanged.
+    close = raw.rindex("]", start, end)
+    assert out.startswith(raw[:close])
+    assert out.endswith(raw[close:])
+    assert json.loads(out)["target"] == [1, {"k": "v"}, new]

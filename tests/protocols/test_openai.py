@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+import json
+
+from ember.protocols import OPENAI_CHAT, OPENAI_RESPONSES
+from ember.protocols.jsonedit import JsonDoc
+from ember.protocols.sse import iter_events
+
+CHAT = {
+    "model": "gpt-5",
+    "messages": [
+        {"role": "developer", "content": "be terse"},
+        {"role": "user", "content": "list files"},
+        {"role": "assistant", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py\nb.py"},
+    ],
+}
+
+
+def test_chat_reads_system_user_and_tool_results() -> None:
+    assert OPENAI_CHAT.system_text(CHAT) == "be terse"
+    assert OPENAI_CHAT.latest_user_index(CHAT) == 1
+    [r] = OPENAI_CHAT.tool_results(CHAT)
+    assert (r.tool_use_id, r.content) == ("c1", "a.py\nb.py")
+
+
+def test_chat_system_tail_goes_to_the_last_developer_message_only() -> None:
+    doc = JsonDoc(json.dumps(CHAT).encode())
+    OPENAI_CHAT.append_system_tail(doc, "tail")
+    sent = json.loads(doc.to_bytes())
+    assert sent["messages"][0]["content"] == [
+        {"type": "text", "text": "be terse"}, {"type": "text", "text": "tail"}]
+    assert sent["messages"][1:] == CHAT["messages"][1:]
+
+
+def test_chat_usage_splits_cached_from_fresh_input() -> None:
+    u = OPENAI_CHAT.usage({"prompt_tokens": 2000, "completion_tokens": 50,
+                           "prompt_tokens_details": {"cached_tokens": 1920},
+                           "completion_tokens_details": {"reasoning_tokens": 20}})
+    assert (u.input_tokens, u.cache_read_tokens, u.output_tokens, u.reasoning_tokens) == (
+        80, 1920, 50, 20)
+
+
+def _sse(*chunks: object) -> list[bytes]:
+    return [f"data: {json.dumps(c)}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"]
+
+
+def test_chat_stream_assembles_text_tool_calls_and_usage() -> None:
+    asm = OPENAI_CHAT.assembler()
+    chunks = _sse(
+        {"id": "c", "model": "gpt-5", "choices": [{"index": 0, "delta": {"role": "assistant"}}]},
+        {"id": "c", "choices": [{"index": 0, "delta": {"content": "Hel"}}]},
+        {"id": "c", "choices": [{"index": 0, "delta": {"content": "lo"}}]},
+        {"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": "call_1", "type": "function",
+             "function": {"name": "ls", "arguments": '{"p'}}]}}]},
+        {"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "function": {"arguments": '":1}'}}]}}]},
+        {"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        {"id": "c", "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 3}},
+    )
+    for ev in iter_events(chunks):
+        asm.feed(ev.event, ev.data)
+    msg = asm.result()
+    assert msg.complete and msg.text == "Hello" and msg.stop_reason == "tool_calls"
+    assert [(t.id, t.name, t.input) for t in msg.tool_calls] == [("call_1", "ls", {"p": 1})]
+    assert msg.usage is not None and msg.usage.output_tokens == 3
+
+
+RESPONSES = {
+    "model": "gpt-5-codex",
+    "instructions": "You are Codex.",
+    "input": [
+        {"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "<environment_context>\n  <cwd>/work/repo</cwd>\n</environment_context>"}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "run tests"}]},
+        {"type": "function_call", "call_id": "k1", "name": "shell", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "k1", "output": "ok"},
+    ],
+}
+
+
+def test_responses_reads_instructions_user_and_outputs() -> None:
+    assert OPENAI_RESPONSES.system_text(RESPONSES) == "You are Codex."
+    assert OPENAI_RESPONSES.latest_user_index(RESPONSES) == 1
+    assert OPENAI_RESPONSES.user_text(RESPONSES, 1) == "run tests"
+    [r] = OPENAI_RESPONSES.tool_results(RESPONSES)
+    assert (r.tool_use_id, r.content) == ("k1", "ok")
+
+
+def test_responses_string_input_becomes_one_user_item_on_edit() -> None:
+    doc = JsonDoc(b'{"model":"gpt-5","input":"hi"}')
+    OPENAI_RESPONSES.append_user_tail(doc, 0, "mem")
+    assert json.loads(doc.to_bytes())["input"] == [{"role": "user", "content": [
+        {"type": "input_text", "text": "hi"}, {"type": "input_text", "text": "mem"}]}]
+
+
+def test_responses_system_tail_appends_to_instructions() -> None:
+    doc = JsonDoc(json.dumps(RESPONSES).encode())
+    OPENAI_RESPONSES.append_system_tail(doc, "tail")
+    assert json.loads(doc.to_bytes())["instructions"] == "You are Codex.\n\ntail"
+
+
+def test_responses_stream_takes_the_completed_response() -> None:
+    final = {"id": "r1", "object": "response", "model": "gpt-5", "status": "completed",
+             "output": [{"type": "message", "content": [{"type": "output_text", "text": "done"}]}],
+             "usage": {"input_tokens": 1500, "input_tokens_details": {"cached_tokens": 1408},
+                       "output_tokens": 2}}
+    chunks = [
+        f"event: {t}\ndata: {json.dumps(d)}\n\n".encode()
+        for t, d in [
+            ("response.created", {"type": "response.created", "response": {"id": "r1"}}),
+            ("response.output_text.delta", {"type": "response.output_text.delta", "delta": "do"}),
+            ("response.completed", {"type": "response.completed", "response": final}),
+        ]
+    ]
+    asm = OPENAI_RESPONSES.assembler()
+    for ev in iter_events(chunks):
+        asm.feed(ev.event, ev.data)
+    msg = asm.result()
+    assert msg.text == "done" and msg.complete
+    assert msg.usage is not None
+    assert (msg.usage.input_tokens, msg.usage.cache_read_tokens) == (92, 1408)

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ember.config import load_settings
+from ember.errors import ConfigError
+
+
+def test_defaults(tmp_path: Path) -> None:
+    s = load_settings(env={"EMBER_HOME": str(tmp_path)})
+    assert (s.host, s.port, s.anthropic_url) == ("127.0.0.1", 8787, "https://api.anthropic.com")
+    assert s.openai_url == "https://api.openai.com/v1"
+    assert s.home == tmp_path
+
+
+def test_precedence_file_then_env_then_flags(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('port = 1111\nhost = "0.0.0.0"\nanthropic_url = "http://a/"\n')
+    s = load_settings(cfg, env={"EMBER_PORT": "2222"}, host="127.0.0.2")
+    assert (s.port, s.host, s.anthropic_url) == (2222, "127.0.0.2", "http://a")
+
+
+def test_default_config_file_in_home_is_read(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text("port = 9999\n")
+    assert load_settings(env={"EMBER_HOME": str(tmp_path)}).port == 9999
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"EMBER_PROT": "1"}, "EMBER_PROT"),
+        ({"EMBER_PORT": "eighty"}, "EMBER_PORT"),
+        ({"EMBER_PORT": "70000"}, "EMBER_PORT"),
+        ({"EMBER_UNRESOLVED_PROJECT": "globl"}, "EMBER_UNRESOLVED_PROJECT"),
+        ({"EMBER_ANTHROPIC_URL": "api.anthropic.com"}, "EMBER_ANTHROPIC_URL"),
+    ],
+)
+def test_bad_env_names_the_variable(env: dict[str, str], named: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings(env={"EMBER_HOME": str(tmp_path), **env})
+    assert err.value.key == named
+
+
+def test_unknown_env_suggests_the_right_name(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="Did you mean EMBER_PORT"):
+        load_settings(env={"EMBER_HOME": str(tmp_path), "EMBER_PROT": "1"})
+
+
+def test_bad_file_key_and_value_name_the_key(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("prot = 1\n")
+    with pytest.raises(ConfigError, match=r"c\.toml: prot.*Did you mean port"):
+        load_settings(cfg, env={})
+    cfg.write_text('[prices."my-model"]\ninput = -1\noutput = 1\ncache_read = 0\n')
+    with pytest.raises(ConfigError, match=r"c\.toml: prices.*my-model\.input"):
+        load_settings(cfg, env={})
+    cfg.write_text("port = \n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_settings(cfg, env={})
+
+
+def test_missing_config_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_settings(tmp_path / "nope.toml", env={})
+
+
+def test_price_overrides_reach_the_price_table(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[prices."local-llm"]\ninput = 1.0\noutput = 2.0\ncache_read = 0.1\n')
+    table = load_settings(cfg, env={}).price_table()
+    assert table.lookup("local-llm") is not None
+    assert table.snapshot.startswith("builtin-") and "+config-" in table.snapshot

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import pytest
+
+from ember.prices import Price, PriceTable
+from ember.protocols.base import Usage
+
+
+def test_unknown_model_has_no_cost_never_zero() -> None:
+    t = PriceTable()
+    assert t.cost("some-new-model", Usage(input_tokens=1000)) is None
+    assert t.cost(None, Usage(input_tokens=1000)) is None
+    assert t.cost("claude-sonnet-4-5", None) is None
+
+
+def test_no_prefix_guessing() -> None:
+    # gpt-5-pro is far dearer than gpt-5: guessing from a prefix would understate the cost.
+    assert PriceTable().lookup("gpt-5-pro") is None
+
+
+def test_dated_model_names_match_their_family() -> None:
+    t = PriceTable()
+    assert t.lookup("claude-sonnet-4-5-20250929") == t.lookup("claude-sonnet-4-5")
+    assert t.lookup("gpt-5-2025-08-07") == t.lookup("gpt-5")
+
+
+def test_anthropic_cost_prices_each_counter() -> None:
+    t = PriceTable({"m": Price(3.0, 15.0, 0.3, 3.75, 6.0)})
+    u = Usage(input_tokens=1_000_000, cache_read_tokens=1_000_000, cache_write_tokens=2_000_000,
+              cache_write_1h_tokens=1_000_000, output_tokens=1_000_000)
+    assert t.cost("m", u) == pytest.approx(3.0 + 0.3 + 3.75 + 6.0 + 15.0)
+
+
+def test_write_price_defaults_to_input_price_when_the_provider_has_none() -> None:
+    t = PriceTable({"m": Price(1.0, 2.0, 0.1)})
+    assert t.cost("m", Usage(cache_write_tokens=1_000_000)) == pytest.approx(1.0)
+
+
+def test_negative_prices_are_rejected() -> None:
+    with pytest.raises(ValueError):
+        Price(-1.0, 1.0, 1.0)

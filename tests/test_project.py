@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from ember.project import cwd_from_text, project_dir_name, resolve_project
+
+
+def test_header_project_id_wins_over_everything() -> None:
+    ref = resolve_project({"x-ember-project-id": "acme", "x-ember-cwd": "/x"}, "/root",
+                          "Working directory: /sys")
+    assert ref is not None and (ref.identity, ref.source) == ("acme", "header:x-ember-project-id")
+
+
+def test_order_cwd_header_then_root_then_system_then_messages() -> None:
+    assert resolve_project({"x-ember-cwd": "/a/b/"}).identity == "/a/b"  # type: ignore[union-attr]
+    assert resolve_project({}, "/r", "Working directory: /s").source == "project-root"  # type: ignore[union-attr]
+    ref = resolve_project({}, None, "<env>\nWorking directory: /home/u/app\n</env>", ["x"])
+    assert ref is not None and (ref.identity, ref.source) == ("/home/u/app", "system-prompt")
+    reminder = "<system-reminder>\nWorking directory: /srv/api\n</system-reminder>"
+    ref = resolve_project({}, None, "You are Claude Code.", ["hello", reminder])
+    assert ref is not None and (ref.identity, ref.source) == ("/srv/api", "messages")
+
+
+def test_codex_environment_context() -> None:
+    assert cwd_from_text("<environment_context>\n  <cwd>/tmp/large</cwd>\n") == "/tmp/large"
+
+
+def test_unresolved_is_none() -> None:
+    assert resolve_project({}, None, "You are helpful.", ["hi"]) is None
+    assert cwd_from_text("Working directory: relative/path") is None
+
+
+def test_same_basename_different_projects_never_share_a_directory(tmp_path: Path) -> None:
+    a = project_dir_name("/home/u/acme/api", is_path=True)
+    b = project_dir_name("/home/u/other/api", is_path=True)
+    assert a != b and a.startswith("api-") and b.startswith("api-")
+    c = project_dir_name("acme/api", is_path=False)
+    d = project_dir_name("acme api", is_path=False)
+    assert c != d and c.startswith("acme-api-") and d.startswith("acme-api-")
+    assert len(a.rsplit("-", 1)[1]) == 16
+
+
+def test_db_path_layout(tmp_path: Path) -> None:
+    ref = resolve_project({"x-ember-cwd": "/w/My Project!"})
+    assert ref is not None
+    path = ref.db_path(tmp_path)
+    assert path.parent.parent == tmp_path / "projects"
+    assert path.parent.name.startswith("My-Project-") and path.name == "ember.db"
