@@ -1,0 +1,152 @@
+"""Running ASGI apps (the proxy, the provider emulator) under uvicorn.
+
+Two ways: ``serve_forever`` for the ``ember proxy`` / ``ember dev upstream`` commands, and
+``BackgroundServer`` for the demo, tests and benchmarks, which start a server on a free loopback
+port in a thread of its own and stop it again. Both bind loopback by default: nothing here is
+meant to face a network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import threading
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+
+log = logging.getLogger(__name__)
+
+ASGIApp = Callable[..., Any]
+
+# uvicorn reports a response the app deliberately left unfinished (how a proxy cuts a stream
+# for its client when the provider cut it) as an error with a traceback-free message; the app
+# logs the real cause itself, so this line is noise.
+_CUT_MESSAGE = "ASGI callable returned without completing response."
+
+
+class _DropCutStreamNoise(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != _CUT_MESSAGE
+
+
+def _install_log_filter() -> None:
+    logger = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _DropCutStreamNoise) for f in logger.filters):
+        logger.addFilter(_DropCutStreamNoise())
+
+
+def _loop_choice() -> str:
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:  # pragma: no cover - windows
+        return "asyncio"
+    return "uvloop"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that was free a moment ago (the usual small race is acceptable for tests)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def uvicorn_config(
+    app: ASGIApp, host: str, port: int, log_level: str = "warning"
+) -> uvicorn.Config:
+    _install_log_filter()
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        loop=_loop_choice(),
+        http="httptools",
+        lifespan="on",
+        access_log=False,
+        log_level=log_level,
+        timeout_keep_alive=75,
+        # Agents send large histories; the default 64 KiB limit only applies to websockets,
+        # HTTP bodies are unbounded in uvicorn, which is what a proxy needs.
+    )
+
+
+def serve_forever(app: ASGIApp, host: str, port: int, log_level: str = "info") -> None:
+    """Serve until interrupted (SIGINT/SIGTERM are handled by uvicorn)."""
+    uvicorn.Server(uvicorn_config(app, host, port, log_level)).run()
+
+
+class BackgroundServer:
+    """An ASGI app served by uvicorn in a daemon thread on loopback.
+
+    Usage::
+
+        with BackgroundServer(app) as srv:
+            httpx.get(srv.url + "/healthz")
+
+    ``start`` returns only once the socket accepts connections, and raises if the server failed
+    to start within ``timeout`` seconds, so callers never race a half-started server.
+    """
+
+    def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.app = app
+        self.host = host
+        self.port = port or free_port(host)
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout: float = 10.0) -> BackgroundServer:
+        config = uvicorn_config(self.app, self.host, self.port)
+        server = uvicorn.Server(config)
+        self._server = server
+        ready = threading.Event()
+
+        def run() -> None:
+            factory = config.get_loop_factory()
+            loop = factory() if factory is not None else asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            self.loop = loop
+            try:
+                loop.run_until_complete(server.serve())
+            finally:
+                with contextlib.suppress(Exception):
+                    loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.close()
+                ready.set()
+
+        self._thread = threading.Thread(target=run, name=f"asgi:{self.port}", daemon=True)
+        self._thread.start()
+        waited = 0.0
+        while not server.started:
+            if ready.wait(0.01) or not self._thread.is_alive():
+                raise RuntimeError(f"server on {self.url} failed to start")
+            waited += 0.01
+            if waited > timeout:
+                raise RuntimeError(f"server on {self.url} did not start within {timeout}s")
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._thread = None
+
+    def __enter__(self) -> BackgroundServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,222 @@
+"""The emulator's endpoints: validate a request, pick its reply, render it at response start.
+
+Each handler returns a :class:`Pending`: the reply (for its wire timing) and a ``finish``
+callable that evaluates the prompt cache and renders. The emulator calls ``finish`` only after
+the reply's ``delay_headers`` has passed, and not at all when the caller gave up meanwhile: cache
+entries are committed when the response begins, as on the real APIs. Validation errors are
+answered at once and consume no scripted reply.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ember.testing import (
+    prompt_anthropic,
+    prompt_openai,
+    render_anthropic,
+    render_chat,
+    render_responses,
+)
+from ember.testing.prompt_anthropic import CacheControlError, parse_prompt
+from ember.testing.render_common import (
+    Rendered,
+    anthropic_error,
+    json_response,
+    openai_error,
+    reply_headers,
+)
+from ember.testing.replies import Reply, default_thinking, signature_is_valid
+
+if TYPE_CHECKING:
+    from ember.testing.emulator import Emulator, RecordedRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """An answer decided but not yet rendered; ``reply is None`` means answer immediately."""
+
+    reply: Reply | None
+    finish: Callable[[], Rendered]
+
+
+class BadRequest(Exception):
+    """A request the real API would refuse with a 400; carries the message and param."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+def _now(rendered: Rendered) -> Pending:
+    return Pending(None, lambda: rendered)
+
+
+def _parse(body: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"The request body is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise BadRequest("The request body must be a JSON object.")
+    return value
+
+
+def _require(body: dict[str, Any], anthropic: bool, *names: str) -> None:
+    for name in names:
+        if name not in body:
+            text = (
+                f"{name}: Field required" if anthropic else f"Missing required parameter: '{name}'."
+            )
+            raise BadRequest(text, name)
+
+
+def _anthropic_bad(exc: BadRequest) -> Pending:
+    return _now(anthropic_error(400, exc.message, "invalid_request_error"))
+
+
+def _openai_bad(exc: BadRequest) -> Pending:
+    return _now(openai_error(400, exc.message, "invalid_request_error", param=exc.param))
+
+
+def _thinking_on(body: dict[str, Any]) -> bool:
+    thinking = body.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+
+
+def _check_prewarm(body: dict[str, Any]) -> None:
+    """``max_tokens: 0`` only warms the cache; the real API refuses it with these options."""
+    if body.get("max_tokens") != 0:
+        return
+    choice = body.get("tool_choice")
+    forced = isinstance(choice, dict) and choice.get("type") in ("any", "tool")
+    if body.get("stream") or _thinking_on(body) or forced:
+        raise BadRequest("max_tokens: 0 cannot be combined with stream, thinking or a forced tool")
+
+
+def _check_signatures(body: dict[str, Any]) -> None:
+    """Thinking blocks of the latest assistant turn must come back exactly as issued."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    for n in range(len(messages) - 1, -1, -1):
+        if messages[n].get("role") != "assistant":
+            continue
+        content = messages[n].get("content")
+        for m, block in enumerate(content if isinstance(content, list) else []):
+            if isinstance(block, dict) and block.get("type") == "thinking":
+                thinking = str(block.get("thinking", ""))
+                if not signature_is_valid(thinking, str(block.get("signature", ""))):
+                    raise BadRequest(
+                        f"messages.{n}.content.{m}: `thinking` or `redacted_thinking` blocks in "
+                        "the latest assistant message cannot be modified. These blocks must "
+                        "remain as they were in the original response."
+                    )
+        return
+
+
+def messages(emu: Emulator, request: RecordedRequest) -> Pending:
+    """``POST /v1/messages``."""
+    try:
+        body = _parse(request.body)
+        _require(body, True, "model", "max_tokens", "messages")
+        _check_prewarm(body)
+        prompt = parse_prompt(body)
+        if emu.verify_thinking_signatures:
+            _check_signatures(body)
+    except BadRequest as exc:
+        return _anthropic_bad(exc)
+    except CacheControlError as exc:
+        return _anthropic_bad(BadRequest(str(exc)))
+    reply = emu.next_reply(body, request.path, lambda: prompt_anthropic.latest_user_text(body))
+    if reply.is_error:
+        return Pending(reply, lambda: _error(reply, True))
+    if reply.thinking is None and _thinking_on(body):
+        reply = reply.replace(thinking=default_thinking(prompt_anthropic.latest_user_text(body)))
+    api_key = request.api_key
+
+    def finish() -> Rendered:
+        usage = emu.commit_anthropic(prompt, api_key)
+        turn = emu.turn(str(body["model"]), reply, body)
+        if body.get("stream"):
+            return render_anthropic.render_stream(turn, usage)
+        return render_anthropic.render_json(turn, usage, prewarm=body.get("max_tokens") == 0)
+
+    return Pending(reply, finish)
+
+
+def count_tokens(emu: Emulator, request: RecordedRequest) -> Pending:
+    """``POST /v1/messages/count_tokens``: the prompt's total, no cache involved."""
+    try:
+        body = _parse(request.body)
+        _require(body, True, "model", "messages")
+        prompt = parse_prompt(body)
+    except BadRequest as exc:
+        return _anthropic_bad(exc)
+    except CacheControlError as exc:
+        return _anthropic_bad(BadRequest(str(exc)))
+    return _now(json_response(200, {"input_tokens": prompt.total_tokens}))
+
+
+def _error(reply: Reply, anthropic: bool) -> Rendered:
+    if anthropic:
+        return anthropic_error(reply.status, reply.message, reply.error_type, reply_headers(reply))
+    return openai_error(reply.status, reply.message, reply.error_type, reply_headers(reply))
+
+
+def chat_completions(emu: Emulator, request: RecordedRequest) -> Pending:
+    """``POST /v1/chat/completions``."""
+    try:
+        body = _parse(request.body)
+        _require(body, False, "model", "messages")
+    except BadRequest as exc:
+        return _openai_bad(exc)
+    tokens = prompt_openai.chat_tokens(body)
+    reply = emu.next_reply(body, request.path, lambda: prompt_openai.latest_user_text(body))
+    if reply.is_error:
+        return Pending(reply, lambda: _error(reply, False))
+    api_key = request.api_key
+
+    def finish() -> Rendered:
+        cached = emu.commit_openai(body, tokens, api_key)
+        turn = emu.turn(str(body["model"]), reply, body)
+        if body.get("stream"):
+            options = body.get("stream_options")
+            usage = isinstance(options, dict) and bool(options.get("include_usage"))
+            return render_chat.render_stream(turn, len(tokens), cached, usage)
+        return render_chat.render_json(turn, len(tokens), cached)
+
+    return Pending(reply, finish)
+
+
+def responses(emu: Emulator, request: RecordedRequest) -> Pending:
+    """``POST /v1/responses``."""
+    try:
+        body = _parse(request.body)
+        _require(body, False, "model")
+    except BadRequest as exc:
+        return _openai_bad(exc)
+    tokens = prompt_openai.responses_tokens(body)
+    reply = emu.next_reply(body, request.path, lambda: prompt_openai.latest_user_text(body))
+    if reply.is_error:
+        return Pending(reply, lambda: _error(reply, False))
+    api_key = request.api_key
+
+    def finish() -> Rendered:
+        cached = emu.commit_openai(body, tokens, api_key)
+        turn = emu.turn(str(body["model"]), reply, body)
+        if body.get("stream"):
+            return render_responses.render_stream(turn, len(tokens), cached)
+        return render_responses.render_json(turn, len(tokens), cached)
+
+    return Pending(reply, finish)
+
+
+def not_found(emu: Emulator, request: RecordedRequest) -> Pending:
+    """Any other route: 404 in the shape of whichever protocol the caller seems to speak."""
+    message = f"Not found: {request.method} {request.path}"
+    if request.header("x-api-key") is not None or request.header("anthropic-version") is not None:
+        return _now(anthropic_error(404, message, "not_found_error"))
+    return _now(openai_error(404, message, "invalid_request_error"))
