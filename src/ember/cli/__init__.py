@@ -1,0 +1,56 @@
+"""The ``ember`` command. One module per command group; this module only wires them up.
+
+Errors ember raises on purpose (bad settings, unknown project...) are printed as one line that
+says what was wrong and exit with status 2; they never show a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ember import __version__
+from ember.cli.demo import demo
+from ember.cli.dev import dev
+from ember.cli.proxy import proxy
+from ember.cli.stats import stats
+from ember.errors import EmberError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="ember")
+def cli() -> None:
+    """Ember: a local proxy that makes coding agents cheaper and lets them remember.
+
+    \b
+    Quick start:
+      ember proxy                              # listen on 127.0.0.1:8787
+      export ANTHROPIC_BASE_URL=http://127.0.0.1:8787
+      export OPENAI_BASE_URL=http://127.0.0.1:8787/v1
+      ember demo                               # an offline tour, no API key needed
+
+    Settings come from --config FILE (TOML), EMBER_* environment variables and flags.
+    """
+
+
+cli.add_command(proxy)
+cli.add_command(dev)
+cli.add_command(demo)
+cli.add_command(stats)
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except EmberError as exc:
+        click.echo(f"ember: error: {exc}", err=True)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)

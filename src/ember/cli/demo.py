@@ -1,0 +1,27 @@
+"""``ember demo``: an offline tour through the real proxy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command()
+@click.option(
+    "--home",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where the demo keeps its data (default: a new temporary directory, so your "
+    "real ~/.ember is never touched).",
+)
+def demo(home: Path | None) -> None:
+    """Run a complete offline session through the real proxy and print what happened.
+
+    Starts the built-in provider emulator and the proxy on free loopback ports, drives a
+    scripted coding agent through the official anthropic SDK, and prints requests, cache reads
+    and cost. No network and no API key needed.
+    """
+    from ember.demo import run_demo
+
+    run_demo(home)

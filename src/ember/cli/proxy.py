@@ -1,0 +1,79 @@
+"""``ember proxy``: serve the proxy in the foreground."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ember.cli.options import config_option
+from ember.config import load_settings
+
+
+@click.command()
+@click.option("--host", default=None, help="Address to bind (EMBER_HOST, default 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="Port (EMBER_PORT, default 8787).")
+@click.option(
+    "--anthropic-url",
+    default=None,
+    help="Anthropic API base (EMBER_ANTHROPIC_URL, default https://api.anthropic.com).",
+)
+@click.option(
+    "--openai-url",
+    default=None,
+    help="OpenAI API base, ending in /v1 (EMBER_OPENAI_URL, default https://api.openai.com/v1).",
+)
+@click.option(
+    "--project-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Treat every request as belonging to this project (EMBER_PROJECT_ROOT).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default=None,
+    help="EMBER_LOG_LEVEL, default info.",
+)
+@config_option
+def proxy(
+    host: str | None,
+    port: int | None,
+    anthropic_url: str | None,
+    openai_url: str | None,
+    project_root: Path | None,
+    log_level: str | None,
+    config_file: Path | None,
+) -> None:
+    """Run the local proxy in front of Anthropic and OpenAI.
+
+    \b
+    Point your agent at it:
+      Claude Code / Anthropic SDK:  ANTHROPIC_BASE_URL=http://127.0.0.1:8787
+      Codex / OpenAI SDK:           OPENAI_BASE_URL=http://127.0.0.1:8787/v1
+
+    API keys are forwarded to the provider and never stored or logged.
+    Send `x-ember-bypass: 1` to forward a request untouched.
+    """
+    settings = load_settings(
+        config_file,
+        host=host,
+        port=port,
+        anthropic_url=anthropic_url,
+        openai_url=openai_url,
+        project_root=project_root,
+        log_level=log_level,
+    )
+    from ember import logs
+    from ember.proxy.app import ProxyApp
+    from ember.server import serve_forever
+
+    logs.configure(settings.log_level)
+    url = f"http://{settings.host}:{settings.port}"
+    click.echo(
+        f"ember proxy on {url}  (anthropic -> {settings.anthropic_url}, "
+        f"openai -> {settings.openai_url})\n"
+        f"  export ANTHROPIC_BASE_URL={url}\n  export OPENAI_BASE_URL={url}/v1",
+        err=True,
+    )
+    serve_forever(ProxyApp(settings), settings.host, settings.port, settings.log_level)

@@ -1,0 +1,74 @@
+"""``ember stats``: what each session cost, from the accounting rows."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ember.cli.options import config_option, json_option, project_options
+from ember.config import load_settings
+from ember.project import project_from_cli
+from ember.proxy.accounting import stats_db_path
+from ember.store.accounting import session_totals
+
+
+def _cost(v: Any, unpriced: int) -> str:
+    if v is None:
+        return f"unknown ({unpriced} unpriced)"
+    return f"${v:.4f}"
+
+
+@click.command()
+@project_options
+@click.option("--limit", type=int, default=20, show_default=True, help="Sessions to show.")
+@json_option
+@config_option
+def stats(
+    project_id: str | None, cwd: Path | None, limit: int, as_json: bool, config_file: Path | None
+) -> None:
+    """Per-session requests, tokens and cost.
+
+    Without --project-id/--cwd, shows the global stats file (requests whose project could not
+    be resolved). Cost is "unknown" when a model has no price — never a made-up $0.
+    """
+    settings = load_settings(config_file)
+    ref = project_from_cli(project_id, str(cwd) if cwd else None)
+    path = ref.db_path(settings.home) if ref else stats_db_path(settings.home)
+    rows = session_totals(path)[:limit]
+    if as_json:
+        click.echo(json.dumps({"db": str(path), "sessions": rows}, indent=2))
+        return
+    if not rows:
+        click.echo(f"No sessions recorded in {path}.")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"ember sessions ({path})")
+    for col in (
+        "session",
+        "last seen",
+        "requests",
+        "input",
+        "cache read",
+        "cache write",
+        "output",
+        "cost",
+    ):
+        table.add_column(col, justify="left" if col in ("session", "last seen") else "right")
+    for r in rows:
+        table.add_row(
+            r["session_id"][:24],
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(r["last_seen"])),
+            str(r["requests"]),
+            f"{r['input_tokens']:,}",
+            f"{r['cache_read_tokens']:,}",
+            f"{r['cache_write_tokens']:,}",
+            f"{r['output_tokens']:,}",
+            _cost(r["cost_usd"], r["unpriced_requests"]),
+        )
+    Console().print(table)

@@ -1,0 +1,102 @@
+"""``ember demo``: a complete offline session through the real proxy.
+
+The provider emulator and the proxy are started in this process on free loopback ports; a
+scripted coding agent talks to the proxy through the official ``anthropic`` SDK, exactly as
+Claude Code would with ``ANTHROPIC_BASE_URL`` pointing at ember. No network, no API key.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import anthropic
+from rich.console import Console
+from rich.table import Table
+
+from ember.config import Settings, load_settings
+from ember.project import resolve_project
+from ember.proxy.app import ProxyApp
+from ember.server import BackgroundServer
+from ember.store.accounting import session_totals
+from ember.testing import Emulator
+from ember.testing.agent import ScriptedAgent, TurnUsage, demo_tasks
+
+
+@dataclass
+class DemoResult:
+    turns: list[TurnUsage]
+    totals: dict[str, object]
+    db_path: Path
+
+
+def run_demo(home: Path | None = None, console: Console | None = None) -> DemoResult:
+    console = console or Console()
+    home = home or Path(tempfile.mkdtemp(prefix="ember-demo-"))
+    emulator = Emulator()
+    with BackgroundServer(emulator) as upstream:
+        settings = load_settings(
+            env={}, home=home, anthropic_url=upstream.url, openai_url=upstream.url + "/v1"
+        )
+        app = ProxyApp(settings)
+        with BackgroundServer(app) as proxy:
+            console.print(
+                f"[bold]ember demo[/] — provider emulator on {upstream.url}, "
+                f"proxy on {proxy.url}\n"
+                f"A scripted agent talks to the proxy with the official anthropic SDK "
+                f"(ANTHROPIC_BASE_URL={proxy.url}).\n"
+            )
+            with anthropic.Anthropic(
+                base_url=proxy.url, api_key="demo-key-not-real", max_retries=0
+            ) as client:
+                agent = ScriptedAgent(client, emulator)
+                turns = agent.run(demo_tasks())
+            _settle(app, proxy)
+    return _report(settings, agent, turns, console)
+
+
+def _settle(app: ProxyApp, proxy: BackgroundServer) -> None:
+    import asyncio
+
+    assert proxy.loop is not None
+    asyncio.run_coroutine_threadsafe(app.drain(), proxy.loop).result(10)
+    app.writer.flush()
+
+
+def _report(
+    settings: Settings, agent: ScriptedAgent, turns: list[TurnUsage], console: Console
+) -> DemoResult:
+    project = resolve_project({}, None, f"Working directory: {agent.cwd}")
+    assert project is not None
+    db = project.db_path(settings.home)
+    [totals] = [t for t in session_totals(db) if t["session_id"] == agent.session_id]
+    table = Table(title="Session 1 through the proxy (usage as the provider reported it)")
+    for col in ("turn", "kind", "fresh input", "cache read", "cache write", "output"):
+        table.add_column(col, justify="left" if col in ("turn", "kind") else "right")
+    for t in turns:
+        table.add_row(
+            str(t.turn),
+            t.kind,
+            f"{t.input_tokens:,}",
+            f"{t.cache_read_tokens:,}",
+            f"{t.cache_write_tokens:,}",
+            f"{t.output_tokens:,}",
+        )
+    console.print(table)
+    total_in = sum(t.input_tokens + t.cache_read_tokens + t.cache_write_tokens for t in turns)
+    read = sum(t.cache_read_tokens for t in turns)
+    cost = totals["cost_usd"]
+    console.print(
+        f"\n[bold]Accounting[/] (stored per session in {db}):\n"
+        f"  project         {project.identity}  (from the <env> block of the system prompt)\n"
+        f"  session         {agent.session_id}  (from metadata.user_id, as Claude Code sends it)\n"
+        f"  requests        {totals['requests']}\n"
+        f"  cache reads     {read:,} of {total_in:,} input tokens "
+        f"({read / max(total_in, 1):.0%}) billed at 0.1x\n"
+        f"  cost            "
+        + (f"${cost:.4f} at {agent.model} list prices" if isinstance(cost, float) else "unknown")
+        + "\n\nSee it again with: "
+        f"EMBER_HOME={settings.home} ember stats --cwd {agent.cwd}\n"
+    )
+    return DemoResult(turns, totals, db)

@@ -1,0 +1,113 @@
+"""The extension point: an ordered list of stages around each exchange.
+
+A stage sees every request before it goes upstream (``on_request``: read the request, edit it
+through the adapter) and every outcome after the client has its answer (``on_response``:
+record, learn, schedule work). Shaping, memory injection, shadow recording and accounting are all
+stages; the HTTP handlers never change when a feature is added.
+
+Fail open: a stage that raises is logged and skipped, and any edit it made before raising is
+rolled back, so a bug in memory or shaping never breaks or corrupts the user's request.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ember.config import Settings
+from ember.project import ProjectRef
+from ember.protocols.base import AssembledMessage, ProtocolAdapter
+from ember.protocols.jsonedit import JsonDoc
+
+log = logging.getLogger(__name__)
+
+OutcomeKind = Literal["ok", "upstream_error", "cut", "cancelled", "timeout", "unreachable"]
+
+
+@dataclass
+class Exchange:
+    """One client request on its way through ember. ``doc`` holds the body to send."""
+
+    adapter: ProtocolAdapter
+    path: str
+    query: str
+    headers: dict[str, str]
+    doc: JsonDoc
+    settings: Settings
+    session_id: str
+    project: ProjectRef | None
+    started: float = field(default_factory=time.perf_counter)
+    wall_started: float = field(default_factory=time.time)
+    #: scratch space for stages, keyed by stage name
+    state: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def body(self) -> Any:
+        return self.doc.value
+
+    @property
+    def model(self) -> str | None:
+        return self.adapter.model(self.doc.value)
+
+    @property
+    def stream(self) -> bool:
+        return self.adapter.is_stream(self.doc.value)
+
+
+@dataclass
+class Outcome:
+    """What happened upstream. ``message`` is None when no answer was produced."""
+
+    status: int
+    kind: OutcomeKind
+    message: AssembledMessage | None
+    streamed: bool
+    latency_ms: float
+    ttfb_ms: float | None = None
+    error: str | None = None
+
+
+class Stage:
+    """Base class: override either hook. ``name`` keys the stage's ``Exchange.state`` slot."""
+
+    name = "stage"
+
+    async def on_request(self, ex: Exchange) -> None:
+        return None
+
+    async def on_response(self, ex: Exchange, outcome: Outcome) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+class Pipeline:
+    def __init__(self, stages: Sequence[Stage] = ()) -> None:
+        self.stages = list(stages)
+
+    async def run_request(self, ex: Exchange) -> None:
+        for stage in self.stages:
+            mark = ex.doc.checkpoint()
+            try:
+                await stage.on_request(ex)
+            except Exception:
+                ex.doc.rollback(mark)
+                log.exception("stage %s failed on request; request continues unchanged", stage.name)
+
+    async def run_response(self, ex: Exchange, outcome: Outcome) -> None:
+        for stage in self.stages:
+            try:
+                await stage.on_response(ex, outcome)
+            except Exception:
+                log.exception("stage %s failed on response", stage.name)
+
+    async def close(self) -> None:
+        for stage in self.stages:
+            try:
+                await stage.close()
+            except Exception:
+                log.exception("stage %s failed to close", stage.name)

@@ -1,0 +1,73 @@
+"""Shared fixtures: the provider emulator and the real proxy, each served on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ember.config import load_settings
+from ember.proxy.app import ProxyApp
+from ember.proxy.pipeline import Stage
+from ember.server import BackgroundServer
+from ember.testing import Emulator
+
+
+@dataclass
+class Stack:
+    """The emulator behind the real proxy, both served by uvicorn on loopback."""
+
+    emulator: Emulator
+    upstream_url: str
+    app: ProxyApp
+    proxy: BackgroundServer
+    home: Path
+
+    @property
+    def url(self) -> str:
+        return self.proxy.url
+
+    def settle(self) -> None:
+        """Wait until every response stage has run and accounting is on disk."""
+        assert self.proxy.loop is not None
+        asyncio.run_coroutine_threadsafe(self.app.drain(), self.proxy.loop).result(10)
+        self.app.writer.flush()
+
+
+StackFactory = Callable[..., Stack]
+
+
+@pytest.fixture
+def make_stack(tmp_path: Path) -> Iterator[StackFactory]:
+    with ExitStack() as resources:
+
+        def make(
+            stages: list[Stage] | None = None,
+            upstream: str | None = None,
+            emulator: Emulator | None = None,
+            **overrides: Any,
+        ) -> Stack:
+            emu = emulator or Emulator()
+            if upstream is None:
+                upstream = resources.enter_context(BackgroundServer(emu)).url
+            settings = load_settings(
+                env={"EMBER_HOME": str(tmp_path / "home")},
+                anthropic_url=upstream,
+                openai_url=upstream + "/v1",
+                **overrides,
+            )
+            app = ProxyApp(settings, stages or [])
+            proxy = resources.enter_context(BackgroundServer(app))
+            return Stack(emu, upstream, app, proxy, settings.home)
+
+        yield make
+
+
+@pytest.fixture
+def stack(make_stack: StackFactory) -> Stack:
+    return make_stack()
