@@ -26,8 +26,13 @@ def test_dated_model_names_match_their_family() -> None:
 
 def test_anthropic_cost_prices_each_counter() -> None:
     t = PriceTable({"m": Price(3.0, 15.0, 0.3, 3.75, 6.0)})
-    u = Usage(input_tokens=1_000_000, cache_read_tokens=1_000_000, cache_write_tokens=2_000_000,
-              cache_write_1h_tokens=1_000_000, output_tokens=1_000_000)
+    u = Usage(
+        input_tokens=1_000_000,
+        cache_read_tokens=1_000_000,
+        cache_write_tokens=2_000_000,
+        cache_write_1h_tokens=1_000_000,
+        output_tokens=1_000_000,
+    )
     assert t.cost("m", u) == pytest.approx(3.0 + 0.3 + 3.75 + 6.0 + 15.0)
 
 

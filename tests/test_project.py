@@ -6,8 +6,9 @@ from ember.project import cwd_from_text, project_dir_name, resolve_project
 
 
 def test_header_project_id_wins_over_everything() -> None:
-    ref = resolve_project({"x-ember-project-id": "acme", "x-ember-cwd": "/x"}, "/root",
-                          "Working directory: /sys")
+    ref = resolve_project(
+        {"x-ember-project-id": "acme", "x-ember-cwd": "/x"}, "/root", "Working directory: /sys"
+    )
     assert ref is not None and (ref.identity, ref.source) == ("acme", "header:x-ember-project-id")
 
 

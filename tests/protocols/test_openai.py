@@ -11,8 +11,12 @@ CHAT = {
     "messages": [
         {"role": "developer", "content": "be terse"},
         {"role": "user", "content": "list files"},
-        {"role": "assistant", "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "a.py\nb.py"},
     ],
 }
@@ -30,16 +34,27 @@ def test_chat_system_tail_goes_to_the_last_developer_message_only() -> None:
     OPENAI_CHAT.append_system_tail(doc, "tail")
     sent = json.loads(doc.to_bytes())
     assert sent["messages"][0]["content"] == [
-        {"type": "text", "text": "be terse"}, {"type": "text", "text": "tail"}]
+        {"type": "text", "text": "be terse"},
+        {"type": "text", "text": "tail"},
+    ]
     assert sent["messages"][1:] == CHAT["messages"][1:]
 
 
 def test_chat_usage_splits_cached_from_fresh_input() -> None:
-    u = OPENAI_CHAT.usage({"prompt_tokens": 2000, "completion_tokens": 50,
-                           "prompt_tokens_details": {"cached_tokens": 1920},
-                           "completion_tokens_details": {"reasoning_tokens": 20}})
+    u = OPENAI_CHAT.usage(
+        {
+            "prompt_tokens": 2000,
+            "completion_tokens": 50,
+            "prompt_tokens_details": {"cached_tokens": 1920},
+            "completion_tokens_details": {"reasoning_tokens": 20},
+        }
+    )
     assert (u.input_tokens, u.cache_read_tokens, u.output_tokens, u.reasoning_tokens) == (
-        80, 1920, 50, 20)
+        80,
+        1920,
+        50,
+        20,
+    )
 
 
 def _sse(*chunks: object) -> list[bytes]:
@@ -52,11 +67,33 @@ def test_chat_stream_assembles_text_tool_calls_and_usage() -> None:
         {"id": "c", "model": "gpt-5", "choices": [{"index": 0, "delta": {"role": "assistant"}}]},
         {"id": "c", "choices": [{"index": 0, "delta": {"content": "Hel"}}]},
         {"id": "c", "choices": [{"index": 0, "delta": {"content": "lo"}}]},
-        {"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [
-            {"index": 0, "id": "call_1", "type": "function",
-             "function": {"name": "ls", "arguments": '{"p'}}]}}]},
-        {"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [
-            {"index": 0, "function": {"arguments": '":1}'}}]}}]},
+        {
+            "id": "c",
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "call_1",
+                                "type": "function",
+                                "function": {"name": "ls", "arguments": '{"p'},
+                            }
+                        ]
+                    },
+                }
+            ],
+        },
+        {
+            "id": "c",
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '":1}'}}]},
+                }
+            ],
+        },
         {"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
         {"id": "c", "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 3}},
     )
@@ -72,9 +109,22 @@ RESPONSES = {
     "model": "gpt-5-codex",
     "instructions": "You are Codex.",
     "input": [
-        {"type": "message", "role": "user", "content": [
-            {"type": "input_text", "text": "<environment_context>\n  <cwd>/work/repo</cwd>\n</environment_context>"}]},
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "run tests"}]},
+        {
+            "type": "message",
+            "role": "user",
+            "content": [
+                {
+                    "type": "input_text",
+                    "text": "<environment_context>\n  <cwd>/work/repo</cwd>\n"
+                    "</environment_context>",
+                }
+            ],
+        },
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "run tests"}],
+        },
         {"type": "function_call", "call_id": "k1", "name": "shell", "arguments": "{}"},
         {"type": "function_call_output", "call_id": "k1", "output": "ok"},
     ],
@@ -92,8 +142,15 @@ def test_responses_reads_instructions_user_and_outputs() -> None:
 def test_responses_string_input_becomes_one_user_item_on_edit() -> None:
     doc = JsonDoc(b'{"model":"gpt-5","input":"hi"}')
     OPENAI_RESPONSES.append_user_tail(doc, 0, "mem")
-    assert json.loads(doc.to_bytes())["input"] == [{"role": "user", "content": [
-        {"type": "input_text", "text": "hi"}, {"type": "input_text", "text": "mem"}]}]
+    assert json.loads(doc.to_bytes())["input"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "hi"},
+                {"type": "input_text", "text": "mem"},
+            ],
+        }
+    ]
 
 
 def test_responses_system_tail_appends_to_instructions() -> None:
@@ -103,10 +160,18 @@ def test_responses_system_tail_appends_to_instructions() -> None:
 
 
 def test_responses_stream_takes_the_completed_response() -> None:
-    final = {"id": "r1", "object": "response", "model": "gpt-5", "status": "completed",
-             "output": [{"type": "message", "content": [{"type": "output_text", "text": "done"}]}],
-             "usage": {"input_tokens": 1500, "input_tokens_details": {"cached_tokens": 1408},
-                       "output_tokens": 2}}
+    final = {
+        "id": "r1",
+        "object": "response",
+        "model": "gpt-5",
+        "status": "completed",
+        "output": [{"type": "message", "content": [{"type": "output_text", "text": "done"}]}],
+        "usage": {
+            "input_tokens": 1500,
+            "input_tokens_details": {"cached_tokens": 1408},
+            "output_tokens": 2,
+        },
+    }
     chunks = [
         f"event: {t}\ndata: {json.dumps(d)}\n\n".encode()
         for t, d in [

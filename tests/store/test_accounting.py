@@ -8,10 +8,19 @@ from ember.store.accounting import AccountingWriter, ExchangeRecord, exchanges, 
 
 def _rec(session: str, cost: float | None, out: int = 10) -> ExchangeRecord:
     return ExchangeRecord(
-        ts=1.0, session_id=session, project="/p", protocol="anthropic", model="m", status=200,
-        outcome="ok", stream=True, usage=Usage(input_tokens=5, cache_read_tokens=100,
-                                                output_tokens=out),
-        cost_usd=cost, price_snapshot="s", latency_ms=1.0, ttfb_ms=0.5,
+        ts=1.0,
+        session_id=session,
+        project="/p",
+        protocol="anthropic",
+        model="m",
+        status=200,
+        outcome="ok",
+        stream=True,
+        usage=Usage(input_tokens=5, cache_read_tokens=100, output_tokens=out),
+        cost_usd=cost,
+        price_snapshot="s",
+        latency_ms=1.0,
+        ttfb_ms=0.5,
     )
 
 

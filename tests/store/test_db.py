@@ -10,7 +10,10 @@ from ember.store.db import Migration, applied_migrations, connect, migrate
 
 def test_migrations_apply_once_in_order(tmp_path: Path) -> None:
     conn = connect(tmp_path / "x.db")
-    ms = [Migration("0001_a", "CREATE TABLE a (x INT);"), Migration("0002_b", "CREATE TABLE b (y INT);")]
+    ms = [
+        Migration("0001_a", "CREATE TABLE a (x INT);"),
+        Migration("0002_b", "CREATE TABLE b (y INT);"),
+    ]
     assert migrate(conn, ms) == ["0001_a", "0002_b"]
     assert migrate(conn, ms) == []
     assert applied_migrations(conn) == ["0001_a", "0002_b"]

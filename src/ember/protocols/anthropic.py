@@ -68,9 +68,12 @@ class AnthropicAdapter:
         msgs = _messages(body)
         for i in range(len(msgs) - 1, -1, -1):
             m = msgs[i]
-            if isinstance(m, dict) and m.get("role") == "user":
-                if not _is_tool_result_only(m.get("content")):
-                    return i
+            if (
+                isinstance(m, dict)
+                and m.get("role") == "user"
+                and not _is_tool_result_only(m.get("content"))
+            ):
+                return i
         return None
 
     def user_text(self, body: Any, index: int) -> str:
@@ -130,7 +133,9 @@ class AnthropicAdapter:
         if not isinstance(raw, dict):
             return Usage()
         creation = raw.get("cache_creation")
-        one_hour = as_int(creation.get("ephemeral_1h_input_tokens")) if isinstance(creation, dict) else 0
+        one_hour = (
+            as_int(creation.get("ephemeral_1h_input_tokens")) if isinstance(creation, dict) else 0
+        )
         return Usage(
             input_tokens=as_int(raw.get("input_tokens")),
             cache_read_tokens=as_int(raw.get("cache_read_input_tokens")),

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import json.scanner
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,8 +29,10 @@ Path = Sequence[str | int]
 
 _WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
-_scan_once = json.scanner.make_scanner(_DECODER)
-_scanstring = json.decoder.scanstring
+# The C scanner and string scanner behind json.loads: they parse one value from an offset and
+# report where it ends, which is all a span locator needs (typeshed does not describe them).
+_scan_once: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]
+_scanstring: Callable[[str, int], tuple[str, int]] = getattr(json.decoder, "scanstring")  # noqa: B009
 
 
 def dumps(value: Any) -> str:
@@ -134,7 +136,7 @@ class JsonDoc:
 
     def _add(self, start: int, end: int, text: str) -> None:
         for s in self._splices:
-            if start < s.end and s.start < end or (start == end and s.start < start < s.end):
+            if (start < s.end and s.start < end) or (start == end and s.start < start < s.end):
                 raise OverlappingEdit(f"edit at {start}-{end} overlaps edit at {s.start}-{s.end}")
         self._splices.append(_Splice(start, end, text))
 
@@ -157,7 +159,7 @@ class JsonDoc:
         start, end = locate(self.text, path)
         close = self.text.rindex("}", start, end)
         sep = "," if obj else ""
-        self._add(close, close, f'{sep}{dumps(key)}:{dumps(new_value)}')
+        self._add(close, close, f"{sep}{dumps(key)}:{dumps(new_value)}")
         obj[key] = new_value
 
     def append(self, path: Path, new_value: Any) -> None:

@@ -29,7 +29,9 @@ _ERROR_TYPES = {
 def openai_error_body(status: int, message: str) -> bytes:
     """The error shape both OpenAI APIs use; the SDKs read ``error.message``."""
     kind = _ERROR_TYPES.get(status, "api_error")
-    return dumps({"error": {"message": message, "type": kind, "param": None, "code": None}}).encode()
+    return dumps(
+        {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    ).encode()
 
 
 def openai_usage(raw: Any, prompt_key: str, completion_key: str, details_key: str) -> Usage:
@@ -43,9 +45,7 @@ def openai_usage(raw: Any, prompt_key: str, completion_key: str, details_key: st
     details = raw.get(details_key)
     cached = as_int(details.get("cached_tokens")) if isinstance(details, dict) else 0
     out_details = raw.get(completion_key + "_details")
-    reasoning = (
-        as_int(out_details.get("reasoning_tokens")) if isinstance(out_details, dict) else 0
-    )
+    reasoning = as_int(out_details.get("reasoning_tokens")) if isinstance(out_details, dict) else 0
     prompt = as_int(raw.get(prompt_key))
     return Usage(
         input_tokens=max(prompt - cached, 0),
@@ -138,8 +138,12 @@ class OpenAIChatAdapter:
             for call in m.get("tool_calls") or []:
                 fn = call.get("function") or {}
                 msg.blocks.append(
-                    Block("tool_use", id=call.get("id"), name=fn.get("name"),
-                          input=_loads_or_raw(fn.get("arguments", "")))
+                    Block(
+                        "tool_use",
+                        id=call.get("id"),
+                        name=fn.get("name"),
+                        input=_loads_or_raw(fn.get("arguments", "")),
+                    )
                 )
         return msg
 
@@ -214,7 +218,11 @@ class ChatAssembler:
         for i in sorted(self._calls):
             c = self._calls[i]
             self.msg.blocks.append(
-                Block("tool_use", id=c.get("id"), name=c.get("name"),
-                      input=_loads_or_raw("".join(c["args"])))
+                Block(
+                    "tool_use",
+                    id=c.get("id"),
+                    name=c.get("name"),
+                    input=_loads_or_raw("".join(c["args"])),
+                )
             )
         return self.msg

@@ -48,11 +48,24 @@ class ExchangeRecord:
     def row(self) -> tuple[Any, ...]:
         u = self.usage or Usage()
         return (
-            self.ts, self.session_id, self.project, self.protocol, self.model, self.status,
-            self.outcome, int(self.stream), u.input_tokens, u.cache_read_tokens,
-            u.cache_write_tokens, u.cache_write_1h_tokens, u.output_tokens,
-            int(self.usage is not None), self.cost_usd, self.price_snapshot,
-            self.latency_ms, self.ttfb_ms,
+            self.ts,
+            self.session_id,
+            self.project,
+            self.protocol,
+            self.model,
+            self.status,
+            self.outcome,
+            int(self.stream),
+            u.input_tokens,
+            u.cache_read_tokens,
+            u.cache_write_tokens,
+            u.cache_write_1h_tokens,
+            u.output_tokens,
+            int(self.usage is not None),
+            self.cost_usd,
+            self.price_snapshot,
+            self.latency_ms,
+            self.ttfb_ms,
         )
 
 
@@ -73,7 +86,9 @@ class AccountingWriter:
     def submit(self, db_path: Path, record: ExchangeRecord) -> None:
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="ember-accounting", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, name="ember-accounting", daemon=True
+                )
                 self._thread.start()
         self._queue.put((db_path, record))
 
