@@ -144,10 +144,16 @@ def load_settings(
     home = Path(flags.get("home") or env_values.get("home") or "~/.ember").expanduser()
     path = _config_path(config_file, env, home)
     file_values, file_origin = _from_file(path) if path is not None else ({}, {})
-    merged = {**file_values, **env_values, **flags}
     origin = {**file_origin, **env_origin, **{k: "--" + k.replace("_", "-") for k in flags}}
+    # Validate the file and environment on their own first: a bad EMBER_PORT is an error even
+    # when --port overrides it today, because it would silently apply the day the flag is gone.
+    _validated({**file_values, **env_values}, {**file_origin, **env_origin})
+    return _validated({**file_values, **env_values, **flags}, origin)
+
+
+def _validated(values: dict[str, Any], origin: dict[str, str]) -> Settings:
     try:
-        return Settings(**merged)
+        return Settings(**values)
     except ValidationError as exc:
         err = exc.errors()[0]
         field = str(err["loc"][0]) if err["loc"] else "settings"

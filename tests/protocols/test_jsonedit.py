@@ -118,3 +118,15 @@ def test_edits_preserve_all_bytes_outside_the_target(
     assert out.startswith(raw[:close])
     assert out.endswith(raw[close:])
     assert json.loads(out)["target"] == [1, {"k": "v"}, new]
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b'{"big": NaN}', "nan"),
+        (b'{"big": "\\ud800"}', "\ud800"),
+    ],
+)
+def test_inputs_orjson_refuses_still_parse_like_json(raw: bytes, expected: object) -> None:
+    value = JsonDoc(raw).value["big"]
+    assert (str(value) if expected == "nan" else value) == expected

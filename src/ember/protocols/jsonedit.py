@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from ember.errors import ProtocolError
 
 Path = Sequence[str | int]
@@ -112,6 +114,21 @@ def locate(text: str, path: Path) -> tuple[int, int]:
     return pos, _value_end(text, pos)
 
 
+def _parse(raw: bytes) -> Any:
+    """Parse a body on the request path: orjson (about twice as fast as ``json`` on agent
+    histories), with ``json`` as the judge for the few inputs orjson refuses and the standard
+    accepts (NaN, lone surrogates). orjson reads integers beyond 64 bits as floats; only the
+    parsed view sees that — the bytes forwarded are the client's."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProtocolError(f"request body is not valid JSON: {exc}") from exc
+
+
 def _get(value: Any, path: Path) -> Any:
     for step in path:
         value = value[step]
@@ -123,12 +140,16 @@ class JsonDoc:
 
     def __init__(self, raw: bytes) -> None:
         self.raw = raw
-        try:
-            self.text = raw.decode("utf-8")
-            self.value: Any = json.loads(self.text)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ProtocolError(f"request body is not valid JSON: {exc}") from exc
+        self.value: Any = _parse(raw)
+        self._text: str | None = None
         self._splices: list[_Splice] = []
+
+    @property
+    def text(self) -> str:
+        """The original body as text; decoded only when an edit needs offsets."""
+        if self._text is None:
+            self._text = self.raw.decode("utf-8")
+        return self._text
 
     @property
     def edited(self) -> bool:
@@ -194,4 +215,4 @@ class JsonDoc:
         if mark == len(self._splices):
             return
         del self._splices[mark:]
-        self.value = json.loads(self.to_bytes())
+        self.value = _parse(self.to_bytes())

@@ -1,0 +1,254 @@
+"""What the proxy costs: added latency and throughput over going direct to the provider.
+
+Runs the provider emulator (``ember dev upstream``) and the proxy (``ember proxy``) as separate
+processes on loopback, then drives the same requests at both from this process with aiohttp:
+
+* JSON: full request latency, p50 / p99;
+* streaming: time to first event (TTFE), p50 / p99;
+* 32 concurrent streaming clients: completed streams per second.
+
+Then: ``ember proxy`` start-up time until ``/healthz`` answers 200, and its resident memory
+when idle. Every loop is bounded by a request count; nothing leaves loopback.
+
+    python bench/proxy_overhead.py [--requests 400] [--concurrency 32] [--body-kb 24]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from ember.server import free_port
+
+EMBER = str(Path(sys.executable).with_name("ember"))
+
+
+@contextmanager
+def process(args: list[str], env: dict[str, str]) -> Any:
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+async def wait_healthy(url: str, timeout: float = 20.0) -> float:
+    start = time.perf_counter()
+    async with aiohttp.ClientSession() as s:
+        while time.perf_counter() - start < timeout:
+            try:
+                async with s.get(url + "/healthz") as r:
+                    if r.status == 200:
+                        return time.perf_counter() - start
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.01)
+    raise RuntimeError(f"{url} not healthy after {timeout}s")
+
+
+def body(body_kb: int, stream: bool) -> bytes:
+    """A Claude-Code-like request of about ``body_kb`` KiB."""
+    history = []
+    turn = 0
+    while len(json.dumps(history)) < body_kb * 1024:
+        history.append(
+            {"role": "user", "content": [{"type": "text", "text": f"step {turn} " + "x" * 400}]}
+        )
+        history.append({"role": "assistant", "content": [{"type": "text", "text": "ok " * 60}]})
+        turn += 1
+    history.append(
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "go on", "cache_control": {"type": "ephemeral"}}],
+        }
+    )
+    payload = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1024,
+        "stream": stream,
+        "system": [
+            {
+                "type": "text",
+                "text": "You are a coding agent. " * 100,
+                "cache_control": {"type": "ephemeral"},
+            }
+        ],
+        "messages": history,
+        "metadata": {"user_id": "user_b_account_b_session_bench"},
+    }
+    return json.dumps(payload).encode()
+
+
+HEADERS = {
+    "content-type": "application/json",
+    "x-api-key": "bench",
+    "anthropic-version": "2023-06-01",
+}
+
+
+async def one_json(s: aiohttp.ClientSession, url: str, data: bytes) -> float:
+    t = time.perf_counter()
+    async with s.post(url + "/v1/messages", data=data, headers=HEADERS) as r:
+        await r.read()
+        assert r.status == 200, r.status
+    return time.perf_counter() - t
+
+
+async def one_stream(s: aiohttp.ClientSession, url: str, data: bytes) -> float:
+    """Time to the first SSE event; the rest of the stream is drained."""
+    t = time.perf_counter()
+    first = None
+    async with s.post(url + "/v1/messages", data=data, headers=HEADERS) as r:
+        assert r.status == 200, r.status
+        async for _ in r.content.iter_any():
+            if first is None:
+                first = time.perf_counter() - t
+    assert first is not None
+    return first
+
+
+@dataclass
+class Run:
+    samples: list[float]
+    wall: float
+
+    def pct(self, p: float) -> float:
+        xs = sorted(self.samples)
+        return xs[min(len(xs) - 1, int(p / 100 * len(xs)))] * 1000
+
+    @property
+    def rate(self) -> float:
+        return len(self.samples) / self.wall
+
+
+async def drive(
+    url: str,
+    fn: Callable[[aiohttp.ClientSession, str, bytes], Awaitable[float]],
+    data: bytes,
+    n: int,
+    concurrency: int,
+) -> Run:
+    conn = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=conn) as s:
+        for _ in range(min(20, n)):  # warm connections and caches
+            await fn(s, url, data)
+        queue = list(range(n))
+        samples: list[float] = []
+
+        async def worker() -> None:
+            while queue:
+                queue.pop()
+                samples.append(await fn(s, url, data))
+
+        t = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return Run(samples, time.perf_counter() - t)
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    home = tempfile.mkdtemp(prefix="ember-bench-")
+    env = {**os.environ, "EMBER_HOME": home}
+    env = {k: v for k, v in env.items() if not k.startswith("EMBER_") or k == "EMBER_HOME"}
+    up_port, px_port = free_port(), free_port()
+    up = f"http://127.0.0.1:{up_port}"
+    px = f"http://127.0.0.1:{px_port}"
+    with process([EMBER, "dev", "upstream", "--port", str(up_port)], env):
+        await wait_healthy(up)
+        with process(
+            [
+                EMBER,
+                "proxy",
+                "--port",
+                str(px_port),
+                "--anthropic-url",
+                up,
+                "--openai-url",
+                up + "/v1",
+                "--log-level",
+                "warning",
+            ],
+            env,
+        ) as proxy:
+            ready = await wait_healthy(px)
+            await asyncio.sleep(1.0)
+            idle_rss = rss_mb(proxy.pid)
+            rows = await scenarios(up, px, args)
+            busy_rss = rss_mb(proxy.pid)
+    print_table(rows, args)
+    print(f"\nstart-up: `ember proxy` answered /healthz 200 after {ready:.2f} s (target < 1.5 s)")
+    print(f"memory: {idle_rss:.0f} MB RSS idle (target < 120 MB), {busy_rss:.0f} MB after the load")
+
+
+async def scenarios(up: str, px: str, args: argparse.Namespace) -> list[tuple[str, Run, Run]]:
+    rows = []
+    js, st = body(args.body_kb, False), body(args.body_kb, True)
+    for name, fn, data, conc in (
+        ("JSON, 1 client", one_json, js, 1),
+        ("stream TTFE, 1 client", one_stream, st, 1),
+        (f"JSON, {args.concurrency} clients", one_json, js, args.concurrency),
+        (f"stream, {args.concurrency} clients", one_stream, st, args.concurrency),
+    ):
+        direct = await drive(up, fn, data, args.requests, conc)
+        via = await drive(px, fn, data, args.requests, conc)
+        rows.append((name, direct, via))
+    return rows
+
+
+def print_table(rows: list[tuple[str, Run, Run]], args: argparse.Namespace) -> None:
+    print(
+        f"\nproxy overhead — {args.requests} requests per cell, body {args.body_kb} KiB, "
+        f"emulator and proxy as separate processes, loopback, {os.cpu_count()} cores\n"
+    )
+    head = (
+        f"{'scenario':26} {'direct p50':>10} {'proxy p50':>10} {'added p50':>10} "
+        f"{'direct p99':>10} {'proxy p99':>10} {'added p99':>10} {'req/s direct':>12} "
+        f"{'req/s proxy':>12} {'ratio':>6}"
+    )
+    print(head)
+    print("-" * len(head))
+    for name, d, v in rows:
+        print(
+            f"{name:26} {d.pct(50):9.2f}ms {v.pct(50):9.2f}ms {v.pct(50) - d.pct(50):9.2f}ms "
+            f"{d.pct(99):9.2f}ms {v.pct(99):9.2f}ms {v.pct(99) - d.pct(99):9.2f}ms "
+            f"{d.rate:12.0f} {v.rate:12.0f} {v.rate / d.rate:6.2f}"
+        )
+    print(
+        "\nadded = proxy - direct at the same percentile; ratio = proxy throughput / direct "
+        "(targets: added p50 <= 2 ms, p99 <= 8 ms; 32-client stream ratio >= 0.50)"
+    )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--requests", type=int, default=400, help="requests per cell")
+    p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--body-kb", type=int, default=24)
+    asyncio.run(main_async(p.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
