@@ -11,6 +11,8 @@ import anthropic
 import httpx2
 import openai
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ember.server import free_port
 from ember.store.accounting import exchanges
@@ -168,3 +170,36 @@ def test_wrong_shapes_inside_valid_json_are_forwarded_not_crashed_on(stack: Stac
     r = httpx2.post(stack.url + "/v1/messages", content=json.dumps(odd).encode())
     assert r.status_code == 400  # the emulator (like the provider) refuses it, ember forwards it
     assert stack.emulator.last_request.json() == odd
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
+    max_leaves=15,
+)
+request_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "model": json_values,
+        "messages": json_values,
+        "system": json_values,
+        "input": json_values,
+        "stream": json_values,
+        "metadata": json_values,
+        "instructions": json_values,
+        "max_tokens": json_values,
+    },
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(path=st.sampled_from(list(ENDPOINTS)), body=request_like | json_values, raw=st.binary())
+def test_no_input_crashes_the_proxy(stack: Stack, path: str, body: object, raw: bytes) -> None:
+    for content in (json.dumps(body).encode(), raw):
+        r = httpx2.post(stack.url + path, content=content, timeout=10)
+        assert r.status_code != 500, r.text
+        if not r.headers.get("content-type", "").startswith("text/event-stream"):
+            r.json()  # always a JSON answer in some protocol's shape
+    assert httpx2.get(stack.url + "/healthz").status_code == 200

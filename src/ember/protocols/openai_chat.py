@@ -89,7 +89,8 @@ class OpenAIChatAdapter:
 
     def user_text(self, body: Any, index: int) -> str:
         msgs = _messages(body)
-        return text_of(msgs[index].get("content"), _TEXT_PARTS) if 0 <= index < len(msgs) else ""
+        m = msgs[index] if 0 <= index < len(msgs) else None
+        return text_of(m.get("content"), _TEXT_PARTS) if isinstance(m, dict) else ""
 
     def first_user_text(self, body: Any) -> str | None:
         for m in _messages(body):

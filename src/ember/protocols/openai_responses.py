@@ -71,7 +71,8 @@ class OpenAIResponsesAdapter:
         if isinstance(body, dict) and isinstance(body.get("input"), str):
             return str(body["input"]) if index == 0 else ""
         items = _items(body)
-        return text_of(items[index].get("content"), _TEXT_PARTS) if 0 <= index < len(items) else ""
+        item = items[index] if 0 <= index < len(items) else None
+        return text_of(item.get("content"), _TEXT_PARTS) if isinstance(item, dict) else ""
 
     def first_user_text(self, body: Any) -> str | None:
         if isinstance(body, dict) and isinstance(body.get("input"), str):

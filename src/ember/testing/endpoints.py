@@ -66,6 +66,15 @@ def _parse(body: bytes) -> dict[str, Any]:
     return value
 
 
+#: The JSON types a required field must have; a wrong type is a 400, as on the real APIs.
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "model": (str,),
+    "max_tokens": (int,),
+    "messages": (list,),
+    "input": (str, list),
+}
+
+
 def _require(body: dict[str, Any], anthropic: bool, *names: str) -> None:
     for name in names:
         if name not in body:
@@ -73,6 +82,10 @@ def _require(body: dict[str, Any], anthropic: bool, *names: str) -> None:
                 f"{name}: Field required" if anthropic else f"Missing required parameter: '{name}'."
             )
             raise BadRequest(text, name)
+        value, kinds = body[name], _FIELD_TYPES.get(name, (object,))
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            expected = " or ".join(k.__name__ for k in kinds)
+            raise BadRequest(f"{name}: expected {expected}, got {type(value).__name__}", name)
 
 
 def _anthropic_bad(exc: BadRequest) -> Pending:
