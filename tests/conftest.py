@@ -7,13 +7,14 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
 from ember.config import load_settings
 from ember.proxy.app import ProxyApp
 from ember.proxy.pipeline import Stage
+from ember.proxy.stages import build_stages
 from ember.server import BackgroundServer
 from ember.testing import Emulator
 
@@ -47,7 +48,7 @@ def make_stack(tmp_path: Path) -> Iterator[StackFactory]:
     with ExitStack() as resources:
 
         def make(
-            stages: list[Stage] | None = None,
+            stages: list[Stage] | tuple[()] | Literal["features"] = (),
             upstream: str | None = None,
             emulator: Emulator | None = None,
             **overrides: Any,
@@ -61,7 +62,8 @@ def make_stack(tmp_path: Path) -> Iterator[StackFactory]:
                 openai_url=upstream + "/v1",
                 **overrides,
             )
-            app = ProxyApp(settings, stages or [])
+            chosen = build_stages(settings) if stages == "features" else list(stages)
+            app = ProxyApp(settings, chosen)
             proxy = resources.enter_context(BackgroundServer(app))
             return Stack(emu, upstream, app, proxy, settings.home)
 
@@ -70,4 +72,11 @@ def make_stack(tmp_path: Path) -> Iterator[StackFactory]:
 
 @pytest.fixture
 def stack(make_stack: StackFactory) -> Stack:
+    """A bare proxy (accounting only): pure pass-through, for the foundation's tests."""
     return make_stack()
+
+
+@pytest.fixture
+def full_stack(make_stack: StackFactory) -> Stack:
+    """The proxy with every feature stage the settings enable, as `ember proxy` builds it."""
+    return make_stack(stages="features")

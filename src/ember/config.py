@@ -57,6 +57,10 @@ class Settings(BaseModel):
     accounting: bool = True
     prices: dict[str, PriceModel] = Field(default_factory=dict)
 
+    # -- output shaping (issue #3) ----------------------------------------------------------
+
+    # -- memory (issue #4) ------------------------------------------------------------------
+
     @field_validator("anthropic_url", "openai_url")
     @classmethod
     def _url(cls, v: str) -> str:

@@ -18,6 +18,7 @@ from rich.table import Table
 from ember.config import Settings, load_settings
 from ember.project import resolve_project
 from ember.proxy.app import ProxyApp
+from ember.proxy.stages import build_stages
 from ember.server import BackgroundServer
 from ember.store.accounting import session_totals
 from ember.testing import Emulator
@@ -39,7 +40,7 @@ def run_demo(home: Path | None = None, console: Console | None = None) -> DemoRe
         settings = load_settings(
             env={}, home=home, anthropic_url=upstream.url, openai_url=upstream.url + "/v1"
         )
-        app = ProxyApp(settings)
+        app = ProxyApp(settings, build_stages(settings))
         with BackgroundServer(app) as proxy:
             console.print(
                 f"[bold]ember demo[/] — provider emulator on {upstream.url}, "

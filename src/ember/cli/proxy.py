@@ -66,6 +66,7 @@ def proxy(
     )
     from ember import logs
     from ember.proxy.app import ProxyApp
+    from ember.proxy.stages import build_stages
     from ember.server import serve_forever
 
     logs.configure(settings.log_level)
@@ -76,4 +77,6 @@ def proxy(
         f"  export ANTHROPIC_BASE_URL={url}\n  export OPENAI_BASE_URL={url}/v1",
         err=True,
     )
-    serve_forever(ProxyApp(settings), settings.host, settings.port, settings.log_level)
+    serve_forever(
+        ProxyApp(settings, build_stages(settings)), settings.host, settings.port, settings.log_level
+    )

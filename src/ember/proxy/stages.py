@@ -1,0 +1,17 @@
+"""The stages a proxy is built with, in order.
+
+Order matters for the cache: stages that edit stable content (the system tail) run before
+stages that edit volatile content (the latest user turn), and accounting runs last so it sees
+the final outcome. Each feature adds its stage here; nothing else in the proxy changes.
+"""
+
+from __future__ import annotations
+
+from ember.config import Settings
+from ember.proxy.pipeline import Stage
+
+
+def build_stages(settings: Settings) -> list[Stage]:
+    """Feature stages for ``settings`` (accounting is added by ``ProxyApp`` itself)."""
+    stages: list[Stage] = []
+    return stages
