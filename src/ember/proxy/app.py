@@ -22,11 +22,12 @@ from ember.config import Settings
 from ember.errors import ProtocolError
 from ember.project import resolve_project
 from ember.protocols import ADAPTERS, ANTHROPIC, OPENAI_CHAT
-from ember.protocols.base import ProtocolAdapter
+from ember.protocols.base import ProtocolAdapter, Usage
 from ember.protocols.jsonedit import JsonDoc
 from ember.proxy.accounting import AccountingStage
+from ember.proxy.owned import relay_owned
 from ember.proxy.pipeline import Exchange, Outcome, Pipeline, Stage
-from ember.proxy.relay import Receive, Send, relay, send_json
+from ember.proxy.relay import Receive, Relayed, Send, relay, send_json
 from ember.proxy.tee import assemble
 from ember.proxy.upstream import Upstream, forward_headers
 from ember.session import derive_session_id
@@ -196,41 +197,49 @@ class ProxyApp:
         self, ex: Exchange, headers: list[tuple[str, str]], receive: Receive, send: Send
     ) -> None:
         await self.pipeline.run_request(ex)
-        relayed = await relay(
-            self.upstream,
-            receive,
-            send,
-            method="POST",
-            url=self._url(ex.adapter, ex.path, ex.query),
-            headers=forward_headers(headers),
-            body=ex.doc.to_bytes(),
-            error_body=ex.adapter.error_body,
-        )
-        latency = (time.perf_counter() - ex.started) * 1000
-        task = asyncio.create_task(
-            self._finish(
-                ex,
-                relayed.chunks,
-                relayed.streamed,
-                Outcome(
-                    status=relayed.status,
-                    kind=relayed.kind,
-                    message=None,
-                    streamed=relayed.streamed,
-                    latency_ms=latency,
-                    ttfb_ms=relayed.ttfb_ms,
-                    error=relayed.error,
-                ),
+        url = self._url(ex.adapter, ex.path, ex.query)
+        if ex.owned_tools is not None:
+            relayed = await relay_owned(
+                self.upstream,
+                receive,
+                send,
+                adapter=ex.adapter,
+                url=url,
+                headers=forward_headers(headers),
+                doc=ex.doc,
+                tools=ex.owned_tools,
             )
-        )
+        else:
+            relayed = await relay(
+                self.upstream,
+                receive,
+                send,
+                method="POST",
+                url=url,
+                headers=forward_headers(headers),
+                body=ex.doc.to_bytes(),
+                error_body=ex.adapter.error_body,
+            )
+        latency = (time.perf_counter() - ex.started) * 1000
+        task = asyncio.create_task(self._finish(ex, relayed, latency))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _finish(
-        self, ex: Exchange, chunks: list[bytes], streamed: bool, outcome: Outcome
-    ) -> None:
+    async def _finish(self, ex: Exchange, relayed: Relayed, latency_ms: float) -> None:
+        outcome = Outcome(
+            status=relayed.status,
+            kind=relayed.kind,
+            message=None,
+            streamed=relayed.streamed,
+            latency_ms=latency_ms,
+            ttfb_ms=relayed.ttfb_ms,
+            error=relayed.error,
+            hidden_rounds=relayed.hidden_rounds,
+        )
         try:
-            outcome.message = assemble(ex.adapter, chunks, streamed)
+            outcome.message = assemble(ex.adapter, relayed.chunks, relayed.streamed)
         except Exception:
             log.exception("could not assemble the answer of session %s", ex.session_id)
+        if relayed.hidden_usage is not None and outcome.message is not None:
+            outcome.message.usage = (outcome.message.usage or Usage()) + relayed.hidden_usage
         await self.pipeline.run_response(ex, outcome)

@@ -15,12 +15,15 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ember.config import Settings
 from ember.project import ProjectRef
 from ember.protocols.base import AssembledMessage, ProtocolAdapter
 from ember.protocols.jsonedit import JsonDoc
+
+if TYPE_CHECKING:
+    from ember.proxy.owned import OwnedTools
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,9 @@ class Exchange:
     wall_started: float = field(default_factory=time.time)
     #: scratch space for stages, keyed by stage name
     state: dict[str, Any] = field(default_factory=dict)
+    #: tools ember offers the model and runs itself (set by a stage that also added their
+    #: definitions to the request); the answer is then buffered until no owned call is left
+    owned_tools: OwnedTools | None = None
 
     @property
     def body(self) -> Any:
@@ -68,6 +74,8 @@ class Outcome:
     latency_ms: float
     ttfb_ms: float | None = None
     error: str | None = None
+    #: rounds with ember-owned tool calls that ran before the answer the client got
+    hidden_rounds: int = 0
 
 
 class Stage:

@@ -24,6 +24,7 @@ from typing import Any
 import aiohttp
 
 from ember.errors import UpstreamError, UpstreamTimeout
+from ember.protocols.base import Usage
 from ember.proxy.pipeline import OutcomeKind
 from ember.proxy.upstream import Upstream, response_headers
 
@@ -34,7 +35,7 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 ErrorBody = Callable[[int, str], bytes]
 
 _JSON = [(b"content-type", b"application/json")]
-_STREAM_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)
+STREAM_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)
 
 
 @dataclass
@@ -45,6 +46,9 @@ class Relayed:
     chunks: list[bytes] = field(default_factory=list)
     ttfb_ms: float | None = None
     error: str | None = None
+    #: usage of rounds the client never saw (ember-owned tool calls), billed all the same
+    hidden_usage: Usage | None = None
+    hidden_rounds: int = 0
 
     @property
     def body(self) -> bytes:
@@ -80,18 +84,13 @@ class _DisconnectWatch:
             self._watch.cancel()
 
 
-async def relay(
-    upstream: Upstream,
-    receive: Receive,
-    send: Send,
-    *,
-    method: str,
-    url: str,
-    headers: list[tuple[str, str]],
-    body: bytes,
-    error_body: ErrorBody,
-) -> Relayed:
-    started = time.perf_counter()
+Work = Callable[[Send, "Relayed"], Awaitable[None]]
+
+
+async def watched(receive: Receive, send: Send, work: Work) -> Relayed:
+    """Run ``work`` (which answers the client through the ``send`` it is given) under a
+    disconnect watch: a client that goes away cancels the work and the outcome is
+    ``cancelled``."""
     watch = _DisconnectWatch(receive)
     result = Relayed(status=0, kind="ok", streamed=False)
 
@@ -103,9 +102,7 @@ async def relay(
         await send(message)
 
     try:
-        await _relay(
-            upstream, guarded_send, method, url, headers, body, error_body, started, result
-        )
+        await work(guarded_send, result)
     except asyncio.CancelledError:
         if not watch.disconnected:
             raise
@@ -119,7 +116,39 @@ async def relay(
     return result
 
 
-async def _relay(
+async def relay(
+    upstream: Upstream,
+    receive: Receive,
+    send: Send,
+    *,
+    method: str,
+    url: str,
+    headers: list[tuple[str, str]],
+    body: bytes,
+    error_body: ErrorBody,
+) -> Relayed:
+    """Forward one request and pass the answer through as it arrives."""
+    started = time.perf_counter()
+
+    async def work(send: Send, result: Relayed) -> None:
+        resp = await open_upstream(upstream, send, method, url, headers, body, error_body, result)
+        if resp is None:
+            return
+        async with resp:
+            result.status = resp.status
+            result.ttfb_ms = (time.perf_counter() - started) * 1000
+            if resp.status >= 400:
+                result.kind = "upstream_error"
+            if resp.headers.get("content-type", "").startswith("text/event-stream"):
+                result.streamed = True
+                await _stream(resp, send, result)
+            else:
+                await _whole(resp, send, result, error_body)
+
+    return await watched(receive, send, work)
+
+
+async def open_upstream(
     upstream: Upstream,
     send: Send,
     method: str,
@@ -127,29 +156,18 @@ async def _relay(
     headers: list[tuple[str, str]],
     body: bytes,
     error_body: ErrorBody,
-    started: float,
     result: Relayed,
-) -> None:
+) -> aiohttp.ClientResponse | None:
+    """The upstream response, or None after answering the client with a 502/504."""
     try:
-        resp = await upstream.send(method, url, headers, body)
+        return await upstream.send(method, url, headers, body)
     except UpstreamError as exc:
         result.status = 504 if isinstance(exc, UpstreamTimeout) else 502
         result.kind = "timeout" if isinstance(exc, UpstreamTimeout) else "unreachable"
         result.error = str(exc)
         log.warning("upstream failed status=%d error=%s", result.status, exc)
         await send_json(send, result.status, error_body(result.status, f"ember: {exc}"))
-        return
-    async with resp:
-        result.status = resp.status
-        result.ttfb_ms = (time.perf_counter() - started) * 1000
-        if resp.status >= 400:
-            result.kind = "upstream_error"
-        ctype = resp.headers.get("content-type", "")
-        if ctype.startswith("text/event-stream"):
-            result.streamed = True
-            await _stream(resp, send, result)
-        else:
-            await _whole(resp, send, result, error_body)
+        return None
 
 
 async def _whole(
@@ -157,7 +175,7 @@ async def _whole(
 ) -> None:
     try:
         data = await resp.read()
-    except _STREAM_ERRORS as exc:
+    except STREAM_ERRORS as exc:
         result.status, result.kind, result.error = 502, "cut", f"provider cut the answer: {exc}"
         await send_json(send, 502, error_body(502, f"ember: {result.error}"))
         return
@@ -175,7 +193,7 @@ async def _stream(resp: aiohttp.ClientResponse, send: Send, result: Relayed) -> 
         async for chunk in resp.content.iter_any():
             result.chunks.append(chunk)
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
-    except _STREAM_ERRORS as exc:
+    except STREAM_ERRORS as exc:
         # Leave the response unfinished: the server closes the connection without the final
         # chunk, which is how the client learns the stream was cut.
         result.kind = "cut"

@@ -96,6 +96,16 @@ def _openai_bad(exc: BadRequest) -> Pending:
     return _now(openai_error(400, exc.message, "invalid_request_error", param=exc.param))
 
 
+def _honour_tool_choice(body: dict[str, Any], reply: Reply) -> Reply:
+    """``tool_choice`` none forbids tool calls, as on the real APIs: a scripted call is
+    dropped (its text, or a fixed sentence, is answered instead)."""
+    choice = body.get("tool_choice")
+    forbidden = choice == "none" or (isinstance(choice, dict) and choice.get("type") == "none")
+    if not forbidden or not reply.tool_calls:
+        return reply
+    return reply.replace(tool_calls=(), text=reply.text or "No tools were allowed for this turn.")
+
+
 def _thinking_on(body: dict[str, Any]) -> bool:
     thinking = body.get("thinking")
     return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
@@ -144,6 +154,7 @@ def messages(emu: Emulator, request: RecordedRequest) -> Pending:
     except CacheControlError as exc:
         return _anthropic_bad(BadRequest(str(exc)))
     reply = emu.next_reply(body, request.path, lambda: prompt_anthropic.latest_user_text(body))
+    reply = _honour_tool_choice(body, reply)
     if reply.is_error:
         return Pending(reply, lambda: _error(reply, True))
     if reply.thinking is None and _thinking_on(body):
@@ -188,6 +199,7 @@ def chat_completions(emu: Emulator, request: RecordedRequest) -> Pending:
         return _openai_bad(exc)
     tokens = prompt_openai.chat_tokens(body)
     reply = emu.next_reply(body, request.path, lambda: prompt_openai.latest_user_text(body))
+    reply = _honour_tool_choice(body, reply)
     if reply.is_error:
         return Pending(reply, lambda: _error(reply, False))
     api_key = request.api_key
@@ -213,6 +225,7 @@ def responses(emu: Emulator, request: RecordedRequest) -> Pending:
         return _openai_bad(exc)
     tokens = prompt_openai.responses_tokens(body)
     reply = emu.next_reply(body, request.path, lambda: prompt_openai.latest_user_text(body))
+    reply = _honour_tool_choice(body, reply)
     if reply.is_error:
         return Pending(reply, lambda: _error(reply, False))
     api_key = request.api_key

@@ -1,0 +1,244 @@
+"""Tools that ember offers the model and executes itself (wire-format side).
+
+A proxy-owned tool (``memory_search``...) is offered by appending its definition to the
+request's ``tools``; when the model calls it, ember runs it and continues the conversation
+upstream with the result, so the client never sees the call. This module knows how each wire
+format spells a tool definition, a tool call continuation and "no more tools".
+
+Invariants:
+- Definitions are appended after the client's own tools, in a fixed order with fixed bytes,
+  on every request of a session: a tools array that changes between turns invalidates the
+  whole cache (tools come first in the prefix).
+- A continuation replays the assistant turn as the provider produced it (thinking blocks with
+  their signatures untouched: a modified thinking block is refused with a 400), minus calls to
+  tools the client owns — those are dropped so the model asks for them again after it has
+  read ember's results, instead of the client receiving half of a turn.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ember.protocols.base import AssembledMessage, Block
+from ember.protocols.jsonedit import JsonDoc, dumps
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    call: Block
+    content: str
+    is_error: bool = False
+
+
+class ToolingOps(Protocol):
+    def definition(self, spec: ToolSpec) -> dict[str, Any]: ...
+
+    def tool_names(self, body: Any) -> set[str]: ...
+
+    def add_definitions(self, doc: JsonDoc, specs: Sequence[ToolSpec]) -> None: ...
+
+    def continue_with(
+        self, doc: JsonDoc, answer: AssembledMessage, owned: set[str], results: list[ToolOutcome]
+    ) -> None: ...
+
+    def forbid_tools(self, doc: JsonDoc) -> None: ...
+
+
+def _append_tools(doc: JsonDoc, defs: list[dict[str, Any]]) -> None:
+    tools = doc.value.get("tools")
+    if isinstance(tools, list):
+        for d in defs:
+            doc.append(["tools"], d)
+    else:
+        doc.set_key([], "tools", defs)
+
+
+def _names(body: Any, key: str) -> set[str]:
+    tools = body.get("tools") if isinstance(body, dict) else None
+    out: set[str] = set()
+    for t in tools if isinstance(tools, list) else []:
+        if isinstance(t, dict):
+            fn = t.get("function")
+            name = fn.get("name") if isinstance(fn, dict) else t.get(key)
+            if isinstance(name, str):
+                out.add(name)
+    return out
+
+
+def _kept(answer: AssembledMessage, owned: set[str]) -> list[Block]:
+    return [b for b in answer.blocks if b.type != "tool_use" or b.name in owned]
+
+
+class AnthropicTooling:
+    def definition(self, spec: ToolSpec) -> dict[str, Any]:
+        return {
+            "name": spec.name,
+            "description": spec.description,
+            "input_schema": spec.input_schema,
+        }
+
+    def tool_names(self, body: Any) -> set[str]:
+        return _names(body, "name")
+
+    def add_definitions(self, doc: JsonDoc, specs: Sequence[ToolSpec]) -> None:
+        _append_tools(doc, [self.definition(s) for s in specs])
+
+    def continue_with(
+        self, doc: JsonDoc, answer: AssembledMessage, owned: set[str], results: list[ToolOutcome]
+    ) -> None:
+        content = [_anthropic_block(b) for b in _kept(answer, owned)]
+        doc.append(["messages"], {"role": "assistant", "content": content})
+        doc.append(
+            ["messages"],
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": r.call.id,
+                        "content": r.content,
+                        **({"is_error": True} if r.is_error else {}),
+                    }
+                    for r in results
+                ],
+            },
+        )
+
+    def forbid_tools(self, doc: JsonDoc) -> None:
+        doc.set_key([], "tool_choice", {"type": "none"})
+
+
+def _anthropic_block(b: Block) -> dict[str, Any]:
+    if b.type == "thinking":
+        return {"type": "thinking", "thinking": b.text, "signature": b.signature or ""}
+    if b.type == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": b.data or ""}
+    if b.type == "tool_use":
+        return {"type": "tool_use", "id": b.id, "name": b.name, "input": b.input or {}}
+    return {"type": "text", "text": b.text}
+
+
+def _arguments(b: Block) -> str:
+    return b.input if isinstance(b.input, str) else dumps(b.input if b.input is not None else {})
+
+
+class ChatTooling:
+    def definition(self, spec: ToolSpec) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": spec.name,
+                "description": spec.description,
+                "parameters": spec.input_schema,
+            },
+        }
+
+    def tool_names(self, body: Any) -> set[str]:
+        return _names(body, "name")
+
+    def add_definitions(self, doc: JsonDoc, specs: Sequence[ToolSpec]) -> None:
+        _append_tools(doc, [self.definition(s) for s in specs])
+
+    def continue_with(
+        self, doc: JsonDoc, answer: AssembledMessage, owned: set[str], results: list[ToolOutcome]
+    ) -> None:
+        kept = _kept(answer, owned)
+        text = "".join(b.text for b in kept if b.type == "text")
+        calls = [
+            {
+                "id": b.id,
+                "type": "function",
+                "function": {"name": b.name, "arguments": _arguments(b)},
+            }
+            for b in kept
+            if b.type == "tool_use"
+        ]
+        doc.append(
+            ["messages"], {"role": "assistant", "content": text or None, "tool_calls": calls}
+        )
+        for r in results:
+            doc.append(
+                ["messages"], {"role": "tool", "tool_call_id": r.call.id, "content": r.content}
+            )
+
+    def forbid_tools(self, doc: JsonDoc) -> None:
+        doc.set_key([], "tool_choice", "none")
+
+
+class ResponsesTooling:
+    def definition(self, spec: ToolSpec) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.input_schema,
+        }
+
+    def tool_names(self, body: Any) -> set[str]:
+        return _names(body, "name")
+
+    def add_definitions(self, doc: JsonDoc, specs: Sequence[ToolSpec]) -> None:
+        _append_tools(doc, [self.definition(s) for s in specs])
+
+    def continue_with(
+        self, doc: JsonDoc, answer: AssembledMessage, owned: set[str], results: list[ToolOutcome]
+    ) -> None:
+        items: list[dict[str, Any]] = []
+        for b in _kept(answer, owned):
+            if b.type == "text" and b.text:
+                items.append(
+                    {"role": "assistant", "content": [{"type": "output_text", "text": b.text}]}
+                )
+            elif b.type == "tool_use":
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": b.id,
+                        "name": b.name,
+                        "arguments": _arguments(b),
+                    }
+                )
+        items += [
+            {"type": "function_call_output", "call_id": r.call.id, "output": r.content}
+            for r in results
+        ]
+        current = doc.value.get("input")
+        if isinstance(current, list):
+            for item in items:
+                doc.append(["input"], item)
+        else:
+            first = {
+                "role": "user",
+                "content": [{"type": "input_text", "text": str(current or "")}],
+            }
+            doc.replace(["input"], [first, *items])
+
+    def forbid_tools(self, doc: JsonDoc) -> None:
+        doc.set_key([], "tool_choice", "none")
+
+
+TOOLING: dict[str, ToolingOps] = {
+    "anthropic": AnthropicTooling(),
+    "openai_chat": ChatTooling(),
+    "openai_responses": ResponsesTooling(),
+}
+
+
+def parse_arguments(raw: Any) -> Any:
+    """Tool input as an object; OpenAI sends arguments as a JSON string."""
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw) if raw else {}
+        except json.JSONDecodeError:
+            return raw
+    return raw

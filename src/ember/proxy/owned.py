@@ -1,0 +1,150 @@
+"""Answering with tools ember executes itself, invisibly to the client.
+
+When a stage gives an exchange ``owned_tools`` (and has offered their definitions in the
+request), the answer is buffered instead of streamed: if the model called an owned tool, ember
+runs it, appends the call and its result to the conversation and asks upstream again, up to
+``MAX_ROUNDS`` times (the last round forbids tools, so a model that keeps calling cannot loop
+forever). Only the final answer — one without owned calls — reaches the client, replayed exactly
+as the provider sent it (SSE events and all), so the client never sees a tool it did not define.
+
+The price is latency: nothing reaches the client until the final round has been read. Usage of
+the hidden rounds is summed into the exchange's accounting, because the provider bills them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import aiohttp
+
+from ember.protocols.base import AssembledMessage, ProtocolAdapter, Usage
+from ember.protocols.jsonedit import JsonDoc
+from ember.protocols.tooling import TOOLING, ToolOutcome, ToolSpec, parse_arguments
+from ember.proxy.relay import (
+    STREAM_ERRORS,
+    Receive,
+    Relayed,
+    Send,
+    open_upstream,
+    send_json,
+    watched,
+)
+from ember.proxy.tee import assemble
+from ember.proxy.upstream import Upstream, response_headers
+
+log = logging.getLogger(__name__)
+
+MAX_ROUNDS = 4
+
+
+class OwnedTools(Protocol):
+    """A set of tools ember offers the model and runs itself."""
+
+    @property
+    def specs(self) -> Sequence[ToolSpec]: ...
+
+    async def call(self, name: str, arguments: Any) -> tuple[str, bool]:
+        """The tool's result text and whether it is an error; must not raise."""
+        ...
+
+
+@dataclass
+class _Buffered:
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    chunks: list[bytes]
+    streamed: bool
+
+
+async def _read(resp: aiohttp.ClientResponse) -> _Buffered:
+    streamed = resp.headers.get("content-type", "").startswith("text/event-stream")
+    chunks = [c async for c in resp.content.iter_any()] if streamed else [await resp.read()]
+    return _Buffered(resp.status, response_headers(resp.headers.items()), chunks, streamed)
+
+
+async def _replay(send: Send, buf: _Buffered) -> None:
+    headers = list(buf.headers)
+    if not buf.streamed:
+        headers.append((b"content-length", str(sum(map(len, buf.chunks))).encode()))
+    await send({"type": "http.response.start", "status": buf.status, "headers": headers})
+    for chunk in buf.chunks:
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _run_calls(tools: OwnedTools, calls: list[Any]) -> list[ToolOutcome]:
+    outcomes = []
+    for call in calls:
+        try:
+            content, is_error = await tools.call(call.name, parse_arguments(call.input))
+        except Exception as exc:  # a tool must not break the user's request
+            log.exception("owned tool %s failed", call.name)
+            content, is_error = f"tool failed: {exc}", True
+        outcomes.append(ToolOutcome(call, content, is_error))
+    return outcomes
+
+
+async def relay_owned(
+    upstream: Upstream,
+    receive: Receive,
+    send: Send,
+    *,
+    adapter: ProtocolAdapter,
+    url: str,
+    headers: list[tuple[str, str]],
+    doc: JsonDoc,
+    tools: OwnedTools,
+) -> Relayed:
+    started = time.perf_counter()
+    ops = TOOLING[adapter.name]
+    owned = {s.name for s in tools.specs}
+
+    async def work(send: Send, result: Relayed) -> None:
+        current = doc
+        for round_no in range(MAX_ROUNDS + 1):
+            if round_no == MAX_ROUNDS:
+                ops.forbid_tools(current)
+            resp = await open_upstream(
+                upstream, send, "POST", url, headers, current.to_bytes(), adapter.error_body, result
+            )
+            if resp is None:
+                return
+            async with resp:
+                try:
+                    buf = await _read(resp)
+                except STREAM_ERRORS as exc:
+                    result.status, result.kind = 502, "cut"
+                    result.error = f"provider cut the answer: {exc!r}"
+                    await send_json(send, 502, adapter.error_body(502, f"ember: {result.error}"))
+                    return
+            result.ttfb_ms = result.ttfb_ms or (time.perf_counter() - started) * 1000
+            answer = assemble(adapter, buf.chunks, buf.streamed)
+            calls = [b for b in answer.tool_calls if b.name in owned] if answer else []
+            if buf.status >= 400 or answer is None or not calls or round_no == MAX_ROUNDS:
+                await _finish(send, buf, result)
+                return
+            _add_hidden_usage(result, answer)
+            outcomes = await _run_calls(tools, calls)
+            current = JsonDoc(current.to_bytes())
+            ops.continue_with(current, answer, owned, outcomes)
+
+    return await watched(receive, send, work)
+
+
+def _add_hidden_usage(result: Relayed, answer: AssembledMessage) -> None:
+    if answer.usage is not None:
+        result.hidden_usage = (result.hidden_usage or Usage()) + answer.usage
+    result.hidden_rounds += 1
+
+
+async def _finish(send: Send, buf: _Buffered, result: Relayed) -> None:
+    result.status = buf.status
+    result.streamed = buf.streamed
+    result.chunks = buf.chunks
+    if buf.status >= 400:
+        result.kind = "upstream_error"
+    await _replay(send, buf)
