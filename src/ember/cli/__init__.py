@@ -13,6 +13,7 @@ import click
 from ember import __version__
 from ember.cli.demo import demo
 from ember.cli.dev import dev
+from ember.cli.output_savings import output_savings
 from ember.cli.proxy import proxy
 from ember.cli.stats import stats
 from ember.errors import EmberError
@@ -38,6 +39,7 @@ cli.add_command(proxy)
 cli.add_command(dev)
 cli.add_command(demo)
 cli.add_command(stats)
+cli.add_command(output_savings)
 
 
 def main() -> None:

@@ -11,11 +11,18 @@ import json
 from typing import Any, ClassVar
 
 from ember.protocols.base import (
+    TTL_1_HOUR,
+    TTL_5_MINUTES,
     AssembledMessage,
     Block,
+    EffortFields,
+    PartKind,
     ToolResult,
     Usage,
     as_int,
+    find_region,
+    offers_tools,
+    replace_region,
     text_of,
 )
 from ember.protocols.jsonedit import JsonDoc, dumps
@@ -36,6 +43,32 @@ _ERROR_TYPES = {
 def _messages(body: Any) -> list[Any]:
     msgs = body.get("messages") if isinstance(body, dict) else None
     return msgs if isinstance(msgs, list) else []
+
+
+_PART_KINDS: dict[str, PartKind] = {"text": "text", "image": "image", "document": "document"}
+
+
+def _part_kind(block: Any) -> PartKind:
+    if isinstance(block, str):
+        return "text"
+    if not isinstance(block, dict):
+        return "other"
+    kind = block.get("type")
+    if kind == "tool_result":
+        return "tool_error" if block.get("is_error") is True else "tool_result"
+    return _PART_KINDS.get(kind, "other") if isinstance(kind, str) else "other"
+
+
+def _has_long_ttl(value: Any) -> bool:
+    """Whether a block (or a tool definition) carries ``cache_control`` with ``ttl: "1h"``,
+    on itself or on a block nested in its ``content``."""
+    if not isinstance(value, dict):
+        return False
+    marker = value.get("cache_control")
+    if isinstance(marker, dict) and marker.get("ttl") == "1h":
+        return True
+    inner = value.get("content")
+    return isinstance(inner, list) and any(_has_long_ttl(b) for b in inner)
 
 
 def _is_tool_result_only(content: Any) -> bool:
@@ -167,6 +200,119 @@ class AnthropicAdapter:
     def error_body(self, status: int, message: str) -> bytes:
         kind = _ERROR_TYPES.get(status, "api_error")
         return dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+
+    # -- output shaping (issue #3) ------------------------------------------------------------
+
+    def turn_parts(self, body: Any) -> tuple[PartKind, ...]:
+        """The kinds of the blocks of the last message when it is a user turn, else ``()``
+        (an assistant prefill or an empty request is nobody's new turn)."""
+        msgs = _messages(body)
+        last = msgs[-1] if msgs else None
+        if not isinstance(last, dict) or last.get("role") != "user":
+            return ()
+        content = last.get("content")
+        if isinstance(content, str):
+            return ("text",)
+        if not isinstance(content, list):
+            return ()
+        return tuple(_part_kind(b) for b in content)
+
+    def has_tools(self, body: Any) -> bool:
+        return offers_tools(body)
+
+    def cache_ttl(self, body: Any) -> float:
+        """One hour when a breakpoint asks for ``ttl: "1h"``, else five minutes.
+
+        Looks at the top-level marker, tools, system and the last two messages: an entry is
+        written where a breakpoint sits when the request is sent, which is the tail (a
+        moving breakpoint) or the stable head, so scanning the whole history every turn is
+        not needed; callers keep the longest TTL they have seen for a session.
+        Over-estimating is the safe direction: a level change waits for an idle period this
+        long, and waiting too little would break a cache the client paid 2x to keep an hour.
+        """
+        if not isinstance(body, dict):
+            return TTL_5_MINUTES
+        top = body.get("cache_control")
+        if isinstance(top, dict) and top.get("ttl") == "1h":
+            return TTL_1_HOUR
+        regions: list[Any] = []
+        for key in ("tools", "system"):
+            if isinstance(body.get(key), list):
+                regions.extend(body[key])
+        for m in _messages(body)[-2:]:
+            if isinstance(m, dict) and isinstance(m.get("content"), list):
+                regions.extend(m["content"])
+        return TTL_1_HOUR if any(_has_long_ttl(b) for b in regions) else TTL_5_MINUTES
+
+    def effort_fields(self, body: Any) -> EffortFields:
+        if not isinstance(body, dict):
+            return EffortFields()
+        config, thinking = body.get("output_config"), body.get("thinking")
+        effort = config.get("effort") if isinstance(config, dict) else None
+        kind = thinking.get("type") if isinstance(thinking, dict) else None
+        budget = thinking.get("budget_tokens") if isinstance(thinking, dict) else None
+        return EffortFields(
+            effort=effort if isinstance(effort, str) else None,
+            thinking_type=kind if isinstance(kind, str) else None,
+            thinking_budget=budget
+            if isinstance(budget, int) and not isinstance(budget, bool)
+            else None,
+        )
+
+    def set_effort(self, doc: JsonDoc, value: str) -> bool:
+        """Replace ``output_config.effort`` when the client sent one; never create it."""
+        if self.effort_fields(doc.value).effort is None:
+            return False
+        doc.replace(["output_config", "effort"], value)
+        return True
+
+    def set_thinking_budget(self, doc: JsonDoc, tokens: int) -> bool:
+        """Replace ``thinking.budget_tokens`` when present; ``thinking.type`` is never touched."""
+        if self.effort_fields(doc.value).thinking_budget is None:
+            return False
+        doc.replace(["thinking", "budget_tokens"], tokens)
+        return True
+
+    def set_verbosity(self, doc: JsonDoc, value: str) -> bool:
+        """Anthropic has no verbosity parameter."""
+        return False
+
+    def owned_system_block(self, body: Any, open_tag: str, close_tag: str) -> str | None:
+        """The text of ember's region in the system prompt, if one is there."""
+        system = body.get("system") if isinstance(body, dict) else None
+        texts: list[Any] = [system]
+        if isinstance(system, list):
+            texts = [b.get("text") for b in system if isinstance(b, dict)]
+        for text in reversed(texts):
+            if isinstance(text, str) and (span := find_region(text, open_tag, close_tag)):
+                return text[span[0] : span[1]]
+        return None
+
+    def put_system_block(self, doc: JsonDoc, open_tag: str, close_tag: str, block: str) -> bool:
+        """Put ember's block after the last system block, or replace ember's region where one
+        is already there (so shaping a shaped body changes nothing). Existing blocks, and the
+        ``cache_control`` breakpoints on them, keep their bytes; a string system becomes one
+        text block first, which the API treats as the same prompt."""
+        system = doc.value.get("system")
+        if system is None:
+            doc.set_key([], "system", [{"type": "text", "text": block}])
+            return True
+        if isinstance(system, str):
+            if find_region(system, open_tag, close_tag) is not None:
+                return replace_region(doc, ["system"], system, open_tag, close_tag, block)
+            doc.replace(
+                ["system"], [{"type": "text", "text": system}, {"type": "text", "text": block}]
+            )
+            return True
+        if not isinstance(system, list):
+            return False
+        for i in range(len(system) - 1, -1, -1):
+            b = system[i]
+            text = b.get("text") if isinstance(b, dict) else None
+            if isinstance(text, str) and find_region(text, open_tag, close_tag) is not None:
+                return replace_region(doc, ["system", i, "text"], text, open_tag, close_tag, block)
+        doc.append(["system"], {"type": "text", "text": block})
+        return True
 
 
 def _block_from_json(b: dict[str, Any]) -> Block:

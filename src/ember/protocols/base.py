@@ -8,7 +8,9 @@ the client's original bytes (see ``jsonedit``). The types here are the protocol-
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Literal, Protocol
+
+import orjson
 
 from ember.protocols.jsonedit import JsonDoc
 
@@ -92,6 +94,34 @@ class ToolResult:
     is_error: bool = False
 
 
+#: What one part of the latest input turn *is*, by structure only (block/item type, role,
+#: ``is_error`` or a structured error field) -- never by what its text says.
+PartKind = Literal["text", "image", "document", "tool_result", "tool_error", "other"]
+
+#: Cache lifetimes the adapters report (seconds): Anthropic's default and ``ttl: "1h"``,
+#: OpenAI's in-memory retention (documented as up to an hour idle) and ``24h`` retention.
+TTL_5_MINUTES = 300.0
+TTL_1_HOUR = 3600.0
+TTL_24_HOURS = 86400.0
+
+
+@dataclass(frozen=True)
+class EffortFields:
+    """The effort-like parameters of a request as the client sent them (``None`` = absent).
+
+    ``effort`` is Anthropic ``output_config.effort`` or OpenAI ``reasoning.effort`` /
+    ``reasoning_effort``; ``verbosity`` is OpenAI ``text.verbosity`` (Responses) or
+    ``verbosity`` (Chat). ``verbosity_creatable`` says the wire format has a place where a
+    verbosity can be added without rewriting another parameter.
+    """
+
+    effort: str | None = None
+    thinking_type: str | None = None
+    thinking_budget: int | None = None
+    verbosity: str | None = None
+    verbosity_creatable: bool = False
+
+
 class StreamAssembler(Protocol):
     """Consumes the SSE events of one streamed answer and assembles the final message.
 
@@ -137,6 +167,26 @@ class ProtocolAdapter(Protocol):
 
     def error_body(self, status: int, message: str) -> bytes: ...
 
+    # -- output shaping (issue #3) ------------------------------------------------------------
+
+    def turn_parts(self, body: Any) -> tuple[PartKind, ...]: ...
+
+    def has_tools(self, body: Any) -> bool: ...
+
+    def cache_ttl(self, body: Any) -> float: ...
+
+    def effort_fields(self, body: Any) -> EffortFields: ...
+
+    def set_effort(self, doc: JsonDoc, value: str) -> bool: ...
+
+    def set_thinking_budget(self, doc: JsonDoc, tokens: int) -> bool: ...
+
+    def set_verbosity(self, doc: JsonDoc, value: str) -> bool: ...
+
+    def owned_system_block(self, body: Any, open_tag: str, close_tag: str) -> str | None: ...
+
+    def put_system_block(self, doc: JsonDoc, open_tag: str, close_tag: str, block: str) -> bool: ...
+
 
 def as_int(value: Any) -> int:
     """A usage counter as an int; providers send null or omit counters they do not track."""
@@ -155,3 +205,86 @@ def text_of(content: Any, text_types: tuple[str, ...] = ("text",)) -> str:
         if isinstance(b, dict) and b.get("type") in text_types and isinstance(b.get("text"), str)
     ]
     return "\n".join(parts)
+
+
+def offers_tools(body: Any) -> bool:
+    """Whether the request offers the model any tools (``tools`` is a non-empty list in all
+    three wire formats)."""
+    tools = body.get("tools") if isinstance(body, dict) else None
+    return isinstance(tools, list) and bool(tools)
+
+
+def find_region(text: str, open_tag: str, close_tag: str) -> tuple[int, int] | None:
+    """The span of the *last* ``open_tag ... close_tag`` region in ``text``, or None.
+
+    The last one, because ember appends its region at the end: a client text that happens to
+    contain a stray open tag earlier must never be swallowed into ember's region.
+    """
+    start = text.rfind(open_tag)
+    if start < 0:
+        return None
+    end = text.find(close_tag, start + len(open_tag))
+    return None if end < 0 else (start, end + len(close_tag))
+
+
+def with_region(text: str, open_tag: str, close_tag: str, block: str) -> str:
+    """``text`` with ember's region replaced by ``block``, or ``block`` appended after a blank
+    line. Idempotent: applying it to its own result returns that result unchanged."""
+    span = find_region(text, open_tag, close_tag)
+    if span is not None:
+        return text[: span[0]] + block + text[span[1] :]
+    return f"{text}\n\n{block}" if text else block
+
+
+def replace_region(
+    doc: JsonDoc,
+    path: list[str | int],
+    text: str,
+    open_tag: str,
+    close_tag: str,
+    block: str,
+) -> bool:
+    """Set the string at ``path`` (currently ``text``) to ``with_region(text, ...)``; no edit at
+    all when that changes nothing, so a body shaped twice keeps the first shaping's bytes."""
+    new = with_region(text, open_tag, close_tag, block)
+    if new == text:
+        return False
+    doc.replace(path, new)
+    return True
+
+
+#: Tool outputs longer than this are not parsed for structured error fields (bounded work).
+_MAX_SNIFF_CHARS = 256 * 1024
+
+
+def _error_fields(value: Any) -> bool:
+    if not isinstance(value, dict):
+        return False
+    code = value.get("exit_code")
+    if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+        return True
+    return (
+        value.get("success") is False or bool(value.get("error")) or value.get("is_error") is True
+    )
+
+
+def structured_error(output: Any) -> bool:
+    """Whether a tool output reports failure *in structured fields*: a JSON object (or a string
+    holding one) with ``exit_code != 0``, ``success: false``, a truthy ``error`` or
+    ``is_error: true`` -- at the top level or under ``metadata``, as Codex reports exit codes.
+
+    Formats without an ``is_error`` flag (OpenAI tool messages and ``*_call_output`` items)
+    need this to tell a failing test run from a clean one; prose is never read, so the same
+    output always classifies the same way whatever its wording.
+    """
+    if isinstance(output, str):
+        stripped = output.lstrip()
+        if not stripped.startswith("{") or len(stripped) > _MAX_SNIFF_CHARS:
+            return False
+        try:
+            output = orjson.loads(stripped)
+        except orjson.JSONDecodeError:
+            return False
+    if not isinstance(output, dict):
+        return False
+    return _error_fields(output) or _error_fields(output.get("metadata"))

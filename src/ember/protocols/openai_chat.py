@@ -9,11 +9,28 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from ember.protocols.base import AssembledMessage, Block, ToolResult, Usage, as_int, text_of
+from ember.protocols.base import (
+    TTL_1_HOUR,
+    TTL_24_HOURS,
+    AssembledMessage,
+    Block,
+    EffortFields,
+    PartKind,
+    ToolResult,
+    Usage,
+    as_int,
+    find_region,
+    offers_tools,
+    replace_region,
+    structured_error,
+    text_of,
+)
 from ember.protocols.jsonedit import JsonDoc, dumps
 
 _TEXT_PARTS = ("text", "input_text")
 _SYSTEM_ROLES = ("system", "developer")
+_TOOL_ROLES = ("tool", "function")
+_PART_KINDS: dict[str, PartKind] = {"text": "text", "image_url": "image", "file": "document"}
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -153,6 +170,140 @@ class OpenAIChatAdapter:
 
     def error_body(self, status: int, message: str) -> bytes:
         return openai_error_body(status, message)
+
+    # -- output shaping (issue #3) ------------------------------------------------------------
+
+    def turn_parts(self, body: Any) -> tuple[PartKind, ...]:
+        """The trailing ``tool`` messages (an error by structured fields only: Chat has no
+        ``is_error``), or the parts of a final user message, else ``()``."""
+        msgs = _messages(body)
+        last = msgs[-1] if msgs else None
+        if not isinstance(last, dict):
+            return ()
+        if last.get("role") in _TOOL_ROLES:
+            return _tool_parts(msgs)
+        if last.get("role") != "user":
+            return ()
+        content = last.get("content")
+        if isinstance(content, str):
+            return ("text",)
+        if not isinstance(content, list):
+            return ()
+        return tuple(
+            _PART_KINDS.get(str(p.get("type")), "other") if isinstance(p, dict) else "other"
+            for p in content
+        )
+
+    def has_tools(self, body: Any) -> bool:
+        return offers_tools(body)
+
+    def cache_ttl(self, body: Any) -> float:
+        """24 h with ``prompt_cache_retention: "24h"``; otherwise an hour, the longest the
+        in-memory cache is documented to survive idle (assuming less could break it)."""
+        retention = body.get("prompt_cache_retention") if isinstance(body, dict) else None
+        return TTL_24_HOURS if retention == "24h" else TTL_1_HOUR
+
+    def effort_fields(self, body: Any) -> EffortFields:
+        if not isinstance(body, dict):
+            return EffortFields()
+        effort = body.get("reasoning_effort")
+        reasoning = body.get("reasoning")
+        if not isinstance(effort, str) and isinstance(reasoning, dict):
+            effort = reasoning.get("effort")
+        verbosity = body.get("verbosity")
+        return EffortFields(
+            effort=effort if isinstance(effort, str) else None,
+            verbosity=verbosity if isinstance(verbosity, str) else None,
+            verbosity_creatable=True,
+        )
+
+    def set_effort(self, doc: JsonDoc, value: str) -> bool:
+        """Replace the effort ``effort_fields`` reports -- ``reasoning_effort``, else
+        ``reasoning.effort`` (which some compatible servers take) -- and only that one: the
+        plan was ranked against it, and writing it into the other could raise that one.
+        Never creates either."""
+        body = doc.value
+        if isinstance(body.get("reasoning_effort"), str):
+            doc.replace(["reasoning_effort"], value)
+            return True
+        reasoning = body.get("reasoning")
+        if isinstance(reasoning, dict) and isinstance(reasoning.get("effort"), str):
+            doc.replace(["reasoning", "effort"], value)
+            return True
+        return False
+
+    def set_thinking_budget(self, doc: JsonDoc, tokens: int) -> bool:
+        return False
+
+    def set_verbosity(self, doc: JsonDoc, value: str) -> bool:
+        """Set the top-level ``verbosity`` (replaced in place, or appended as the last key)."""
+        doc.set_key([], "verbosity", value)
+        return True
+
+    def owned_system_block(self, body: Any, open_tag: str, close_tag: str) -> str | None:
+        for m in reversed(_messages(body)):
+            if isinstance(m, dict) and m.get("role") in _SYSTEM_ROLES:
+                text = text_of(m.get("content"), _TEXT_PARTS)
+                span = find_region(text, open_tag, close_tag)
+                if span is not None:
+                    return text[span[0] : span[1]]
+        return None
+
+    def put_system_block(self, doc: JsonDoc, open_tag: str, close_tag: str, block: str) -> bool:
+        """Put ember's block at the end of the system prompt: the last system/developer message
+        of the leading run (falling back to the last one anywhere). A string content gets the
+        block after a blank line -- a string stays a string, since some compatible servers
+        refuse part lists in system messages; a part list gets one more text part. Without a
+        system message nothing is added: inserting one at the head would shift every message.
+        """
+        msgs = _messages(doc.value)
+        index = _system_target(msgs)
+        if index is None:
+            return False
+        path: list[str | int] = ["messages", index, "content"]
+        content = msgs[index].get("content")
+        if isinstance(content, str):
+            return replace_region(doc, path, content, open_tag, close_tag, block)
+        if not isinstance(content, list):
+            return False
+        for j in range(len(content) - 1, -1, -1):
+            part = content[j]
+            text = part.get("text") if isinstance(part, dict) else None
+            if isinstance(text, str) and find_region(text, open_tag, close_tag) is not None:
+                return replace_region(doc, [*path, j, "text"], text, open_tag, close_tag, block)
+        doc.append(path, {"type": "text", "text": block})
+        return True
+
+
+def _tool_parts(msgs: list[Any]) -> tuple[PartKind, ...]:
+    parts: list[PartKind] = []
+    for m in reversed(msgs):
+        if not isinstance(m, dict) or m.get("role") not in _TOOL_ROLES:
+            break
+        content = m.get("content")
+        output = content if isinstance(content, str) else text_of(content, _TEXT_PARTS)
+        parts.append("tool_error" if structured_error(output) else "tool_result")
+    return tuple(reversed(parts))
+
+
+def _system_target(msgs: list[Any]) -> int | None:
+    """The last system/developer message of the leading run, else the last one anywhere.
+
+    The head of the conversation is where the stable prompt lives; a developer message a
+    client adds later in a session must not pull ember's block away from where earlier turns
+    (and the cache) had it.
+    """
+    head = None
+    for i, m in enumerate(msgs):
+        if not (isinstance(m, dict) and m.get("role") in _SYSTEM_ROLES):
+            break
+        head = i
+    if head is not None:
+        return head
+    for i in range(len(msgs) - 1, -1, -1):
+        if isinstance(msgs[i], dict) and msgs[i].get("role") in _SYSTEM_ROLES:
+            return i
+    return None
 
 
 def _append_text(doc: JsonDoc, index: int, text: str) -> None:

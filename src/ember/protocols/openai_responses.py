@@ -10,13 +10,33 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from ember.protocols.base import AssembledMessage, Block, ToolResult, Usage, text_of
+from ember.protocols.base import (
+    TTL_1_HOUR,
+    TTL_24_HOURS,
+    AssembledMessage,
+    Block,
+    EffortFields,
+    PartKind,
+    ToolResult,
+    Usage,
+    find_region,
+    offers_tools,
+    replace_region,
+    structured_error,
+    text_of,
+)
 from ember.protocols.jsonedit import JsonDoc, dumps
 from ember.protocols.openai_chat import openai_error_body, openai_usage
 
 _TEXT_PARTS = ("input_text", "output_text", "text")
 _SYSTEM_ROLES = ("system", "developer")
 _FINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed")
+_PART_KINDS: dict[str, PartKind] = {
+    "input_text": "text",
+    "text": "text",
+    "input_image": "image",
+    "input_file": "document",
+}
 
 
 def _items(body: Any) -> list[Any]:
@@ -140,6 +160,110 @@ class OpenAIResponsesAdapter:
 
     def error_body(self, status: int, message: str) -> bytes:
         return openai_error_body(status, message)
+
+    # -- output shaping (issue #3) ------------------------------------------------------------
+
+    def turn_parts(self, body: Any) -> tuple[PartKind, ...]:
+        """The trailing tool-output items (``function_call_output``, ``custom_tool_call_output``
+        and the other ``*_call_output`` types; an error only by structured fields, as Responses
+        has no ``is_error``), or the parts of a final user message, else ``()``."""
+        if isinstance(body, dict) and isinstance(body.get("input"), str):
+            return ("text",)
+        items = _items(body)
+        last = items[-1] if items else None
+        if _is_output(last):
+            return _output_parts(items)
+        if not _is_role(last, ("user",)):
+            return ()
+        assert isinstance(last, dict)
+        content = last.get("content")
+        if isinstance(content, str):
+            return ("text",)
+        if not isinstance(content, list):
+            return ()
+        return tuple(
+            _PART_KINDS.get(str(p.get("type")), "other") if isinstance(p, dict) else "other"
+            for p in content
+        )
+
+    def has_tools(self, body: Any) -> bool:
+        return offers_tools(body)
+
+    def cache_ttl(self, body: Any) -> float:
+        """24 h with ``prompt_cache_retention: "24h"``; otherwise an hour, the longest the
+        in-memory cache is documented to survive idle (assuming less could break it)."""
+        retention = body.get("prompt_cache_retention") if isinstance(body, dict) else None
+        return TTL_24_HOURS if retention == "24h" else TTL_1_HOUR
+
+    def effort_fields(self, body: Any) -> EffortFields:
+        if not isinstance(body, dict):
+            return EffortFields()
+        reasoning, text = body.get("reasoning"), body.get("text")
+        effort = reasoning.get("effort") if isinstance(reasoning, dict) else None
+        verbosity = text.get("verbosity") if isinstance(text, dict) else None
+        return EffortFields(
+            effort=effort if isinstance(effort, str) else None,
+            verbosity=verbosity if isinstance(verbosity, str) else None,
+            verbosity_creatable=text is None or isinstance(text, dict),
+        )
+
+    def set_effort(self, doc: JsonDoc, value: str) -> bool:
+        """Replace ``reasoning.effort`` when the client sent it; never create it."""
+        if self.effort_fields(doc.value).effort is None:
+            return False
+        doc.replace(["reasoning", "effort"], value)
+        return True
+
+    def set_thinking_budget(self, doc: JsonDoc, tokens: int) -> bool:
+        return False
+
+    def set_verbosity(self, doc: JsonDoc, value: str) -> bool:
+        """Set ``text.verbosity``, creating ``text`` when absent; other ``text`` keys
+        (``format``) keep their bytes."""
+        text = doc.value.get("text")
+        if text is None:
+            doc.set_key([], "text", {"verbosity": value})
+            return True
+        if not isinstance(text, dict):
+            return False
+        doc.set_key(["text"], "verbosity", value)
+        return True
+
+    def owned_system_block(self, body: Any, open_tag: str, close_tag: str) -> str | None:
+        text = body.get("instructions") if isinstance(body, dict) else None
+        if not isinstance(text, str):
+            return None
+        span = find_region(text, open_tag, close_tag)
+        return None if span is None else text[span[0] : span[1]]
+
+    def put_system_block(self, doc: JsonDoc, open_tag: str, close_tag: str, block: str) -> bool:
+        """Put ember's block at the end of ``instructions`` (after a blank line), or replace
+        ember's region there; ``instructions`` is created when absent. Instructions of another
+        shape are left alone rather than overwritten."""
+        current = doc.value.get("instructions")
+        if current is None:
+            doc.set_key([], "instructions", block)
+            return True
+        if not isinstance(current, str):
+            return False
+        return replace_region(doc, ["instructions"], current, open_tag, close_tag, block)
+
+
+def _is_output(item: Any) -> bool:
+    kind = item.get("type") if isinstance(item, dict) else None
+    return isinstance(kind, str) and kind.endswith("_call_output")
+
+
+def _output_parts(items: list[Any]) -> tuple[PartKind, ...]:
+    parts: list[PartKind] = []
+    for item in reversed(items):
+        if not _is_output(item):
+            break
+        output = item.get("output")
+        if isinstance(output, list):
+            output = text_of(output, _TEXT_PARTS)
+        parts.append("tool_error" if structured_error(output) else "tool_result")
+    return tuple(reversed(parts))
 
 
 def _block_from_item(item: Any) -> Block | None:

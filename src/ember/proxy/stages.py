@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from ember.config import Settings
 from ember.proxy.pipeline import Stage
+from ember.shaping.stage import ShapingStage
 
 
 def build_stages(settings: Settings) -> list[Stage]:
     """Feature stages for ``settings`` (accounting is added by ``ProxyApp`` itself)."""
     stages: list[Stage] = []
+    # Output shaping first: it edits the stable system tail. It is there even with
+    # EMBER_OUTPUT_SHAPING=false, to record the unshaped baseline (it edits nothing then).
+    stages.append(ShapingStage(settings))
     return stages

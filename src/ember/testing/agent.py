@@ -101,6 +101,10 @@ class ScriptedAgent:
     model: str = "claude-sonnet-4-5"
     history: list[dict[str, Any]] = field(default_factory=list)
     usage: list[TurnUsage] = field(default_factory=list)
+    #: sent on every request when set, as Claude Code pins them: e.g. ``{"type": "enabled",
+    #: "budget_tokens": 8000}`` and ``{"effort": "high"}``
+    thinking: dict[str, Any] | None = None
+    output_config: dict[str, Any] | None = None
 
     def run(self, tasks: Sequence[Task]) -> list[TurnUsage]:
         for task in tasks:
@@ -127,6 +131,11 @@ class ScriptedAgent:
 
     def _send(self, user_message: dict[str, Any], kind: str) -> None:
         self.history.append(user_message)
+        options: dict[str, Any] = {}
+        if self.thinking is not None:
+            options["thinking"] = self.thinking
+        if self.output_config is not None:
+            options["output_config"] = self.output_config
         msg = self.client.messages.create(  # type: ignore[call-overload]
             model=self.model,
             max_tokens=4096,
@@ -134,6 +143,7 @@ class ScriptedAgent:
             tools=TOOLS,
             messages=_with_moving_breakpoint(self.history),
             metadata={"user_id": f"user_demo_account_demo_session_{self.session_id}"},
+            **options,
         )
         self.history.append(
             {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in msg.content]}
@@ -197,3 +207,30 @@ def demo_tasks() -> list[Task]:
             "Empty passwords now get a 400 instead of crashing the login handler.",
         ),
     ]
+
+
+def session_tasks(requests: int) -> list[Task]:
+    """Tasks that make exactly ``requests`` requests (asks plus tool-result turns), for long
+    sessions: asks with 2, 3, 1, 0 and 2 tool calls in turn, reading files and running tests."""
+    tasks: list[Task] = []
+    left, i = requests, 0
+    shapes = (2, 3, 1, 0, 2)
+    while left > 0:
+        calls = min(shapes[i % len(shapes)], left - 1)
+        tools: list[tuple[str, dict[str, Any]]] = [
+            ("Read", {"path": f"src/module_{i}/part_{j}.py"})
+            if j % 2 == 0
+            else ("Bash", {"command": f"pytest tests/test_module_{i}.py -q"})
+            for j in range(calls)
+        ]
+        tasks.append(
+            Task(
+                f"Step {i}: module {i} has a failing check. Find the cause and fix it.",
+                tools,
+                f"Module {i}: the check compared against a stale constant; it now reads the "
+                f"configured value, and the tests for module {i} pass.",
+            )
+        )
+        left -= calls + 1
+        i += 1
+    return tasks

@@ -1,0 +1,289 @@
+"""The shaping stage: wires the pure policies to the proxy's traffic.
+
+On each request: classify the turn by structure, pick the session's arm (holdout by hash),
+observe the user signal a new ask carries, then -- treatment arm only -- put the verbosity
+block at the system tail and lower effort fields on a mechanical continuation. The control
+arm is classified and recorded but forwarded byte-for-byte as the client sent it.
+
+On each answer: remember what came back (for the next request's signal and the cache guard),
+and record output tokens and echo for the savings ledger, flushed every 25 outcomes.
+
+Cache invariants enforced here (each prevents a full-price re-write of the session's prefix):
+- the block's level is fixed per session and changes only at a session boundary or once the
+  session has been idle past its cache TTL (5 min, 1 h with ``ttl: "1h"``), so a warm
+  prefix never sees a different block;
+- the legacy thinking budget is clamped only with ``EMBER_OUTPUT_THINKING_CLAMP`` on, and then
+  starts only when the cache is known to be cold and is held only across consecutive
+  mechanical turns (``policy.budget_clamp_allowed`` has the measurements);
+- effort routing stops for a model as soon as a change of effort evidently cost a cache
+  read (``policy.params_broke_cache``).
+Per-session state is bounded (``sessions.SessionBook``); a failure anywhere here is rolled back
+by the pipeline and the request goes on unshaped (fail open).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ember.config import Settings
+from ember.protocols.base import AssembledMessage
+from ember.proxy.pipeline import Exchange, Outcome, Stage
+from ember.shaping.apply import apply_effort, apply_verbosity
+from ember.shaping.controller import MAX_AUTO_LEVEL, ControllerState, Signal, observe
+from ember.shaping.echo import ECHO_NGRAM, context_text, echo_ratio
+from ember.shaping.files import ShapingFiles, load_controller, save_controller
+from ember.shaping.levels import ResolvedLevel, resolve_level
+from ember.shaping.policy import (
+    TurnKind,
+    budget_clamp_allowed,
+    classify_turn,
+    params_broke_cache,
+    plan_effort,
+)
+from ember.shaping.recorder import SavingsRecorder
+from ember.shaping.sessions import DEFAULT_CAPACITY, RequestNote, SessionBook, SessionState
+from ember.shaping.signals import PreviousAnswer, detect_signal
+from ember.shaping.strata import assign_arm, stratum_key
+
+log = logging.getLogger(__name__)
+
+ArmOrOff = Literal["treatment", "control", "off"]
+Params = tuple[str | None, str | None]
+
+
+@dataclass
+class ShapingNote:
+    """What shaping did to one exchange (``Exchange.state["shaping"]``); no content."""
+
+    arm: ArmOrOff
+    kind: TurnKind
+    stratum: str
+    seq: int
+    level: int | None = None
+    source: str | None = None
+    block_edited: bool = False
+    effort_changes: tuple[str, ...] = ()
+    signal: Signal | None = None
+
+
+def _echo(answer: str, body: Any) -> float | None:
+    if len(answer.split(maxsplit=ECHO_NGRAM)) < ECHO_NGRAM:
+        return None  # too short to measure: skip walking the whole request
+    return echo_ratio(answer, context_text(body))
+
+
+class ShapingStage(Stage):
+    name = "shaping"
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        recorder: SavingsRecorder | None = None,
+        capacity: int = DEFAULT_CAPACITY,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.files = ShapingFiles(settings.home)
+        self.recorder = recorder or SavingsRecorder(self.files)
+        self.sessions = SessionBook(capacity)
+        self.controller: ControllerState | None = None
+        if settings.output_autotune:
+            self.controller = load_controller(self.files)
+        self._controller_dirty = False
+        #: models for which an effort change was seen to cost the cache (routing stopped)
+        self.effort_disabled: set[str] = set()
+
+    # -- request path -------------------------------------------------------------------
+
+    async def on_request(self, ex: Exchange) -> None:
+        now = self.clock()
+        body = ex.doc.value
+        kind = classify_turn(ex.adapter.turn_parts(body))
+        arm = self._arm(ex.session_id)
+        stratum = stratum_key(kind, len(ex.doc.raw), ex.model, ex.adapter.has_tools(body))
+        state = self.sessions.get(ex.session_id)
+        known_cold = state is not None and state.is_cold(now)
+        if state is None:
+            resolved = self.resolve_level()
+            state = SessionState(resolved.level, resolved.source, now, 0.0)
+            self.sessions.put(ex.session_id, state)
+        seq = state.seq + 1
+        note = ShapingNote(arm, kind, stratum, seq)
+        params: Params = (None, None)
+        changed: tuple[str, ...] = ()
+        if arm == "treatment":
+            note.signal = self._observe(ex, state, kind, seq, now)
+            if known_cold:
+                resolved = self.resolve_level()
+                state.level, state.source = resolved.level, resolved.source
+            note.level, note.source = state.level, state.source
+            note.block_edited = apply_verbosity(ex.adapter, ex.doc, state.level)
+            params, changed = self._route_effort(ex, state, kind, known_cold)
+            note.effort_changes = changed
+        state.add_note(RequestNote(seq, now, params, bool(changed)))
+        # the longest TTL seen: a 1-hour breakpoint written earlier may no longer be in view
+        ttl = ex.adapter.cache_ttl(body)
+        state.ttl = ttl if known_cold else max(state.ttl, ttl)
+        state.seq, state.last_seen = seq, now
+        ex.state[self.name] = note
+
+    def _arm(self, session_id: str) -> ArmOrOff:
+        if not self.settings.output_shaping:
+            return "off"
+        return assign_arm(session_id, self.settings.output_holdout)
+
+    def resolve_level(self) -> ResolvedLevel:
+        """env > controller > learned ``verbosity.json`` > default 2, with its source."""
+        controller = self.controller.level if self.controller is not None else None
+        return resolve_level(self.settings.verbosity_level, controller, self.recorder.learned_level)
+
+    def _observe(
+        self, ex: Exchange, state: SessionState, kind: TurnKind, seq: int, now: float
+    ) -> Signal | None:
+        """Feed the controller the signal this request carries (a new ask only)."""
+        autotune = self.settings.output_autotune and self.settings.verbosity_level is None
+        previous = state.notes.get(seq - 1)
+        if not autotune or kind != TurnKind.NEW_ASK or previous is None:
+            return None
+        index = ex.adapter.latest_user_index(ex.doc.value)
+        text = ex.adapter.user_text(ex.doc.value, index) if index is not None else ""
+        signal = detect_signal(previous.answer, kind, text, now)
+        if signal is None:
+            return None
+        if self.controller is None:
+            fallback = resolve_level(None, None, self.recorder.learned_level).level
+            self.controller = ControllerState(min(fallback, MAX_AUTO_LEVEL))
+        before = self.controller.level
+        self.controller = observe(self.controller, signal)
+        self._controller_dirty = True
+        if self.controller.level != before:
+            log.info(
+                "verbosity controller: level %d -> %d after %s (new sessions, and idle ones "
+                "whose cache has expired, get it)",
+                before,
+                self.controller.level,
+                signal.value,
+            )
+        return signal
+
+    def _route_effort(
+        self, ex: Exchange, state: SessionState, kind: TurnKind, known_cold: bool
+    ) -> tuple[Params, tuple[str, ...]]:
+        fields = ex.adapter.effort_fields(ex.doc.value)
+        sent: Params = (fields.effort, fields.verbosity)
+        model = ex.model
+        if not self.settings.output_effort_routing or (model or "") in self.effort_disabled:
+            state.budget_held = False
+            return sent, ()
+        plan = plan_effort(
+            kind,
+            fields,
+            protocol=ex.adapter.name,
+            model=model,
+            target=self.settings.output_mechanical_effort,
+            clamp_budget=self.settings.output_thinking_clamp
+            and budget_clamp_allowed(kind, known_cold, state.budget_held),
+        )
+        changed = () if plan.empty else apply_effort(ex.adapter, ex.doc, plan)
+        state.budget_held = "thinking_budget" in changed
+        effort = plan.effort if "effort" in changed else fields.effort
+        verbosity = plan.verbosity if "verbosity" in changed else fields.verbosity
+        return (effort, verbosity), changed
+
+    # -- response path ------------------------------------------------------------------
+
+    async def on_response(self, ex: Exchange, outcome: Outcome) -> None:
+        note = ex.state.get(self.name)
+        if not isinstance(note, ShapingNote):
+            return
+        state = self.sessions.peek(ex.session_id)
+        if state is not None:
+            self._remember(ex, state, note.seq, outcome)
+        msg = outcome.message
+        if outcome.kind == "ok" and msg is not None and msg.usage is not None:
+            await self._record(ex, note, msg)
+        await self._save_controller()
+
+    def _remember(self, ex: Exchange, state: SessionState, seq: int, outcome: Outcome) -> None:
+        req = state.notes.get(seq)
+        if req is None:
+            return
+        msg = outcome.message
+        handed_back = (
+            outcome.kind == "ok" and msg is not None and msg.complete and not msg.tool_calls
+        )
+        first_ms = outcome.ttfb_ms if outcome.streamed and outcome.ttfb_ms else outcome.latency_ms
+        visible = len(msg.text) if msg is not None else 0
+        req.answer = PreviousAnswer(
+            outcome.kind, handed_back, visible, req.started_at + first_ms / 1000
+        )
+        if outcome.kind == "ok" and msg is not None and msg.usage is not None:
+            req.usage_known = True
+            req.cache_read, req.cache_write = (
+                msg.usage.cache_read_tokens,
+                msg.usage.cache_write_tokens,
+            )
+        for before, after in ((state.notes.get(seq - 1), req), (req, state.notes.get(seq + 1))):
+            if before is not None and after is not None:
+                self._guard(ex, state, before, after)
+
+    def _guard(
+        self, ex: Exchange, state: SessionState, prev: RequestNote, cur: RequestNote
+    ) -> None:
+        if not (prev.usage_known and cur.usage_known):
+            return  # a failed or cut request read nothing: no evidence either way
+        changed = prev.params != cur.params and (
+            prev.ember_changed_params or cur.ember_changed_params
+        )
+        within = cur.started_at - prev.started_at <= state.ttl
+        cached = prev.cache_read + prev.cache_write
+        model = ex.model or ""
+        if model not in self.effort_disabled and params_broke_cache(
+            cached, cur.cache_read, changed, within
+        ):
+            self.effort_disabled.add(model)
+            log.warning(
+                "effort routing stopped for %s: changing effort parameters cost a cache read "
+                "(%d of %d tokens read); requests of this model keep their effort as sent",
+                model,
+                cur.cache_read,
+                cached,
+            )
+
+    async def _record(self, ex: Exchange, note: ShapingNote, msg: AssembledMessage) -> None:
+        assert msg.usage is not None
+        output = msg.usage.output_tokens
+        if note.arm == "off":
+            due = self.recorder.record_baseline(note.stratum, output)
+        else:
+            text = msg.text
+            echo = await asyncio.to_thread(_echo, text, ex.doc.value) if text else None
+            due = self.recorder.record(note.arm, note.stratum, output, echo)
+        if due:
+            await self._flush()
+
+    async def _flush(self) -> None:
+        try:
+            await asyncio.to_thread(self.recorder.flush)
+        except OSError as exc:
+            log.warning("could not write the savings ledger (kept for the next flush): %s", exc)
+
+    async def _save_controller(self) -> None:
+        if not self._controller_dirty or self.controller is None:
+            return
+        self._controller_dirty = False
+        try:
+            await asyncio.to_thread(save_controller, self.files, self.controller)
+        except OSError as exc:
+            log.warning("could not save the verbosity controller state: %s", exc)
+
+    async def close(self) -> None:
+        await self._flush()
+        await self._save_controller()
