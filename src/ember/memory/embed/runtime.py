@@ -1,0 +1,191 @@
+"""Run the embedder: tokenizers for word pieces, onnxruntime for the graph. No torch.
+
+``load_onnx_embedder`` turns a checkpoint's files into an ``OnnxEmbedder`` (the graph from the
+disk cache or built from the safetensors weights, an onnxruntime session, the tokenizer);
+``OnnxEmbedder.embed`` is the hot path. Loading failures are ``EmbedderUnavailable``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+import onnxruntime as ort  # type: ignore[import-untyped]
+from tokenizers import Tokenizer
+
+from ember.memory.embed.batching import plan_batches
+from ember.memory.embed.checkpoint import read_spec
+from ember.memory.embed.compiled import build_model, compiled_model, discard
+from ember.memory.embed.errors import EmbedderUnavailable
+from ember.memory.embed.files import ModelFiles
+from ember.memory.embed.spec import ATTENTION_MASK, INPUT_IDS, OUTPUT, ModelSpec
+
+log = logging.getLogger(__name__)
+
+Optimization = Literal["basic", "extended", "all"]
+_LEVELS = {
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """onnxruntime knobs. The defaults won ``bench/embed_throughput.py`` on a 2-core machine.
+
+    ``threads`` is capped at 2 even on bigger machines: the embedder shares the host with the
+    agents it serves, and a short query gains little past two threads. ``spinning`` off matters
+    on a small machine shared with the proxy: spinning intra-op threads keep a core busy for a
+    while after every call, stealing it from request handling.
+    """
+
+    threads: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))
+    optimization: Optimization = "all"
+    spinning: bool = False
+    fused_attention: bool = True
+    max_batch: int = 32
+    max_tokens: int = 8192
+
+
+class OnnxEmbedder:
+    """An ``Embedder`` backed by one onnxruntime session; safe to call from several threads.
+
+    Rows are unit length and in input order. A text longer than the model's window is cut at
+    ``max_seq_length`` word pieces (256 for all-MiniLM-L6-v2, as sentence-transformers does);
+    the empty string (and whitespace) embeds as the model's vector for ``[CLS] [SEP]``, a
+    valid unit vector, exactly as the reference implementation returns it.
+    """
+
+    def __init__(
+        self,
+        session: ort.InferenceSession,
+        tokenizer: Tokenizer,
+        *,
+        name: str,
+        dim: int,
+        tuning: Tuning,
+    ) -> None:
+        self.name = name
+        self.dim = dim
+        self._session = session
+        self._tokenizer = tokenizer
+        self._tuning = tuning
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts; wrap a single text: embed([text])")
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"embed() texts[{i}] is {type(text).__name__}, not str")
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        # sentence-transformers strips each text before tokenising; keep the same input.
+        encodings = self._tokenizer.encode_batch([t.strip() for t in texts])
+        lengths = [len(e.ids) for e in encodings]
+        for batch in plan_batches(lengths, self._tuning.max_batch, self._tuning.max_tokens):
+            width = max(lengths[i] for i in batch)
+            ids = np.zeros((len(batch), width), dtype=np.int64)
+            mask = np.zeros((len(batch), width), dtype=np.int64)
+            for row, i in enumerate(batch):
+                ids[row, : lengths[i]] = encodings[i].ids
+                mask[row, : lengths[i]] = 1
+            (vectors,) = self._session.run([OUTPUT], {INPUT_IDS: ids, ATTENTION_MASK: mask})
+            out[batch] = vectors
+        return out
+
+
+def _session_options(tuning: Tuning) -> ort.SessionOptions:
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = _LEVELS[tuning.optimization]
+    opts.intra_op_num_threads = tuning.threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.log_severity_level = 3  # onnxruntime's warnings go to stderr, not through logging
+    if not tuning.spinning:
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return opts
+
+
+def load_tokenizer(path: Path, spec: ModelSpec) -> Tokenizer:
+    """The checkpoint's tokenizer, truncating at ``max_seq_length`` and padding nothing.
+
+    all-MiniLM-L6-v2's ``tokenizer.json`` carries "truncate and pad to 128"; both are replaced:
+    the window is the model's 256 and padding is done per batch by ``OnnxEmbedder``.
+    """
+    try:
+        tok = Tokenizer.from_file(str(path))
+    except Exception as exc:
+        raise EmbedderUnavailable(f"cannot read tokenizer {path}: {exc}") from exc
+    tok.no_padding()
+    tok.enable_truncation(max_length=spec.max_seq_length)
+    if tok.get_vocab_size() > spec.vocab:
+        raise EmbedderUnavailable(
+            f"tokenizer {path} has {tok.get_vocab_size()} word pieces but the model only "
+            f"{spec.vocab}: the files belong to different models"
+        )
+    return tok
+
+
+def _session(model: str | bytes, tuning: Tuning, name: str) -> ort.InferenceSession:
+    try:
+        return ort.InferenceSession(
+            model, _session_options(tuning), providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
+        raise EmbedderUnavailable(f"onnxruntime rejected the graph for {name}: {exc}") from exc
+
+
+def _open_session(
+    files: ModelFiles, spec: ModelSpec, tuning: Tuning, name: str, cache_dir: Path | None
+) -> ort.InferenceSession:
+    """From the disk cache when there is one (see ``compiled``), else built in memory.
+
+    The cache is an optimisation, never a reason to fail: an unwritable directory or an entry
+    onnxruntime refuses is logged and the graph is built in memory for this run.
+    """
+    if cache_dir is not None:
+        try:
+            path = compiled_model(files, spec, cache_dir, tuning.fused_attention)
+        except OSError as exc:
+            log.warning(
+                "cannot cache the embedder graph in %s (%s); building it in memory", cache_dir, exc
+            )
+        else:
+            try:
+                return _session(str(path), tuning, name)
+            except EmbedderUnavailable as exc:
+                log.warning("discarding the cached embedder graph %s: %s", path, exc)
+                discard(path)
+    model = build_model(files, spec, tuning.fused_attention)
+    return _session(model.SerializeToString(), tuning, name)
+
+
+def load_onnx_embedder(
+    files: ModelFiles,
+    name: str,
+    tuning: Tuning | None = None,
+    cache_dir: Path | None = None,
+) -> OnnxEmbedder:
+    """Open ``files`` as an embedder; raises ``EmbedderUnavailable``.
+
+    ``cache_dir`` (normally ``$EMBER_HOME/models``) keeps the built graph on disk: pass it in
+    long-running processes, where it saves ~180 MB of RSS and most of the load time.
+    """
+    tuning = tuning or Tuning()
+    started = time.perf_counter()
+    spec = read_spec(files)
+    tokenizer = load_tokenizer(files.tokenizer, spec)
+    session = _open_session(files, spec, tuning, name, cache_dir)
+    log.info(
+        "embedder %s loaded from %s in %.2fs", name, files.source, time.perf_counter() - started
+    )
+    return OnnxEmbedder(session, tokenizer, name=name, dim=spec.hidden, tuning=tuning)
