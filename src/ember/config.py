@@ -84,6 +84,16 @@ class Settings(BaseModel):
     #: same ONNX graph in-process, so they give the same vectors.
     embed_backend: Literal["onnx", "hub"] = "onnx"
     embed_model: str = Field(default="all-MiniLM-L6-v2", min_length=1)
+    #: The vector index: "sqlite-vec" (persisted in the project file, true deletes), "hnsw"
+    #: (hnswlib beside the file), "auto" = sqlite-vec when the extension loads, else hnsw.
+    memory_vector_index: Literal["auto", "sqlite-vec", "hnsw"] = "auto"
+    #: Injection budget. These are hard caps: a value may lower them (or raise the score
+    #: floor) but a value past the cap is refused here, so no config can make injection unbounded.
+    memory_budget_tokens: int = Field(default=1024, ge=1, le=1024)
+    memory_max_items: int = Field(default=10, ge=1, le=10)
+    memory_min_score: float = Field(default=0.3, ge=0.3, le=1.0)
+    #: Project stores kept open by the router (least recently used are closed first).
+    memory_open_stores: int = Field(default=16, ge=1, le=256)
 
     @field_validator("anthropic_url", "openai_url")
     @classmethod

@@ -13,6 +13,7 @@ import click
 from ember import __version__
 from ember.cli.demo import demo
 from ember.cli.dev import dev
+from ember.cli.memory import memory
 from ember.cli.output_savings import output_savings
 from ember.cli.proxy import proxy
 from ember.cli.stats import stats
@@ -39,6 +40,7 @@ cli.add_command(proxy)
 cli.add_command(dev)
 cli.add_command(demo)
 cli.add_command(stats)
+cli.add_command(memory)
 cli.add_command(output_savings)
 
 

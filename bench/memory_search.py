@@ -1,0 +1,161 @@
+"""Memory speed: bulk import and search latency (query embedding included), side by side.
+
+1. Import: ``--import-n`` ~10-word memories through ``HierarchicalMemory.add_many`` in batches
+   of 256 (what ``ember memory import`` does: embed, then one transaction per batch), beside
+   the embedder alone on the same texts, so the store's own share is visible.
+2. Search at each size in ``--sizes``: a store of that many ~10-word memories (real vectors
+   of the real model), then ``--queries`` searches, each timed end to end (embedding the
+   query, vector + BM25 candidates, exact re-ranking, fusion; no access-count write). Beside
+   it: the embedding alone, vector-only, BM25-only, and recall@10 of the two-stage sqlite-vec
+   search against exact brute force over the same vectors.
+
+Every loop is bounded by a count. The 100k store takes a few minutes to embed.
+
+    python bench/memory_search.py [--sizes 10000,100000] [--queries 200] [--import-n 5000]
+                                  [--cache DIR]   # reuse built stores between runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from ember.memory import HierarchicalMemory, NewMemory
+from ember.memory.embed import get_embedder
+from ember.memory.embed.base import Embedder
+
+sys.path.insert(0, str(Path(__file__).parent))
+from memory_data import search_queries, short_memories
+
+TARGETS_MS = {10_000: 15.0, 100_000: 40.0}
+IMPORT_TARGET = 250.0
+BATCH = 256
+
+
+def timed(fn: Callable[[], object], n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+def pct(xs: list[float], p: float) -> float:
+    return float(np.percentile(xs, p))
+
+
+def bench_import(embedder: Embedder, n: int) -> None:
+    texts = short_memories(n, seed=99)
+    embedder.embed(texts[:BATCH])  # warm-up
+    t = time.perf_counter()
+    for i in range(0, n, BATCH):
+        embedder.embed(texts[i : i + BATCH])
+    embed_rate = n / (time.perf_counter() - t)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = HierarchicalMemory(Path(tmp) / "ember.db", embedder)
+        t = time.perf_counter()
+        for i in range(0, n, BATCH):
+            store.add_many([NewMemory(x) for x in texts[i : i + BATCH]])
+        rate = n / (time.perf_counter() - t)
+        store.close()
+    words = statistics.mean(len(x.split()) for x in texts)
+    print(f"\nbulk import: {n} memories of ~{words:.0f} words, batches of {BATCH}")
+    print(f"{'path':<34}{'memories/s':>12}{'ratio':>8}")
+    print("-" * 54)
+    print(f"{'embedding alone':<34}{embed_rate:>12.0f}{1.0:>8.2f}")
+    print(f"{'add_many (embed + store + index)':<34}{rate:>12.0f}{rate / embed_rate:>8.2f}")
+    verdict = "met" if rate >= IMPORT_TARGET else "NOT met"
+    print(f"target >= {IMPORT_TARGET:.0f}/s: {verdict}")
+
+
+def build(store: HierarchicalMemory, embedder: Embedder, n: int) -> None:
+    texts = short_memories(n)
+    t = time.perf_counter()
+    for i in range(0, n, 1024):
+        store.add_many([NewMemory(x) for x in texts[i : i + 1024]], dedup=False)
+        done = min(n, i + 1024)
+        if done % 10240 == 0 or done == n:
+            rate = done / (time.perf_counter() - t)
+            print(f"  built {done}/{n} ({rate:.0f}/s)", file=sys.stderr, flush=True)
+
+
+def recall_at_10(store: HierarchicalMemory, embedder: Embedder, queries: list[str]) -> float:
+    conn = store._conn
+    rows = conn.execute("SELECT seq, vector FROM memory_vectors").fetchall()
+    seqs = np.array([r[0] for r in rows])
+    matrix = np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
+    index = store._vectors.index()
+    assert index is not None
+    hits = []
+    for q in queries:
+        v = embedder.embed([q])[0]
+        exact = set(seqs[np.argsort(-(matrix @ v), kind="stable")[:10]].tolist())
+        got = {s for s, _ in index.search(v, 10)}
+        hits.append(len(exact & got) / 10)
+    return float(np.mean(hits))
+
+
+def bench_search(embedder: Embedder, n: int, n_queries: int, cache: Path | None) -> None:
+    queries = search_queries(n_queries)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = (cache or Path(tmp)) / f"search-{n}" / "ember.db"
+        if not path.exists():
+            store = HierarchicalMemory(path, embedder)
+            build(store, embedder, n)
+            store.close()  # measure a store as the proxy finds it after a restart
+        store = HierarchicalMemory(path, embedder)
+        it = iter(queries * 4)
+        for q in queries[:10]:
+            store.search(q, touch=False)  # warm the page cache
+        cols: dict[str, list[float]] = {
+            "embed query": timed(lambda: embedder.embed([next(it)]), n_queries),
+            "vector only": timed(
+                lambda: store.search(next(it), fusion="vector", touch=False), n_queries
+            ),
+            "bm25 only": timed(
+                lambda: store.search(next(it), fusion="bm25", touch=False), n_queries
+            ),
+            "hybrid": timed(lambda: store.search(next(it), touch=False), n_queries),
+        }
+        recall = recall_at_10(store, embedder, queries[:50])
+        index = store.index_name
+        store.close()
+    target = TARGETS_MS.get(n)
+    hybrid = pct(cols["hybrid"], 50)
+    print(f"\nsearch over {n:,} memories ({index}), {n_queries} queries each, ms")
+    print(f"{'':<14}" + "".join(f"{k:>14}" for k in cols))
+    print("-" * (14 + 14 * len(cols)))
+    for label, p in (("p50", 50), ("p95", 95)):
+        print(f"{label:<14}" + "".join(f"{pct(v, p):>14.2f}" for v in cols.values()))
+    base = pct(cols["hybrid"], 50)
+    print(f"{'p50 / hybrid':<14}" + "".join(f"{pct(v, 50) / base:>14.2f}" for v in cols.values()))
+    print(f"recall@10 of the two-stage vector search vs exact brute force: {recall:.3f}")
+    if target is not None:
+        verdict = "met" if hybrid <= target else "NOT met"
+        print(f"target: hybrid p50 <= {target:.0f} ms: {hybrid:.2f} ms, {verdict}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="10000,100000")
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--import-n", type=int, default=5000)
+    ap.add_argument("--cache", type=Path, default=None, help="keep built stores here for re-runs")
+    args = ap.parse_args()
+    embedder = get_embedder()
+    print(f"embedder {embedder.name} ({embedder.dim}-d)")
+    bench_import(embedder, args.import_n)
+    for n in (int(x) for x in args.sizes.split(",") if x):
+        bench_search(embedder, n, args.queries, args.cache)
+
+
+if __name__ == "__main__":
+    main()

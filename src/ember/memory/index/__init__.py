@@ -1,0 +1,1 @@
+"""Indexes over current memories: vectors (sqlite-vec, hnswlib fallback), FTS5 text, LRU cache."""

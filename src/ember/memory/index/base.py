@@ -1,0 +1,88 @@
+"""The vector index interface, and the float32 vector table both implementations share.
+
+Index membership invariant: a ``seq`` is in the vector index <=> it has a row in
+``memory_vectors`` <=> the memory is current and embedded. ``HierarchicalMemory`` keeps it by
+calling ``add``/``remove`` inside the same transaction that changes the memory row; an index
+whose state lives outside SQLite (hnsw) stages its changes and applies them only on
+``commit`` so a rolled-back transaction leaves no ghost vector behind.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+Vectors = npt.NDArray[np.float32]
+
+
+class VectorIndex(Protocol):
+    name: str
+
+    def add(self, seqs: Sequence[int], vectors: Vectors) -> None:
+        """Index ``vectors`` (unit rows) under ``seqs``, inside the caller's transaction."""
+
+    def remove(self, seqs: Sequence[int]) -> None:
+        """Drop ``seqs`` (true delete), inside the caller's transaction."""
+
+    def search(self, vector: Vectors, k: int) -> list[tuple[int, float]]:
+        """Up to ``k`` (seq, cosine) pairs, best first, ties by seq."""
+
+    def commit(self) -> None:
+        """The caller's transaction committed: make staged changes visible."""
+
+    def rollback(self) -> None:
+        """The caller's transaction rolled back: forget staged changes."""
+
+    def reset(self) -> None:
+        """Drop everything (the embedder changed; vectors are about to be rebuilt)."""
+
+    def close(self) -> None: ...
+
+
+def put_vectors(conn: sqlite3.Connection, seqs: Sequence[int], vectors: Vectors) -> None:
+    conn.executemany(
+        "INSERT OR REPLACE INTO memory_vectors (seq, vector) VALUES (?, ?)",
+        [
+            (s, np.ascontiguousarray(v, dtype=np.float32).tobytes())
+            for s, v in zip(seqs, vectors, strict=True)
+        ],
+    )
+
+
+def drop_vectors(conn: sqlite3.Connection, seqs: Sequence[int]) -> None:
+    conn.executemany("DELETE FROM memory_vectors WHERE seq=?", [(s,) for s in seqs])
+
+
+def get_vectors(conn: sqlite3.Connection, seqs: Sequence[int], dim: int) -> dict[int, Vectors]:
+    out: dict[int, Vectors] = {}
+    for start in range(0, len(seqs), 500):
+        chunk = seqs[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        for seq, blob in conn.execute(
+            f"SELECT seq, vector FROM memory_vectors WHERE seq IN ({marks})", tuple(chunk)
+        ):
+            vec = np.frombuffer(blob, dtype=np.float32)
+            if vec.shape[0] == dim:
+                out[int(seq)] = vec
+    return out
+
+
+def exact_cosines(
+    conn: sqlite3.Connection, query: Vectors, seqs: Sequence[int], dim: int
+) -> dict[int, float]:
+    """Exact cosine of ``query`` with each stored vector (rows are unit length)."""
+    vecs = get_vectors(conn, seqs, dim)
+    if not vecs:
+        return {}
+    keys = list(vecs)
+    sims = np.stack([vecs[k] for k in keys]) @ query.astype(np.float32)
+    return {k: float(s) for k, s in zip(keys, sims, strict=True)}
+
+
+def top_k(scored: dict[int, float], k: int) -> list[tuple[int, float]]:
+    """Best first; equal scores ordered by seq so the same inputs give the same order."""
+    return sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))[:k]

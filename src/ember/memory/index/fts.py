@@ -1,0 +1,73 @@
+"""The FTS5 text index (BM25 ranking, porter stemming) over current memories."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Sequence
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+#: Words too common to say anything about which memory is meant; matching them only adds noise
+#: (every memory "uses" something) and cost (an OR over them scans most of the index).
+_STOP = """a about after all also am an and any are as at be because been before being but by can
+    could did do does doing done for from had has have having he her here him his how i if in
+    into is it its just let me more most my no nor not now of off on once only or other our out
+    over own please same she should so some such than that the their them then there these
+    they this those through to too under until up us very was we were what when where which
+    while who whom why will with would you your yours"""
+STOPWORDS = frozenset(_STOP.split())
+MAX_TERMS = 32
+
+
+def query_terms(texts: Sequence[str], max_terms: int = MAX_TERMS) -> list[str]:
+    """Distinct, lower-cased, non-stopword terms, in the order given (first text first).
+
+    The caller lists its texts by priority (the user's words first), so the cap keeps the
+    terms that matter: an OR of hundreds of terms from a pasted log would match everything.
+    """
+    seen: dict[str, None] = {}
+    for text in texts:
+        for m in _WORD.finditer(text.lower()):
+            word = m.group()
+            if word in STOPWORDS or (len(word) < 2 and word.isascii()) or word in seen:
+                continue
+            seen[word] = None
+            if len(seen) >= max_terms:
+                return list(seen)
+    return list(seen)
+
+
+def match_expression(terms: Sequence[str]) -> str | None:
+    """An FTS5 MATCH string: each term quoted (so no input can be FTS5 syntax), OR-ed."""
+    quoted = ['"' + t.replace('"', '""') + '"' for t in terms if t]
+    return " OR ".join(quoted) if quoted else None
+
+
+class FtsIndex:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def add(self, seqs: Sequence[int], contents: Sequence[str]) -> None:
+        self.remove(seqs)
+        self._conn.executemany(
+            "INSERT INTO memory_fts (rowid, content) VALUES (?, ?)",
+            list(zip(seqs, contents, strict=True)),
+        )
+
+    def remove(self, seqs: Sequence[int]) -> None:
+        self._conn.executemany("DELETE FROM memory_fts WHERE rowid=?", [(s,) for s in seqs])
+
+    def search(self, terms: Sequence[str], k: int) -> list[tuple[int, float]]:
+        """Up to ``k`` (seq, BM25) pairs, best first (higher is better), ties by seq."""
+        expr = match_expression(terms)
+        if expr is None:
+            return []
+        rows = self._conn.execute(
+            "SELECT rowid, -bm25(memory_fts) AS s FROM memory_fts WHERE memory_fts MATCH ? "
+            "ORDER BY s DESC, rowid LIMIT ?",
+            (expr, k),
+        ).fetchall()
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    def reset(self) -> None:
+        self._conn.execute("DELETE FROM memory_fts")

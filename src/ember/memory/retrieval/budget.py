@@ -1,0 +1,68 @@
+"""How much memory one request may carry: tokens, items and a similarity floor.
+
+Without a cap, ten hits of ~400 tokens each put ~4,000 tokens on every request. The defaults
+(1024 tokens, 10 items, similarity >= 0.3) are also the hard limits: settings refuse a
+value past them at start-up, and a budget built in code is clamped to them, so no
+configuration can make injection unbounded or let unrelated memories through.
+Truncation happens at item boundaries: the block holds whole memories only, best first, and
+stops at the first one that does not fit (it never skips ahead, so a lower-ranked memory
+can never appear without the higher-ranked ones before it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ember.memory.models import MemoryHit
+from ember.memory.retrieval.render import render_block, render_line, render_lines
+from ember.memory.tokens import count_tokens
+
+MAX_TOKENS_CAP = 1024
+MAX_ITEMS_CAP = 10
+MIN_SCORE_FLOOR = 0.3
+
+
+@dataclass(frozen=True)
+class Injection:
+    """The block to inject (``text`` is "" when nothing qualified) and the memories in it."""
+
+    text: str
+    hits: tuple[MemoryHit, ...]
+    tokens: int
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(h.memory.id for h in self.hits)
+
+
+@dataclass(frozen=True)
+class InjectionBudget:
+    max_tokens: int = MAX_TOKENS_CAP
+    max_items: int = MAX_ITEMS_CAP
+    min_score: float = MIN_SCORE_FLOOR
+
+    def __post_init__(self) -> None:
+        floor = self.min_score if math.isfinite(self.min_score) else MIN_SCORE_FLOOR
+        object.__setattr__(self, "max_tokens", max(0, min(int(self.max_tokens), MAX_TOKENS_CAP)))
+        object.__setattr__(self, "max_items", max(0, min(int(self.max_items), MAX_ITEMS_CAP)))
+        object.__setattr__(self, "min_score", max(floor, MIN_SCORE_FLOOR))
+
+    def select(self, hits: Sequence[MemoryHit]) -> Injection:
+        """From ``hits`` (already ranked), skip those under the similarity floor and keep the
+        longest run of the rest that fits the item and token caps."""
+        chosen: list[MemoryHit] = []
+        lines: list[str] = []
+        for hit in hits:
+            if len(chosen) >= self.max_items:
+                break
+            if hit.similarity < self.min_score:
+                continue
+            line = render_line(hit.memory)
+            if count_tokens(render_lines([*lines, line])) > self.max_tokens:
+                break
+            chosen.append(hit)
+            lines.append(line)
+        text = render_block([h.memory for h in chosen])
+        return Injection(text, tuple(chosen), count_tokens(text))

@@ -1,0 +1,269 @@
+"""SQL for the ``memories`` table and its satellites; no policy, no indexes, no transactions.
+
+Every function runs inside a transaction the caller (``HierarchicalMemory``) opened, so a
+memory row, its vector, its FTS entry and its evidence commit or roll back together.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import orjson
+
+from ember.memory.models import Evidence, Memory, MemoryFilter
+
+_COLUMNS = (
+    "id, content, content_hash, user_id, session_id, agent_id, turn_id, category, importance, "
+    "created_at, valid_from, valid_until, supersedes, superseded_by, promoted_from, "
+    "promotion_chain, metadata, access_count, last_accessed"
+)
+_SELECT = f"SELECT seq, {_COLUMNS} FROM memories"
+
+
+def to_memory(row: Any) -> Memory:
+    return Memory(
+        id=row["id"],
+        content=row["content"],
+        content_hash=row["content_hash"],
+        user_id=row["user_id"],
+        session_id=row["session_id"],
+        agent_id=row["agent_id"],
+        turn_id=row["turn_id"],
+        category=row["category"],
+        importance=row["importance"],
+        created_at=row["created_at"],
+        valid_from=row["valid_from"],
+        valid_until=row["valid_until"],
+        supersedes=row["supersedes"],
+        superseded_by=row["superseded_by"],
+        promoted_from=row["promoted_from"],
+        promotion_chain=tuple(orjson.loads(row["promotion_chain"])),
+        metadata=orjson.loads(row["metadata"]),
+        access_count=row["access_count"],
+        last_accessed=row["last_accessed"],
+    )
+
+
+def insert(conn: sqlite3.Connection, m: Memory, embedder: str | None) -> int:
+    """Insert ``m``; returns its ``seq``. Raises the driver's IntegrityError on a duplicate id."""
+    cur = conn.execute(
+        f"INSERT INTO memories ({_COLUMNS}, embedder) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            m.id,
+            m.content,
+            m.content_hash,
+            m.user_id,
+            m.session_id,
+            m.agent_id,
+            m.turn_id,
+            m.category,
+            m.importance,
+            m.created_at,
+            m.valid_from,
+            m.valid_until,
+            m.supersedes,
+            m.superseded_by,
+            m.promoted_from,
+            orjson.dumps(list(m.promotion_chain)).decode(),
+            orjson.dumps(dict(m.metadata), option=orjson.OPT_SORT_KEYS).decode(),
+            m.access_count,
+            m.last_accessed,
+            embedder,
+        ),
+    )
+    assert cur.lastrowid is not None
+    return int(cur.lastrowid)
+
+
+def add_evidence(conn: sqlite3.Connection, seq: int, evidence: Iterable[Evidence]) -> None:
+    conn.executemany(
+        "INSERT INTO memory_evidence (memory_seq, kind, message_id, session_id) VALUES (?,?,?,?)",
+        [(seq, e.kind, e.message_id, e.session_id) for e in evidence],
+    )
+
+
+def evidence_of(conn: sqlite3.Connection, seq: int) -> list[Evidence]:
+    rows = conn.execute(
+        "SELECT kind, message_id, session_id FROM memory_evidence WHERE memory_seq=? ORDER BY id",
+        (seq,),
+    )
+    return [Evidence(r["kind"], r["message_id"], r["session_id"]) for r in rows]
+
+
+def by_id(conn: sqlite3.Connection, memory_id: str) -> tuple[int, Memory] | None:
+    row = conn.execute(f"{_SELECT} WHERE id=?", (memory_id,)).fetchone()
+    return (row["seq"], to_memory(row)) if row else None
+
+
+def by_seqs(conn: sqlite3.Connection, seqs: Sequence[int]) -> dict[int, Memory]:
+    out: dict[int, Memory] = {}
+    for start in range(0, len(seqs), 500):
+        chunk = seqs[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        for row in conn.execute(f"{_SELECT} WHERE seq IN ({marks})", tuple(chunk)):
+            out[row["seq"]] = to_memory(row)
+    return out
+
+
+def current_by_hash(conn: sqlite3.Connection, digest: str, m: Memory) -> Memory | None:
+    """A current memory with the same content hash and the same scope ids, if any."""
+    row = conn.execute(
+        f"{_SELECT} WHERE content_hash=? AND valid_until IS NULL AND user_id IS ? "
+        "AND session_id IS ? AND agent_id IS ? AND turn_id IS ? ORDER BY seq LIMIT 1",
+        (digest, m.user_id, m.session_id, m.agent_id, m.turn_id),
+    ).fetchone()
+    return to_memory(row) if row else None
+
+
+def set_fields(conn: sqlite3.Connection, seq: int, **fields: Any) -> None:
+    """Update named columns of one row (names come from code, never from input)."""
+    if "metadata" in fields:
+        fields["metadata"] = orjson.dumps(
+            dict(fields["metadata"]), option=orjson.OPT_SORT_KEYS
+        ).decode()
+    assigns = ", ".join(f"{k}=?" for k in fields)
+    conn.execute(f"UPDATE memories SET {assigns} WHERE seq=?", (*fields.values(), seq))
+
+
+def delete(conn: sqlite3.Connection, seq: int) -> None:
+    conn.execute("DELETE FROM memories WHERE seq=?", (seq,))
+
+
+def touch(conn: sqlite3.Connection, seqs: Sequence[int], now: float) -> None:
+    conn.executemany(
+        "UPDATE memories SET access_count = access_count + 1, last_accessed=? WHERE seq=?",
+        [(now, s) for s in seqs],
+    )
+
+
+def filter_sql(f: MemoryFilter | None) -> tuple[str, tuple[Any, ...]]:
+    """The SQL form of ``MemoryFilter.admits`` (kept equivalent by tests)."""
+    if f is None:
+        f = MemoryFilter()
+    parts, args = ["turn_id IS NULL" if f.turn_id is None else "(turn_id IS NULL OR turn_id=?)"], []
+    if f.turn_id is not None:
+        args.append(f.turn_id)
+    for col, value in (("user_id", f.user_id), ("session_id", f.session_id)):
+        if value is not None:
+            parts.append(f"({col} IS NULL OR {col}=?)")
+            args.append(value)
+    if f.agent_id is not None:
+        parts.append("(agent_id IS NULL OR agent_id=?)")
+        args.append(f.agent_id)
+    return " AND ".join(parts), tuple(args)
+
+
+def listing(
+    conn: sqlite3.Connection,
+    *,
+    include_history: bool,
+    memory_filter: MemoryFilter | None,
+    limit: int | None,
+    offset: int,
+) -> list[Memory]:
+    """Memories newest first (ties by id, so pages are stable)."""
+    where, args = filter_sql(memory_filter)
+    if not include_history:
+        where += " AND valid_until IS NULL"
+    sql = f"{_SELECT} WHERE {where} ORDER BY created_at DESC, id LIMIT ? OFFSET ?"
+    rows = conn.execute(sql, (*args, -1 if limit is None else limit, offset))
+    return [to_memory(r) for r in rows]
+
+
+def count_current(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT COUNT(*) FROM memories WHERE valid_until IS NULL").fetchone()
+    return int(row[0])
+
+
+def meta_get(conn: sqlite3.Connection, key: str) -> str | None:
+    row = conn.execute("SELECT value FROM memory_meta WHERE key=?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def meta_set(conn: sqlite3.Connection, key: str, value: str) -> None:
+    conn.execute(
+        "INSERT INTO memory_meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+        (key, value),
+    )
+
+
+def bump_generation(conn: sqlite3.Connection) -> int:
+    """Count vector changes; the hnsw file records the generation it reflects."""
+    conn.execute(
+        "UPDATE memory_meta SET value = CAST(value AS INTEGER) + 1 WHERE key='vector_generation'"
+    )
+    return int(meta_get(conn, "vector_generation") or 0)
+
+
+def link_entities(conn: sqlite3.Connection, seq: int, entity_ids: Iterable[int]) -> None:
+    conn.executemany(
+        "INSERT OR IGNORE INTO memory_entity_links VALUES (?, ?)", [(seq, e) for e in entity_ids]
+    )
+
+
+def upsert_entity(conn: sqlite3.Connection, name: str, kind: str | None, now: float) -> int:
+    row = conn.execute("SELECT id, kind FROM memory_entities WHERE name=?", (name,)).fetchone()
+    if row:
+        if kind and not row["kind"]:
+            conn.execute("UPDATE memory_entities SET kind=? WHERE id=?", (kind, row["id"]))
+        return int(row["id"])
+    cur = conn.execute(
+        "INSERT INTO memory_entities (name, kind, created_at) VALUES (?,?,?)", (name, kind, now)
+    )
+    assert cur.lastrowid is not None
+    return int(cur.lastrowid)
+
+
+def add_relationship(
+    conn: sqlite3.Connection, source: int, relation: str, target: int, now: float
+) -> None:
+    conn.execute(
+        "INSERT OR IGNORE INTO memory_relationships (source_id, relation, target_id, created_at) "
+        "VALUES (?,?,?,?)",
+        (source, relation, target, now),
+    )
+
+
+def relationships(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    rows = conn.execute(
+        "SELECT s.name AS s, r.relation AS r, t.name AS t FROM memory_relationships r "
+        "JOIN memory_entities s ON s.id=r.source_id JOIN memory_entities t ON t.id=r.target_id "
+        "ORDER BY s.name, r.relation, t.name"
+    )
+    return [(x["s"], x["r"], x["t"]) for x in rows]
+
+
+def chain(conn: sqlite3.Connection, memory_id: str, limit: int = 1000) -> list[Memory]:
+    """The supersession chain through ``memory_id``, oldest first (bounded: a corrupt
+    cycle cannot loop forever)."""
+    found = by_id(conn, memory_id)
+    if found is None:
+        return []
+    out = [found[1]]
+    while out[0].supersedes and len(out) < limit:
+        prev = by_id(conn, out[0].supersedes)
+        if prev is None or prev[1] in out:
+            break
+        out.insert(0, prev[1])
+    while out[-1].superseded_by and len(out) < limit:
+        nxt = by_id(conn, out[-1].superseded_by)
+        if nxt is None or nxt[1] in out:
+            break
+        out.append(nxt[1])
+    return out
+
+
+def has_copy(conn: sqlite3.Connection, memory_id: str) -> bool:
+    """Whether a user-wide copy was ever promoted from ``memory_id`` (copies are made once)."""
+    row = conn.execute("SELECT 1 FROM memories WHERE promoted_from=? LIMIT 1", (memory_id,))
+    return row.fetchone() is not None
+
+
+def current_copies(conn: sqlite3.Connection, memory_id: str) -> list[tuple[int, Memory]]:
+    found = conn.execute(
+        "SELECT seq FROM memories WHERE promoted_from=? AND valid_until IS NULL", (memory_id,)
+    ).fetchall()
+    return sorted(by_seqs(conn, [int(r[0]) for r in found]).items())

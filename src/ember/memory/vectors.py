@@ -1,0 +1,58 @@
+"""Getting vectors from an embedder that may not be ready yet (the proxy never waits for it).
+
+``HierarchicalMemory`` is given an embedder or a zero-argument factory (``get_embedder``). A
+factory that raises ``EmbedderError`` (still loading, no weights) is asked again next time;
+meanwhile memories are stored and found by keywords only, and their vectors are filled in
+(``backfill``) once the embedder answers. Nothing blocks start-up on a model load.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ember.memory.embed.base import Embedder
+from ember.memory.embed.errors import EmbedderError
+from ember.memory.index.base import Vectors
+
+log = logging.getLogger(__name__)
+
+EmbedderSource = Embedder | Callable[[], Embedder]
+
+
+class EmbedderSlot:
+    """Holds the embedder once it could be obtained."""
+
+    def __init__(self, source: EmbedderSource | None) -> None:
+        self._source = source
+        self._embedder: Embedder | None = None
+        self.error: Exception | None = None  # why the last attempt failed (for the CLI)
+        # An embedder has ``embed``; a factory (a function, or a class) is called for one.
+        if source is not None and not isinstance(source, type) and hasattr(source, "embed"):
+            self._embedder = source  # type: ignore[assignment]
+
+    def get(self) -> Embedder | None:
+        if self._embedder is None and self._source is not None:
+            try:
+                self._embedder = self._source()  # type: ignore[operator]
+                self.error = None
+            except EmbedderError as exc:
+                self.error = exc
+                log.debug("embedder not available yet: %s", exc)
+        return self._embedder
+
+
+def embed(embedder: Embedder, texts: Sequence[str]) -> Vectors | None:
+    """Unit-length float32 rows for ``texts``, or None when the embedder failed (fail open)."""
+    if not texts:
+        return np.zeros((0, embedder.dim), dtype=np.float32)
+    try:
+        out = np.asarray(embedder.embed(list(texts)), dtype=np.float32)
+    except EmbedderError as exc:
+        log.warning("embedding failed, storing without vectors for now: %s", exc)
+        return None
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(out / norms, dtype=np.float32)

@@ -1,0 +1,160 @@
+"""``ember memory`` as scripts and users call it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from ember.cli import cli
+from ember.errors import ProjectError
+from ember.memory.errors import MemoryNotFound
+from tests.memory.conftest import HashEmbedder
+
+EMBER = str(Path(sys.executable).with_name("ember"))
+
+
+@pytest.fixture
+def run(tmp_path: Path):  # type: ignore[no-untyped-def]
+    env = {k: None for k in os.environ if k.startswith("EMBER_")}
+    env["EMBER_HOME"] = str(tmp_path / "home")
+    runner = CliRunner()
+
+    def invoke(*args: str, stdin: str | None = None) -> Result:
+        return runner.invoke(
+            cli, ["memory", *args], obj={"embedder": HashEmbedder}, env=env, input=stdin
+        )
+
+    return invoke
+
+
+P = ("--project-id", "acme")
+
+
+def test_add_list_show_delete(run) -> None:  # type: ignore[no-untyped-def]
+    added = json.loads(run("add", *P, "--json", "--importance", "0.4", "Builds use ninja").output)
+    assert added["content"] == "Builds use ninja" and added["scope"] == "user"
+    listed = [json.loads(x) for x in run("list", *P, "--json").output.splitlines()]
+    assert [m["id"] for m in listed] == [added["id"]]
+    shown = json.loads(run("show", *P, "--json", added["id"]).output)
+    assert shown["importance"] == 0.4 and shown["history"][0]["id"] == added["id"]
+    assert "Builds use ninja" in run("list", *P).output
+    deleted = json.loads(run("delete", *P, "--json", added["id"]).output)
+    assert deleted == {"deleted": [added["id"]]}
+    assert run("list", *P, "--json").output == ""
+    missing = run("delete", *P, added["id"])
+    assert isinstance(missing.exception, MemoryNotFound)
+
+
+def test_search_json_prints_one_object_per_query_in_the_contract_shape(run) -> None:  # type: ignore[no-untyped-def]
+    run("add", *P, "--metadata", '{"src": "wiki"}', "The API uses PostgreSQL 16")
+    run("add", *P, "Tests run with pytest and xdist")
+    out = run("search", *P, "--json", "--top-k", "1", "PostgreSQL API", "pytest xdist tests")
+    docs = [json.loads(line) for line in out.output.splitlines()]
+    assert [d["query"] for d in docs] == ["PostgreSQL API", "pytest xdist tests"]
+    hit = docs[0]["hits"][0]
+    assert set(hit) == {"id", "content", "score", "created_at", "metadata"}
+    assert hit["content"] == "The API uses PostgreSQL 16" and hit["metadata"] == {"src": "wiki"}
+    assert hit["created_at"].endswith("Z") and isinstance(hit["score"], float)
+    assert docs[1]["hits"][0]["content"] == "Tests run with pytest and xdist"
+    assert len(docs[0]["hits"]) == 1
+
+
+def test_search_reads_queries_from_stdin(run) -> None:  # type: ignore[no-untyped-def]
+    run("add", *P, "Deploys go to fly.io")
+    out = run("search", *P, "--json", "--stdin", stdin="fly.io deploys\n\nwhere do deploys go\n")
+    assert [json.loads(x)["query"] for x in out.output.splitlines()] == [
+        "fly.io deploys",
+        "where do deploys go",
+    ]
+    assert run("search", *P).exit_code == 2  # no query at all: a usage error
+
+
+def test_import_reports_bad_lines_by_number_and_writes_only_good_ones(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "mem.jsonl"
+    f.write_text(
+        '{"content": "good one", "importance": 0.6, "created_at": "2026-01-02T03:04:05Z"}\n'
+        '{"content": "bad importance", "importance": 7}\n'
+        "\n"
+        "not json at all\n"
+        '{"content": "good two", "metadata": {"k": 1}}\n'
+    )
+    res = run("import", *P, "--json", str(f))
+    assert res.exit_code == 1
+    doc = json.loads(res.output)
+    assert doc["imported"] == 2
+    assert [e["line"] for e in doc["errors"]] == [2, 4]
+    assert "importance" in doc["errors"][0]["error"]
+    contents = {json.loads(x)["content"] for x in run("list", *P, "--json").output.splitlines()}
+    assert contents == {"good one", "good two"}
+    human = run("import", *P, str(f))
+    assert "line 2:" in human.output and "Imported 2 memories" in human.output
+
+
+def test_export_writes_inside_markers(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    run("add", *P, "--importance", "0.9", "The API uses gRPC")
+    dest = tmp_path / "out"
+    res = run("export", *P, "--format", "codex", "--dest", str(dest), "--json")
+    doc = json.loads(res.output)
+    assert doc["memories"] == 1 and doc["changed"] is True
+    text = (dest / "AGENTS.md").read_text()
+    assert "<!-- ember:memory:start -->" in text and "The API uses gRPC" in text
+    no_dest = run("export", *P, "--format", "codex")
+    assert no_dest.exit_code == 2 and "--dest" in no_dest.output
+
+
+def test_export_default_destination_is_the_project_directory(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    run("add", "--cwd", str(proj), "Lint with ruff")
+    res = run("export", "--cwd", str(proj), "--format", "generic")
+    assert res.exit_code == 0, res.output
+    assert "Lint with ruff" in (proj / "EMBER_MEMORY.md").read_text()
+
+
+def test_without_a_project_nothing_is_written(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    res = run("add", "orphan fact")
+    assert isinstance(res.exception, ProjectError)
+    assert not (tmp_path / "home").exists()
+
+
+def test_the_real_command_fails_closed_with_a_one_line_error(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+    env["EMBER_HOME"] = str(tmp_path)
+    r = subprocess.run(
+        [EMBER, "memory", "add", "x"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 2 and "--project-id" in r.stderr and "Traceback" not in r.stderr
+    assert (
+        "memory"
+        in subprocess.run(
+            [EMBER, "--help"], env=env, capture_output=True, text=True, timeout=60
+        ).stdout
+    )
+
+
+def test_the_real_command_with_the_real_embedder(tmp_path: Path) -> None:
+    """End to end: the installed ``ember`` with the offline MiniLM model."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+    env["EMBER_HOME"] = str(tmp_path)
+
+    def ember(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [EMBER, "memory", *args, "--project-id", "real"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    assert ember("add", "The staging database is PostgreSQL on port 5433").returncode == 0
+    assert ember("add", "Frontend tests use Playwright").returncode == 0
+    r = ember("search", "--json", "what port does the staging db listen on")
+    assert r.returncode == 0, r.stderr
+    hits = json.loads(r.stdout)["hits"]
+    assert hits[0]["content"].startswith("The staging database")

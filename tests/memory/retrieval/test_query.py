@@ -1,0 +1,32 @@
+"""MemoryQuery: what the search is made of, and in which order."""
+
+from __future__ import annotations
+
+from ember.memory import MemoryQuery
+
+
+def test_embedding_input_puts_assistant_turns_then_tools_then_user_last() -> None:
+    q = MemoryQuery.build("fix the flaky test", ["$ pytest\nFAILED test_io"], ["I ran the suite."])
+    assert (
+        q.to_embedding_input()
+        == "I ran the suite.\n\n$ pytest\nFAILED test_io\n\nfix the flaky test"
+    )
+
+
+def test_build_keeps_only_the_most_recent_context_in_order() -> None:
+    q = MemoryQuery.build("ask", ["t1", "t2", "t3", "t4"], ["a1", "a2", "a3"])
+    assert q.tool_outputs == ("t2", "t3", "t4")
+    assert q.assistant_turns == ("a2", "a3")
+    assert q.lexical_texts() == ("ask", "t4", "t3", "t2", "a3", "a2")
+
+
+def test_nothing_is_truncated() -> None:
+    long_user = "word " * 5000 + "the-fact-at-the-very-end"
+    q = MemoryQuery.build(long_user, ["x" * 20000])
+    assert q.to_embedding_input().endswith("the-fact-at-the-very-end")
+    assert len(q.to_embedding_input()) > 45000
+
+
+def test_blank_parts_are_dropped_and_an_empty_query_is_empty() -> None:
+    assert MemoryQuery.build("  ", ["", " "], ["\n"]).is_empty
+    assert MemoryQuery.build("q", ["", "tool"]).to_embedding_input() == "tool\n\nq"

@@ -1,0 +1,93 @@
+"""Fusion and recency: deterministic, and each rule doing what it claims."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ember.memory.retrieval.rank import (
+    Candidate,
+    rank,
+    recency_boost,
+    recency_factor,
+    relevance,
+)
+
+NOW = 1_790_000_000.0
+DAY = 86400.0
+
+
+def test_recency_is_neutral_for_unknown_and_future_times() -> None:
+    assert recency_factor(None, NOW) == 1.0
+    assert recency_factor(NOW + 10 * DAY, NOW) == 1.0
+    assert recency_factor(NOW - 30 * DAY, NOW) == math.exp(-1)
+    assert recency_factor(NOW - 1 * DAY, NOW) > recency_factor(NOW - 2 * DAY, NOW)
+
+
+def test_rrf_gives_one_to_a_memory_first_in_both_lists() -> None:
+    cands = [
+        Candidate("a", 0.9, 12.0, NOW),
+        Candidate("b", 0.5, 3.0, NOW),
+        Candidate("c", 0.7, None, NOW),
+    ]
+    rel = relevance(cands, "rrf")
+    assert rel["a"] == 1.0
+    assert rel["c"] > 0 and rel["b"] > 0
+    assert relevance(cands, "bm25")["c"] == 0.0
+    assert relevance(cands, "vector") == {"a": 0.9, "b": 0.5, "c": 0.7}
+
+
+def test_a_memory_pointing_away_from_the_query_gets_no_vector_credit() -> None:
+    rel = relevance([Candidate("a", 0.4, None, NOW), Candidate("b", -0.2, None, NOW)], "rrf")
+    assert rel["b"] == 0.0
+
+
+def test_hybrid_lets_a_strong_keyword_match_overtake_a_weak_semantic_one() -> None:
+    cands = [Candidate("sem", 0.62, None, NOW), Candidate("kw", 0.60, 9.0, NOW)]
+    assert [r.key for r in rank(cands, NOW, "rrf")] == ["kw", "sem"]
+    assert [r.key for r in rank(cands, NOW, "vector")] == ["sem", "kw"]
+
+
+def test_recency_is_a_bounded_boost() -> None:
+    old = Candidate("old", 0.9, None, NOW - 180 * DAY)
+    # a fresh, clearly relevant fact beats a six-month-old strong match...
+    assert (
+        next(r.key for r in rank([old, Candidate("new", 0.7, None, NOW)], NOW, "vector")) == "new"
+    )
+    # ...but a fresh weak match does not bury it
+    assert (
+        next(r.key for r in rank([old, Candidate("new", 0.5, None, NOW)], NOW, "vector")) == "old"
+    )
+    assert recency_boost(NOW - 10_000 * DAY, NOW) >= 0.75
+    assert recency_boost(NOW - 100 * DAY, NOW, weight=1.0) == recency_factor(NOW - 100 * DAY, NOW)
+    assert recency_boost(NOW - 100 * DAY, NOW, weight=0.0) == 1.0
+
+
+def test_ties_are_broken_by_id() -> None:
+    cands = [Candidate(k, 0.5, None, NOW) for k in ("b", "c", "a")]
+    assert [r.key for r in rank(cands, NOW, "vector")] == ["a", "b", "c"]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(-1, 1),
+            st.one_of(st.none(), st.floats(0, 50)),
+            st.floats(NOW - 400 * DAY, NOW + DAY),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    st.sampled_from(["rrf", "mix", "vector", "bm25"]),
+    st.randoms(),
+)
+def test_the_order_does_not_depend_on_the_order_candidates_arrive_in(
+    raw: list[tuple[float, float | None, float]], fusion: str, rnd: random.Random
+) -> None:
+    cands = [Candidate(f"id{i:03d}", s, b, t) for i, (s, b, t) in enumerate(raw)]
+    shuffled = cands[:]
+    rnd.shuffle(shuffled)
+    assert rank(cands, NOW, fusion) == rank(shuffled, NOW, fusion)  # type: ignore[arg-type]
