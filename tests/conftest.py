@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import pytest
 
-from ember.config import load_settings
+from ember.config import Settings, load_settings
 from ember.proxy.app import ProxyApp
 from ember.proxy.pipeline import Stage
 from ember.proxy.stages import build_stages
@@ -41,6 +41,7 @@ class Stack:
 
 
 StackFactory = Callable[..., Stack]
+StageFactory = Callable[[Settings], list[Stage]]
 
 
 @pytest.fixture
@@ -48,7 +49,7 @@ def make_stack(tmp_path: Path) -> Iterator[StackFactory]:
     with ExitStack() as resources:
 
         def make(
-            stages: list[Stage] | tuple[()] | Literal["features"] = (),
+            stages: list[Stage] | tuple[()] | Literal["features"] | StageFactory = (),
             upstream: str | None = None,
             emulator: Emulator | None = None,
             **overrides: Any,
@@ -62,7 +63,12 @@ def make_stack(tmp_path: Path) -> Iterator[StackFactory]:
                 openai_url=upstream + "/v1",
                 **overrides,
             )
-            chosen = build_stages(settings) if stages == "features" else list(stages)
+            if stages == "features":
+                chosen = build_stages(settings)
+            elif callable(stages):
+                chosen = stages(settings)
+            else:
+                chosen = list(stages)
             app = ProxyApp(settings, chosen)
             proxy = resources.enter_context(BackgroundServer(app))
             return Stack(emu, upstream, app, proxy, settings.home)

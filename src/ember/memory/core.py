@@ -89,6 +89,11 @@ class HierarchicalMemory:
         return self._embedder.error
 
     @property
+    def embedder_ready(self) -> bool:
+        """Whether the embedder answers now (its source is asked again if it had not)."""
+        return self._embedder.get() is not None
+
+    @property
     def index_name(self) -> str | None:
         """ "sqlite-vec", "hnsw", or None while no embedder is available."""
         return self._vectors.index_name

@@ -138,6 +138,22 @@ class AnthropicAdapter:
             if isinstance(b, dict) and b.get("type") == "tool_result"
         ]
 
+    def recent_context(self, body: Any, before: int) -> tuple[list[str], list[str]]:
+        tools: list[str] = []
+        turns: list[str] = []
+        for m in _messages(body)[:before]:
+            if not isinstance(m, dict) or not isinstance(m.get("content"), list | str):
+                continue
+            if m.get("role") == "assistant":
+                turns.append(text_of(m["content"]))
+            elif isinstance(m["content"], list):
+                tools += [
+                    text_of(b.get("content"))
+                    for b in m["content"]
+                    if isinstance(b, dict) and b.get("type") == "tool_result"
+                ]
+        return tools, turns
+
     def append_system_tail(self, doc: JsonDoc, text: str) -> None:
         """Add a text block after the last system block; every existing block (and its
         ``cache_control``) keeps its bytes. A string system becomes one text block first."""

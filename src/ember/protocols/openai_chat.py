@@ -124,6 +124,18 @@ class OpenAIChatAdapter:
             out.append(ToolResult(m.get("tool_call_id"), text_of(m.get("content"), _TEXT_PARTS)))
         return out[::-1]
 
+    def recent_context(self, body: Any, before: int) -> tuple[list[str], list[str]]:
+        tools: list[str] = []
+        turns: list[str] = []
+        for m in _messages(body)[:before]:
+            if not isinstance(m, dict):
+                continue
+            if m.get("role") == "assistant":
+                turns.append(text_of(m.get("content"), _TEXT_PARTS))
+            elif m.get("role") == "tool":
+                tools.append(text_of(m.get("content"), _TEXT_PARTS))
+        return tools, turns
+
     def append_system_tail(self, doc: JsonDoc, text: str) -> None:
         """Append to the last system/developer message; without one, nothing is created
         here (inserting a message at the head of the array would shift the whole prefix)."""

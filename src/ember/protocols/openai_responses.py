@@ -113,6 +113,17 @@ class OpenAIResponsesAdapter:
             out.append(ToolResult(item.get("call_id"), text))
         return out[::-1]
 
+    def recent_context(self, body: Any, before: int) -> tuple[list[str], list[str]]:
+        tools: list[str] = []
+        turns: list[str] = []
+        for item in _items(body)[:before]:
+            if _is_role(item, ("assistant",)):
+                turns.append(text_of(item.get("content"), _TEXT_PARTS))
+            elif isinstance(item, dict) and item.get("type") == "function_call_output":
+                output = item.get("output")
+                tools.append(output if isinstance(output, str) else text_of(output, _TEXT_PARTS))
+        return tools, turns
+
     def append_system_tail(self, doc: JsonDoc, text: str) -> None:
         """Append to ``instructions`` (created when absent: it precedes the input, and a
         request without instructions has no system prefix to protect)."""

@@ -8,6 +8,7 @@ the final outcome. Each feature adds its stage here; nothing else in the proxy c
 from __future__ import annotations
 
 from ember.config import Settings
+from ember.memory.stage import MemoryStage
 from ember.proxy.pipeline import Stage
 from ember.shaping.stage import ShapingStage
 
@@ -18,4 +19,7 @@ def build_stages(settings: Settings) -> list[Stage]:
     # Output shaping first: it edits the stable system tail. It is there even with
     # EMBER_OUTPUT_SHAPING=false, to record the unshaped baseline (it edits nothing then).
     stages.append(ShapingStage(settings))
+    # Memory next: it edits the tail of the latest user ask (auto_tail) or offers its tools.
+    if settings.memory_mode != "off":
+        stages.append(MemoryStage(settings))
     return stages

@@ -75,11 +75,16 @@ def system_prompt(cwd: str) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class Task:
-    """One user ask: the tool calls the model makes for it, then its final answer."""
+    """One user ask: the tool calls the model makes for it, then its final answer.
+
+    ``ember_tool_calls`` are calls to tools ember offers and runs itself (the memory tools):
+    the model makes them first, the agent never sees them.
+    """
 
     ask: str
     tool_calls: Sequence[tuple[str, dict[str, Any]]] = ()
     answer: str = "Done."
+    ember_tool_calls: Sequence[tuple[str, dict[str, Any]]] = ()
 
 
 @dataclass
@@ -126,8 +131,9 @@ class ScriptedAgent:
     def _script(self, task: Task) -> None:
         if self.emulator is None:
             return
+        hidden = [Reply("", [(name, args)]) for name, args in task.ember_tool_calls]
         replies = [Reply(f"Let me use {name}.", [(name, args)]) for name, args in task.tool_calls]
-        self.emulator.script(*replies, Reply(task.answer))
+        self.emulator.script(*hidden, *replies, Reply(task.answer))
 
     def _send(self, user_message: dict[str, Any], kind: str) -> None:
         self.history.append(user_message)

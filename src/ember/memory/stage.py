@@ -1,0 +1,156 @@
+"""The memory stage: cross-session memory in the proxy (``EMBER_MEMORY_MODE``).
+
+``auto_tail`` (default): on a new user ask, retrieve from the project's store and append the
+READ-ONLY block as a new content block after the client's last block of that ask; on every
+later request of the session, re-apply each earlier block at its message (the ledger), so the
+prefix the provider cached never changes. System, tools and the rest of the history are never
+touched, and the client's own blocks — including Claude Code's ``cache_control`` on its last
+text block — keep their bytes.
+
+``tool``: no injection; the model is offered the four memory tools, executed by ember and
+invisible to the client. ``off``: nothing.
+
+Fail closed for data: a request whose project is unresolved gets nothing (unless
+``EMBER_UNRESOLVED_PROJECT=global``). Fail open for the request: while the embedder is still
+loading, or when the store fails, the request goes on without memory, and the proxy never
+waits for the model at start-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from ember.config import Settings
+from ember.errors import EmberError
+from ember.memory.embed import Embedder, EmbedderLoader, preload_from
+from ember.memory.ledger import InjectionLedger, LedgerEntry, message_digest
+from ember.memory.models import MemoryFilter
+from ember.memory.retrieval.budget import InjectionBudget
+from ember.memory.retrieval.query import MemoryQuery
+from ember.memory.router import MemoryRouter
+from ember.memory.tools import MemoryTools
+from ember.protocols.base import ProtocolAdapter
+from ember.protocols.tooling import TOOLING
+from ember.proxy.pipeline import Exchange, Stage
+
+log = logging.getLogger(__name__)
+
+
+class MemoryStage(Stage):
+    name = "memory"
+
+    def __init__(
+        self,
+        settings: Settings,
+        router: MemoryRouter | None = None,
+        ledger: InjectionLedger | None = None,
+    ) -> None:
+        self.settings = settings
+        self.mode = settings.memory_mode
+        self._loader: EmbedderLoader | None = None
+        self.router = router or MemoryRouter(settings, self._embedder_now)
+        self.ledger = ledger or InjectionLedger()
+        self.budget = InjectionBudget(
+            settings.memory_budget_tokens, settings.memory_max_items, settings.memory_min_score
+        )
+
+    def _embedder_now(self) -> Embedder:
+        """The embedder if it is loaded; starts loading it (in a thread) on first use.
+
+        Loaded on demand rather than at start-up: the proxy starts in a fraction of a second
+        and idles small, and a project without memories never pays for the model.
+        """
+        if self._loader is None:
+            self._loader = preload_from(self.settings)
+        return self._loader.get(timeout=0)
+
+    async def _wait_for_embedder(self) -> bool:
+        """Give a loading model a moment (once per process, only for a project that has
+        memories to find); False when it is still not there — this ask goes without."""
+        if self._loader is None:
+            self._loader = preload_from(self.settings)
+        try:
+            await asyncio.to_thread(self._loader.get, self.settings.memory_embedder_wait)
+        except EmberError as exc:
+            log.info("memory: embedder not ready (%s); this ask gets no memory", exc)
+            return False
+        return True
+
+    async def on_request(self, ex: Exchange) -> None:
+        if self.mode == "off":
+            return
+        db = self.router.path_for(ex.project)
+        if db is None:
+            return  # unresolved project: fail closed
+        if self.mode == "tool":
+            store = await asyncio.to_thread(self.router.for_project, ex.project)
+            if store is not None:
+                TOOLING[ex.adapter.name].add_definitions(ex.doc, MemoryTools(store, "").specs)
+                ex.owned_tools = MemoryTools(store, ex.session_id)
+            return
+        await self._auto_tail(ex, db)
+
+    async def _auto_tail(self, ex: Exchange, db: Path) -> None:
+        adapter, body = ex.adapter, ex.doc.value
+        entries = await asyncio.to_thread(self.ledger.entries, db, ex.session_id)
+        count = adapter.message_count(body)
+        ask = adapter.latest_user_index(body)
+        # Digests from the client's text, before any edit of this request.
+        digests = {i: message_digest(i, adapter.user_text(body, i)) for i in _indices(entries, ask)}
+        new_ask = ask is not None and ask == count - 1
+        if new_ask and any(
+            e.message_index == ask and e.message_digest == digests[ask] for e in entries
+        ):
+            new_ask = False  # a retry of an ask already answered: replay, never re-retrieve
+        for e in entries:
+            if e.block and digests.get(e.message_index) == e.message_digest:
+                adapter.append_user_tail(ex.doc, e.message_index, e.block)
+        if not new_ask or ask is None:
+            return
+        entry = await self._retrieve(ex, adapter, ask, digests[ask])
+        if entry is None:
+            return
+        if entry.block:
+            adapter.append_user_tail(ex.doc, ask, entry.block)
+        await asyncio.to_thread(self.ledger.record, db, ex.session_id, entry)
+        ex.state[self.name] = entry
+
+    async def _retrieve(
+        self, ex: Exchange, adapter: ProtocolAdapter, ask: int, digest: str
+    ) -> LedgerEntry | None:
+        """The entry for a new ask; None when retrieval could not run (nothing recorded, so
+        a later retry may still get memories)."""
+        body = ex.doc.value
+        tools, turns = adapter.recent_context(body, ask)
+        query = MemoryQuery.build(adapter.user_text(body, ask), tools, turns)
+        if query.is_empty:
+            return LedgerEntry(ask, digest, "")
+        store = await asyncio.to_thread(self.router.for_project, ex.project)
+        if store is None:
+            return None
+        if await asyncio.to_thread(store.count) == 0:
+            return LedgerEntry(ask, digest, "")  # nothing to find: no model needed
+        ready = await asyncio.to_thread(lambda: store.embedder_ready)
+        if not ready and not await self._wait_for_embedder():
+            return None
+        hits = await asyncio.to_thread(
+            store.search,
+            query,
+            top_k=self.budget.max_items * 3,
+            memory_filter=MemoryFilter(session_id=ex.session_id),
+        )
+        chosen = self.budget.select(hits)
+        return LedgerEntry(ask, digest, chosen.text, chosen.ids)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.router.close)
+        await asyncio.to_thread(self.ledger.close)
+
+
+def _indices(entries: list[LedgerEntry], ask: int | None) -> set[int]:
+    wanted = {e.message_index for e in entries}
+    if ask is not None:
+        wanted.add(ask)
+    return wanted
