@@ -86,7 +86,8 @@ def body(body_kb: int, stream: bool) -> bytes:
         "system": [
             {
                 "type": "text",
-                "text": "You are a coding agent. " * 100,
+                "text": "You are a coding agent. " * 100
+                + "\n<env>\nWorking directory: /home/bench/project\n</env>",
                 "cache_control": {"type": "ephemeral"},
             }
         ],
@@ -169,42 +170,63 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def proxy_cmd(port: int, up: str) -> list[str]:
+    return [
+        EMBER,
+        "proxy",
+        "--port",
+        str(port),
+        "--anthropic-url",
+        up,
+        "--openai-url",
+        up + "/v1",
+        "--log-level",
+        "warning",
+    ]
+
+
 async def main_async(args: argparse.Namespace) -> None:
     home = tempfile.mkdtemp(prefix="ember-bench-")
-    env = {**os.environ, "EMBER_HOME": home}
-    env = {k: v for k, v in env.items() if not k.startswith("EMBER_") or k == "EMBER_HOME"}
-    up_port, px_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+    env["EMBER_HOME"] = home
+    # The bare proxy: accounting only (the foundation); "full" is `ember proxy` as shipped.
+    bare_env = {**env, "EMBER_OUTPUT_SHAPING": "false", "EMBER_MEMORY_MODE": "off"}
+    up_port, bare_port, full_port = free_port(), free_port(), free_port()
     up = f"http://127.0.0.1:{up_port}"
-    px = f"http://127.0.0.1:{px_port}"
-    with process([EMBER, "dev", "upstream", "--port", str(up_port)], env):
+    bare, full = f"http://127.0.0.1:{bare_port}", f"http://127.0.0.1:{full_port}"
+    with (
+        process([EMBER, "dev", "upstream", "--port", str(up_port)], env),
+        process(proxy_cmd(bare_port, up), bare_env),
+        process(proxy_cmd(full_port, up), env) as proxy,
+    ):
         await wait_healthy(up)
-        with process(
-            [
-                EMBER,
-                "proxy",
-                "--port",
-                str(px_port),
-                "--anthropic-url",
-                up,
-                "--openai-url",
-                up + "/v1",
-                "--log-level",
-                "warning",
-            ],
-            env,
-        ) as proxy:
-            ready = await wait_healthy(px)
-            await asyncio.sleep(1.0)
-            idle_rss = rss_mb(proxy.pid)
-            rows = await scenarios(up, px, args)
-            busy_rss = rss_mb(proxy.pid)
+        await wait_healthy(bare)
+        await wait_healthy(full)
+        rows = await scenarios(up, {"bare": bare, "full": full}, args)
+        busy_rss = rss_mb(proxy.pid)
+        ready, idle_rss = await startup(env, up)
     print_table(rows, args)
     print(f"\nstart-up: `ember proxy` answered /healthz 200 after {ready:.2f} s (target < 1.5 s)")
-    print(f"memory: {idle_rss:.0f} MB RSS idle (target < 120 MB), {busy_rss:.0f} MB after the load")
+    print(
+        f"memory: {idle_rss:.0f} MB RSS idle (target < 120 MB); the full proxy after the load: "
+        f"{busy_rss:.0f} MB (no project in this load has memories, so no model was loaded)"
+    )
 
 
-async def scenarios(up: str, px: str, args: argparse.Namespace) -> list[tuple[str, Run, Run]]:
-    rows = []
+async def startup(env: dict[str, str], up: str) -> tuple[float, float]:
+    """A fresh `ember proxy` (defaults): seconds until /healthz answers 200, RSS 1 s later."""
+    port = free_port()
+    with process(proxy_cmd(port, up), env) as proc:
+        ready = await wait_healthy(f"http://127.0.0.1:{port}")
+        await asyncio.sleep(1.0)
+        return ready, rss_mb(proc.pid)
+
+
+Row = tuple[str, str, Run, Run]
+
+
+async def scenarios(up: str, proxies: dict[str, str], args: argparse.Namespace) -> list[Row]:
+    rows: list[Row] = []
     js, st = body(args.body_kb, False), body(args.body_kb, True)
     for name, fn, data, conc in (
         ("JSON, 1 client", one_json, js, 1),
@@ -213,28 +235,30 @@ async def scenarios(up: str, px: str, args: argparse.Namespace) -> list[tuple[st
         (f"stream, {args.concurrency} clients", one_stream, st, args.concurrency),
     ):
         direct = await drive(up, fn, data, args.requests, conc)
-        via = await drive(px, fn, data, args.requests, conc)
-        rows.append((name, direct, via))
+        for label, url in proxies.items():
+            rows.append((name, label, direct, await drive(url, fn, data, args.requests, conc)))
     return rows
 
 
-def print_table(rows: list[tuple[str, Run, Run]], args: argparse.Namespace) -> None:
+def print_table(rows: list[Row], args: argparse.Namespace) -> None:
     print(
         f"\nproxy overhead — {args.requests} requests per cell, body {args.body_kb} KiB, "
-        f"emulator and proxy as separate processes, loopback, {os.cpu_count()} cores\n"
+        f"emulator and proxies as separate processes, loopback, {os.cpu_count()} cores\n"
+        "bare = accounting only (shaping and memory off); full = `ember proxy` defaults "
+        "(output shaping + memory auto_tail + accounting)\n"
     )
     head = (
-        f"{'scenario':26} {'direct p50':>10} {'proxy p50':>10} {'added p50':>10} "
+        f"{'scenario':24} {'proxy':5} {'direct p50':>10} {'proxy p50':>10} {'added p50':>10} "
         f"{'direct p99':>10} {'proxy p99':>10} {'added p99':>10} {'req/s direct':>12} "
         f"{'req/s proxy':>12} {'ratio':>6}"
     )
     print(head)
     print("-" * len(head))
-    for name, d, v in rows:
+    for name, label, d, v in rows:
         print(
-            f"{name:26} {d.pct(50):9.2f}ms {v.pct(50):9.2f}ms {v.pct(50) - d.pct(50):9.2f}ms "
-            f"{d.pct(99):9.2f}ms {v.pct(99):9.2f}ms {v.pct(99) - d.pct(99):9.2f}ms "
-            f"{d.rate:12.0f} {v.rate:12.0f} {v.rate / d.rate:6.2f}"
+            f"{name:24} {label:5} {d.pct(50):9.2f}ms {v.pct(50):9.2f}ms "
+            f"{v.pct(50) - d.pct(50):9.2f}ms {d.pct(99):9.2f}ms {v.pct(99):9.2f}ms "
+            f"{v.pct(99) - d.pct(99):9.2f}ms {d.rate:12.0f} {v.rate:12.0f} {v.rate / d.rate:6.2f}"
         )
     print(
         "\nadded = proxy - direct at the same percentile; ratio = proxy throughput / direct "
@@ -244,7 +268,7 @@ def print_table(rows: list[tuple[str, Run, Run]], args: argparse.Namespace) -> N
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--requests", type=int, default=400, help="requests per cell")
+    p.add_argument("--requests", type=int, default=300, help="requests per cell")
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--body-kb", type=int, default=24)
     asyncio.run(main_async(p.parse_args()))

@@ -130,3 +130,16 @@ def test_edits_preserve_all_bytes_outside_the_target(
 def test_inputs_orjson_refuses_still_parse_like_json(raw: bytes, expected: object) -> None:
     value = JsonDoc(raw).value["big"]
     assert (str(value) if expected == "nan" else value) == expected
+
+
+def test_duplicate_keys_with_odd_spacing_still_resolve_to_the_last() -> None:
+    doc = JsonDoc(b'{"a" :\n[1],"b":{"a":0},"a"\t: [2]}')
+    doc.append(["a"], 3)
+    assert json.loads(doc.to_bytes())["a"] == [2, 3]
+    assert doc.to_bytes().startswith(b'{"a" :\n[1],')
+
+
+def test_escaped_key_spelling_is_found() -> None:
+    doc = JsonDoc(b'{"\\u0073ystem":[1],"m":[]}')
+    doc.append(["system"], 2)
+    assert json.loads(doc.to_bytes()) == {"system": [1, 2], "m": []}

@@ -39,3 +39,9 @@ def test_context_text_walks_any_body_and_skips_identifiers() -> None:
     text = context_text(body)
     assert text.split("\n") == ["alpha", "beta", "gamma"]
     assert context_text({"a": "x" * 50}, limit=10) == "x" * 10
+
+
+def test_context_text_keeps_the_newest_content_within_the_limit() -> None:
+    body = {"messages": [{"content": "old " * 1000}, {"content": "the newest tool output"}]}
+    text = context_text(body, limit=40)
+    assert text.endswith("the newest tool output") and len(text) <= 40

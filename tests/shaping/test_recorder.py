@@ -124,3 +124,18 @@ def test_ledger_json_round_trip_and_report() -> None:
 def test_a_flush_with_nothing_recorded_touches_no_file(tmp_path: Path) -> None:
     recorder(tmp_path).flush()
     assert not (tmp_path / "shaping").exists()
+
+
+def test_under_heavy_traffic_flushes_are_spaced_but_nothing_is_lost(tmp_path: Path) -> None:
+    now = [DAY]
+    rec = SavingsRecorder(ShapingFiles(tmp_path), clock=lambda: now[0], min_interval=2.0)
+    due = [rec.record("treatment", STRATUM, 100, None) for _ in range(FLUSH_EVERY)]
+    assert due[-1] and not any(due[:-1])
+    rec.flush()
+    now[0] += 1.0  # 25 more within a second: not yet
+    assert not any(rec.record("treatment", STRATUM, 100, None) for _ in range(FLUSH_EVERY))
+    now[0] += 1.5
+    assert rec.record("treatment", STRATUM, 100, None)
+    rec.flush()
+    total = sum(s.n for s in read_state(ShapingFiles(tmp_path)).ledger.treatment.values())
+    assert total == 2 * FLUSH_EVERY + 1

@@ -320,3 +320,16 @@ async def test_a_failed_request_after_an_effort_change_does_not_stop_routing(
     _, _, ex = await d.send(body(ask(), ask("next"), **high))  # effort back to "high"
     await d.answer(ex, cache_read=2_000)  # answered, and it missed: that is evidence
     assert d.stage.effort_disabled == {"claude-sonnet-4-5"}
+
+
+async def test_echo_is_sampled_by_time_under_heavy_traffic(settings: Settings) -> None:
+    d = Driver(settings)
+    echoed = "the quick brown fox jumps over the lazy dog again and again"
+    for step in (0.0, 0.01, 0.01, 1.0):  # three answers in 20 ms, then one a second later
+        d.clock.advance(step)
+        _, _, ex = await d.send(body(ask(echoed)))
+        await d.answer(ex, text=echoed)
+    d.stage.recorder.flush()
+    echo = d.stage.recorder.files.ledger.read_text()
+    stats = json.loads(echo)["echo"]
+    assert sum(v[0] for v in stats.values()) == 2  # the first and the last were measured

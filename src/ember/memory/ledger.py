@@ -54,6 +54,14 @@ class InjectionLedger:
         self._max_files = open_files
         self._lock = threading.Lock()
 
+    def cached(self, db: Path, session_id: str) -> list[LedgerEntry] | None:
+        """The session's entries if they are in memory (no I/O: the request path's fast way)."""
+        with self._lock:
+            entries = self._sessions.get((db, session_id))
+            if entries is not None:
+                self._sessions.move_to_end((db, session_id))
+            return None if entries is None else list(entries)
+
     def entries(self, db: Path, session_id: str) -> list[LedgerEntry]:
         key = (db, session_id)
         with self._lock:

@@ -94,7 +94,9 @@ class MemoryStage(Stage):
 
     async def _auto_tail(self, ex: Exchange, db: Path) -> None:
         adapter, body = ex.adapter, ex.doc.value
-        entries = await asyncio.to_thread(self.ledger.entries, db, ex.session_id)
+        entries = self.ledger.cached(db, ex.session_id)
+        if entries is None:
+            entries = await asyncio.to_thread(self.ledger.entries, db, ex.session_id)
         count = adapter.message_count(body)
         ask = adapter.latest_user_index(body)
         # Digests from the client's text, before any edit of this request.

@@ -65,52 +65,76 @@ def _value_end(text: str, pos: int) -> int:
         raise ProtocolError(f"invalid JSON value at offset {pos}") from exc
 
 
-class _Spans:
-    """Where each member of a container starts and ends in one text.
+class _Container:
+    """Members of one object/array found so far, and where the scan stopped."""
 
-    Every container on an edited path is scanned once and its member spans kept, so a request
-    with several edits (shaping's block and effort, memory's tail) walks a 200 KiB history once
-    instead of once per edit. Duplicate keys resolve to the last one, as in ``json.loads``.
+    __slots__ = ("closer", "index", "members", "pos")
+
+    def __init__(self, text: str, start: int) -> None:
+        opener = text[start]
+        if opener not in "{[":
+            raise TypeError(f"no object or array at offset {start}")
+        self.closer = "}" if opener == "{" else "]"
+        self.members: dict[str | int, tuple[int, int]] = {}
+        self.pos: int | None = _skip_ws(text, start + 1)  # None: scanned to the end
+        self.index = 0
+
+
+class _Spans:
+    """Where members of containers start and end in one text, found lazily and kept.
+
+    Every container on an edited path is scanned at most once, so several edits (shaping's
+    block and effort, memory's tail) walk a 200 KiB history once instead of once per edit. A
+    key whose spelling occurs only once in the whole text cannot have a duplicate, so its scan
+    stops where it is found (the system prompt is found without parsing the history after it);
+    any other key is looked up after a full scan, so duplicates resolve to the last one, as
+    in ``json.loads``.
     """
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self._members: dict[int, dict[str | int, tuple[int, int]]] = {}
+        self._containers: dict[int, _Container] = {}
 
-    def members(self, start: int) -> dict[str | int, tuple[int, int]]:
-        cached = self._members.get(start)
-        if cached is None:
-            cached = self._scan(start)
-            self._members[start] = cached
-        return cached
+    def member(self, start: int, step: str | int) -> tuple[int, int]:
+        c = self._containers.get(start)
+        if c is None:
+            c = self._containers[start] = _Container(self.text, start)
+        found = c.members.get(step)
+        if found is not None and (not isinstance(step, str) or self._unique(step)):
+            return found
+        self._scan(c, step if isinstance(step, int) or self._unique(step) else None)
+        return c.members[step]
 
-    def _scan(self, start: int) -> dict[str | int, tuple[int, int]]:
-        text, out = self.text, {}
-        opener = text[start]
-        if opener not in "{[":
-            raise TypeError(f"no object or array at offset {start}")
-        closer = "}" if opener == "{" else "]"
-        pos = _skip_ws(text, start + 1)
-        index = 0
-        while text[pos] != closer:
-            key: str | int = index
-            if opener == "{":
+    def _unique(self, key: str) -> bool:
+        """Exactly one ``"key":`` in the text (none means it is spelled with escapes: scan all)."""
+        pattern = re.compile(re.escape(dumps(key)) + r"[ \t\n\r]*:")
+        return len(pattern.findall(self.text, 0)) == 1
+
+    def _scan(self, c: _Container, want: str | int | None) -> None:
+        """Scan on from where ``c`` stopped: until ``want`` is found, or to the end."""
+        text, pos = self.text, c.pos
+        while pos is not None and text[pos] != c.closer:
+            key: str | int = c.index
+            if c.closer == "}":
                 key, pos = _scanstring(text, pos + 1)
                 pos = _skip_ws(text, _skip_ws(text, pos) + 1)  # past ':'
             end = _value_end(text, pos)
-            out[key] = (pos, end)
-            index += 1
+            c.members[key] = (pos, end)
+            c.index += 1
             pos = _skip_ws(text, end)
             if text[pos] == ",":
                 pos = _skip_ws(text, pos + 1)
-        return out
+            if want is not None and key == want:
+                c.pos = pos
+                return
+        c.pos = None
 
     def locate(self, path: Path) -> tuple[int, int]:
         start = _skip_ws(self.text, 0)
         end: int | None = None
         for step in path:
             try:
-                start, end = self.members(start)[step]
+                start, end = self.member(start, step)
             except (KeyError, TypeError) as exc:
                 raise (KeyError if isinstance(step, str) else IndexError)(step) from exc
         return start, (end if end is not None else _value_end(self.text, start))

@@ -15,7 +15,7 @@ ECHO_NGRAM = 8
 MAX_SAMPLED_NGRAMS = 64
 #: Only the most recent context is compared (bounded work per answer; echo is of what the
 #: model saw last -- the file it just read, the output it just got).
-MAX_CONTEXT_CHARS = 200_000
+MAX_CONTEXT_CHARS = 60_000
 #: Keys whose strings are identifiers or opaque data, not text a model could echo.
 _SKIP_KEYS = frozenset(
     {
@@ -38,20 +38,23 @@ def context_text(body: Any, limit: int = MAX_CONTEXT_CHARS) -> str:
     """The text strings of a request body in order, keeping the last ``limit`` characters.
 
     Walks any JSON value (no wire format is assumed): every string except under identifier
-    keys, newest last.
+    keys. The walk starts from the newest content and stops once ``limit`` characters are
+    collected, so a long history costs no more than its recent tail.
     """
     parts: list[str] = []
+    total = 0
     stack: list[Any] = [body]
-    while stack:
-        value = stack.pop()
+    while stack and total < limit:
+        value = stack.pop()  # children are pushed in order, so the newest comes out first
         if isinstance(value, str):
             parts.append(value)
+            total += len(value) + 1
         elif isinstance(value, dict):
-            stack.extend(v for k, v in reversed(value.items()) if k not in _SKIP_KEYS)
+            stack.extend(v for k, v in value.items() if k not in _SKIP_KEYS)
         elif isinstance(value, list):
-            stack.extend(reversed(value))
-    text = "\n".join(parts)
-    return text[-limit:]
+            stack.extend(value)
+    parts.reverse()
+    return "\n".join(parts)[-limit:]
 
 
 def echo_ratio(answer: str, context: str, n: int = ECHO_NGRAM) -> float | None:

@@ -28,6 +28,9 @@ from ember.shaping.stats import RunningStats
 log = logging.getLogger(__name__)
 
 FLUSH_EVERY = 25
+#: Under heavy traffic "every 25" would rewrite the files many times a second; a flush is then
+#: also held until this many seconds passed since the last one (nothing is lost meanwhile).
+MIN_FLUSH_INTERVAL = 2.0
 
 
 @dataclass(frozen=True)
@@ -70,10 +73,13 @@ class SavingsRecorder:
         files: ShapingFiles,
         flush_every: int = FLUSH_EVERY,
         clock: Callable[[], float] = time.time,
+        min_interval: float = MIN_FLUSH_INTERVAL,
     ) -> None:
         self.files = files
         self.flush_every = flush_every
         self.clock = clock
+        self.min_interval = min_interval
+        self._last_flush = float("-inf")
         self._mutex = threading.Lock()
         self._pending = Ledger()
         self._baseline_delta: Strata = {}
@@ -102,7 +108,7 @@ class SavingsRecorder:
         with self._mutex:
             self._pending.record(arm, stratum, output_tokens, echo, _day(self.clock()), mean)
             self._count += 1
-            return self._count >= self.flush_every
+            return self._due()
 
     def record_baseline(self, stratum: str, output_tokens: int) -> bool:
         """One answered request that went out unshaped because shaping is off: it joins the
@@ -110,7 +116,12 @@ class SavingsRecorder:
         with self._mutex:
             self._baseline_delta.setdefault(stratum, RunningStats()).add(output_tokens)
             self._count += 1
-            return self._count >= self.flush_every
+            return self._due()
+
+    def _due(self) -> bool:
+        return (
+            self._count >= self.flush_every and self.clock() - self._last_flush >= self.min_interval
+        )
 
     def _take(self) -> tuple[Ledger, Strata]:
         with self._mutex:
@@ -128,6 +139,7 @@ class SavingsRecorder:
     def flush(self) -> None:
         """Merge what was recorded since the last flush into the files (blocking I/O)."""
         pending, delta = self._take()
+        self._last_flush = self.clock()
         if pending.empty and not delta:
             return
         try:
