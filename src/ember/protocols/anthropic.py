@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from ember.protocols.base import (
     TTL_1_HOUR,
     TTL_5_MINUTES,
+    AdapterBase,
     AssembledMessage,
     Block,
     EffortFields,
@@ -21,7 +22,6 @@ from ember.protocols.base import (
     Usage,
     as_int,
     find_region,
-    offers_tools,
     replace_region,
     text_of,
 )
@@ -79,15 +79,8 @@ def _is_tool_result_only(content: Any) -> bool:
     )
 
 
-class AnthropicAdapter:
+class AnthropicAdapter(AdapterBase):
     name: ClassVar[str] = "anthropic"
-
-    def model(self, body: Any) -> str | None:
-        m = body.get("model") if isinstance(body, dict) else None
-        return m if isinstance(m, str) else None
-
-    def is_stream(self, body: Any) -> bool:
-        return isinstance(body, dict) and body.get("stream") is True
 
     def system_text(self, body: Any) -> str:
         return text_of(body.get("system")) if isinstance(body, dict) else ""
@@ -232,9 +225,6 @@ class AnthropicAdapter:
         if not isinstance(content, list):
             return ()
         return tuple(_part_kind(b) for b in content)
-
-    def has_tools(self, body: Any) -> bool:
-        return offers_tools(body)
 
     def cache_ttl(self, body: Any) -> float:
         """One hour when a breakpoint asks for ``ttl: "1h"``, else five minutes.

@@ -293,3 +293,28 @@ def structured_error(output: Any) -> bool:
     if not isinstance(output, dict):
         return False
     return _error_fields(output) or _error_fields(output.get("metadata"))
+
+
+class AdapterBase:
+    """Reads that every wire format spells the same way."""
+
+    def model(self, body: Any) -> str | None:
+        m = body.get("model") if isinstance(body, dict) else None
+        return m if isinstance(m, str) else None
+
+    def is_stream(self, body: Any) -> bool:
+        return isinstance(body, dict) and body.get("stream") is True
+
+    def has_tools(self, body: Any) -> bool:
+        return offers_tools(body)
+
+
+def part_kinds(content: Any, table: dict[str, PartKind]) -> tuple[PartKind, ...]:
+    """What each part of a user message's content is, by its ``type`` alone."""
+    if isinstance(content, str):
+        return ("text",)
+    if not isinstance(content, list):
+        return ()
+    return tuple(
+        table.get(str(p.get("type")), "other") if isinstance(p, dict) else "other" for p in content
+    )

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from ember.protocols.base import (
     TTL_1_HOUR,
     TTL_24_HOURS,
+    AdapterBase,
     AssembledMessage,
     Block,
     EffortFields,
@@ -20,7 +21,7 @@ from ember.protocols.base import (
     Usage,
     as_int,
     find_region,
-    offers_tools,
+    part_kinds,
     replace_region,
     structured_error,
     text_of,
@@ -77,15 +78,21 @@ def _messages(body: Any) -> list[Any]:
     return msgs if isinstance(msgs, list) else []
 
 
-class OpenAIChatAdapter:
+class OpenAIAdapterBase(AdapterBase):
+    """What both OpenAI wire formats share: the error shape and the cache lifetime."""
+
+    def error_body(self, status: int, message: str) -> bytes:
+        return openai_error_body(status, message)
+
+    def cache_ttl(self, body: Any) -> float:
+        """24 h with ``prompt_cache_retention: "24h"``; otherwise an hour, the longest the
+        in-memory cache is documented to survive idle (assuming less could break it)."""
+        retention = body.get("prompt_cache_retention") if isinstance(body, dict) else None
+        return TTL_24_HOURS if retention == "24h" else TTL_1_HOUR
+
+
+class OpenAIChatAdapter(OpenAIAdapterBase):
     name: ClassVar[str] = "openai_chat"
-
-    def model(self, body: Any) -> str | None:
-        m = body.get("model") if isinstance(body, dict) else None
-        return m if isinstance(m, str) else None
-
-    def is_stream(self, body: Any) -> bool:
-        return isinstance(body, dict) and body.get("stream") is True
 
     def system_text(self, body: Any) -> str:
         return "\n".join(
@@ -180,9 +187,6 @@ class OpenAIChatAdapter:
     def assembler(self) -> ChatAssembler:
         return ChatAssembler()
 
-    def error_body(self, status: int, message: str) -> bytes:
-        return openai_error_body(status, message)
-
     # -- output shaping (issue #3) ------------------------------------------------------------
 
     def turn_parts(self, body: Any) -> tuple[PartKind, ...]:
@@ -196,24 +200,7 @@ class OpenAIChatAdapter:
             return _tool_parts(msgs)
         if last.get("role") != "user":
             return ()
-        content = last.get("content")
-        if isinstance(content, str):
-            return ("text",)
-        if not isinstance(content, list):
-            return ()
-        return tuple(
-            _PART_KINDS.get(str(p.get("type")), "other") if isinstance(p, dict) else "other"
-            for p in content
-        )
-
-    def has_tools(self, body: Any) -> bool:
-        return offers_tools(body)
-
-    def cache_ttl(self, body: Any) -> float:
-        """24 h with ``prompt_cache_retention: "24h"``; otherwise an hour, the longest the
-        in-memory cache is documented to survive idle (assuming less could break it)."""
-        retention = body.get("prompt_cache_retention") if isinstance(body, dict) else None
-        return TTL_24_HOURS if retention == "24h" else TTL_1_HOUR
+        return part_kinds(last.get("content"), _PART_KINDS)
 
     def effort_fields(self, body: Any) -> EffortFields:
         if not isinstance(body, dict):

@@ -11,8 +11,6 @@ import json
 from typing import Any, ClassVar
 
 from ember.protocols.base import (
-    TTL_1_HOUR,
-    TTL_24_HOURS,
     AssembledMessage,
     Block,
     EffortFields,
@@ -20,13 +18,13 @@ from ember.protocols.base import (
     ToolResult,
     Usage,
     find_region,
-    offers_tools,
+    part_kinds,
     replace_region,
     structured_error,
     text_of,
 )
 from ember.protocols.jsonedit import JsonDoc, dumps
-from ember.protocols.openai_chat import openai_error_body, openai_usage
+from ember.protocols.openai_chat import OpenAIAdapterBase, openai_usage
 
 _TEXT_PARTS = ("input_text", "output_text", "text")
 _SYSTEM_ROLES = ("system", "developer")
@@ -52,15 +50,8 @@ def _is_role(item: Any, roles: tuple[str, ...]) -> bool:
     )
 
 
-class OpenAIResponsesAdapter:
+class OpenAIResponsesAdapter(OpenAIAdapterBase):
     name: ClassVar[str] = "openai_responses"
-
-    def model(self, body: Any) -> str | None:
-        m = body.get("model") if isinstance(body, dict) else None
-        return m if isinstance(m, str) else None
-
-    def is_stream(self, body: Any) -> bool:
-        return isinstance(body, dict) and body.get("stream") is True
 
     def system_text(self, body: Any) -> str:
         if not isinstance(body, dict):
@@ -169,9 +160,6 @@ class OpenAIResponsesAdapter:
     def assembler(self) -> ResponsesAssembler:
         return ResponsesAssembler()
 
-    def error_body(self, status: int, message: str) -> bytes:
-        return openai_error_body(status, message)
-
     # -- output shaping (issue #3) ------------------------------------------------------------
 
     def turn_parts(self, body: Any) -> tuple[PartKind, ...]:
@@ -187,24 +175,7 @@ class OpenAIResponsesAdapter:
         if not _is_role(last, ("user",)):
             return ()
         assert isinstance(last, dict)
-        content = last.get("content")
-        if isinstance(content, str):
-            return ("text",)
-        if not isinstance(content, list):
-            return ()
-        return tuple(
-            _PART_KINDS.get(str(p.get("type")), "other") if isinstance(p, dict) else "other"
-            for p in content
-        )
-
-    def has_tools(self, body: Any) -> bool:
-        return offers_tools(body)
-
-    def cache_ttl(self, body: Any) -> float:
-        """24 h with ``prompt_cache_retention: "24h"``; otherwise an hour, the longest the
-        in-memory cache is documented to survive idle (assuming less could break it)."""
-        retention = body.get("prompt_cache_retention") if isinstance(body, dict) else None
-        return TTL_24_HOURS if retention == "24h" else TTL_1_HOUR
+        return part_kinds(last.get("content"), _PART_KINDS)
 
     def effort_fields(self, body: Any) -> EffortFields:
         if not isinstance(body, dict):

@@ -79,19 +79,26 @@ def _kept(answer: AssembledMessage, owned: set[str]) -> list[Block]:
     return [b for b in answer.blocks if b.type != "tool_use" or b.name in owned]
 
 
-class AnthropicTooling:
+class _Tooling:
+    """Definitions are appended after the client's tools, in the given order."""
+
     def definition(self, spec: ToolSpec) -> dict[str, Any]:
-        return {
-            "name": spec.name,
-            "description": spec.description,
-            "input_schema": spec.input_schema,
-        }
+        raise NotImplementedError
 
     def tool_names(self, body: Any) -> set[str]:
         return _names(body, "name")
 
     def add_definitions(self, doc: JsonDoc, specs: Sequence[ToolSpec]) -> None:
         _append_tools(doc, [self.definition(s) for s in specs])
+
+
+class AnthropicTooling(_Tooling):
+    def definition(self, spec: ToolSpec) -> dict[str, Any]:
+        return {
+            "name": spec.name,
+            "description": spec.description,
+            "input_schema": spec.input_schema,
+        }
 
     def continue_with(
         self, doc: JsonDoc, answer: AssembledMessage, owned: set[str], results: list[ToolOutcome]
@@ -132,7 +139,7 @@ def _arguments(b: Block) -> str:
     return b.input if isinstance(b.input, str) else dumps(b.input if b.input is not None else {})
 
 
-class ChatTooling:
+class ChatTooling(_Tooling):
     def definition(self, spec: ToolSpec) -> dict[str, Any]:
         return {
             "type": "function",
@@ -142,12 +149,6 @@ class ChatTooling:
                 "parameters": spec.input_schema,
             },
         }
-
-    def tool_names(self, body: Any) -> set[str]:
-        return _names(body, "name")
-
-    def add_definitions(self, doc: JsonDoc, specs: Sequence[ToolSpec]) -> None:
-        _append_tools(doc, [self.definition(s) for s in specs])
 
     def continue_with(
         self, doc: JsonDoc, answer: AssembledMessage, owned: set[str], results: list[ToolOutcome]
@@ -175,7 +176,7 @@ class ChatTooling:
         doc.set_key([], "tool_choice", "none")
 
 
-class ResponsesTooling:
+class ResponsesTooling(_Tooling):
     def definition(self, spec: ToolSpec) -> dict[str, Any]:
         return {
             "type": "function",
@@ -183,12 +184,6 @@ class ResponsesTooling:
             "description": spec.description,
             "parameters": spec.input_schema,
         }
-
-    def tool_names(self, body: Any) -> set[str]:
-        return _names(body, "name")
-
-    def add_definitions(self, doc: JsonDoc, specs: Sequence[ToolSpec]) -> None:
-        _append_tools(doc, [self.definition(s) for s in specs])
 
     def continue_with(
         self, doc: JsonDoc, answer: AssembledMessage, owned: set[str], results: list[ToolOutcome]
