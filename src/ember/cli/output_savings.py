@@ -21,7 +21,7 @@ HOLDOUT_HINT = (
 )
 BASELINE_HINT = (
     "No baseline yet: run the proxy with EMBER_OUTPUT_SHAPING=false for a while (its answers "
-    "become the baseline), or learn one from your agent's logs with `ember learn --verbosity`."
+    "become the baseline), or use a holdout (below) to measure instead."
 )
 CHART_DAYS = 14
 CHART_WIDTH = 36
@@ -143,7 +143,7 @@ def output_savings(as_json: bool, config_file: Path | None) -> None:
 
     \b
     estimated  shaped output vs a baseline of unshaped output (run with
-               EMBER_OUTPUT_SHAPING=false for a while, or `ember learn --verbosity`);
+               EMBER_OUTPUT_SHAPING=false for a while);
                a counterfactual, so always labelled an estimate.
     measured   shaped sessions vs holdout sessions left unshaped
                (EMBER_OUTPUT_HOLDOUT=0.1 leaves 10% of sessions unshaped), compared

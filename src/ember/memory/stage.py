@@ -30,7 +30,7 @@ from ember.memory.models import MemoryFilter
 from ember.memory.retrieval.budget import InjectionBudget
 from ember.memory.retrieval.query import MemoryQuery
 from ember.memory.router import MemoryRouter
-from ember.memory.tools import MemoryTools
+from ember.memory.tools import MEMORY_TOOL_SPECS, MemoryTools
 from ember.protocols.base import ProtocolAdapter
 from ember.protocols.tooling import TOOLING
 from ember.proxy.pipeline import Exchange, Stage
@@ -87,7 +87,7 @@ class MemoryStage(Stage):
         if self.mode == "tool":
             store = await asyncio.to_thread(self.router.for_project, ex.project)
             if store is not None:
-                TOOLING[ex.adapter.name].add_definitions(ex.doc, MemoryTools(store, "").specs)
+                TOOLING[ex.adapter.name].add_definitions(ex.doc, MEMORY_TOOL_SPECS)
                 ex.owned_tools = MemoryTools(store, ex.session_id)
             return
         await self._auto_tail(ex, db)
