@@ -39,7 +39,7 @@ from ember.memory.index.base import (
 from ember.memory.index.cache import LruCache
 from ember.memory.index.fts import FtsIndex
 from ember.memory.models import Evidence, Memory, MemoryFilter, MemoryHit, NewMemory, content_hash
-from ember.memory.retrieval.query import MemoryQuery
+from ember.memory.retrieval.query import EMBED_WINDOW_CHARS, MemoryQuery
 from ember.memory.retrieval.rank import Fusion
 from ember.memory.saving import SaveResult, store_graph
 from ember.memory.search import run_search
@@ -444,7 +444,8 @@ class HierarchicalMemory:
             return []
         mode = fusion or self._fusion
         embedder = self._embedder.get() if mode != "bm25" else None
-        qvec = embed(embedder, [q.to_embedding_input()]) if embedder is not None else None
+        text = q.to_embedding_input(EMBED_WINDOW_CHARS)
+        qvec = embed(embedder, [text]) if embedder is not None else None
         with self._read():
             hits = run_search(
                 self._conn,

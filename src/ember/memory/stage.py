@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from pathlib import Path
 
 from ember.config import Settings
@@ -36,6 +37,19 @@ from ember.protocols.tooling import TOOLING
 from ember.proxy.pipeline import Exchange, Stage
 
 log = logging.getLogger(__name__)
+
+
+#: Context that clients put inside the user's message (Claude Code's reminders with CLAUDE.md
+#: and todo lists, Codex's environment): not what the user asked, and often long enough to push
+#: the ask out of the encoder's window.
+_CLIENT_CONTEXT = re.compile(
+    r"<(system-reminder|environment_context)>.*?</\1>", re.DOTALL | re.IGNORECASE
+)
+
+
+def ask_text(text: str) -> str:
+    """The user's own words in a user message, without the client's context blocks."""
+    return _CLIENT_CONTEXT.sub(" ", text).strip()
 
 
 class MemoryStage(Stage):
@@ -126,7 +140,7 @@ class MemoryStage(Stage):
         a later retry may still get memories)."""
         body = ex.doc.value
         tools, turns = adapter.recent_context(body, ask)
-        query = MemoryQuery.build(adapter.user_text(body, ask), tools, turns)
+        query = MemoryQuery.build(ask_text(adapter.user_text(body, ask)), tools, turns)
         if query.is_empty:
             return LedgerEntry(ask, digest, "")
         store = await asyncio.to_thread(self.router.for_project, ex.project)

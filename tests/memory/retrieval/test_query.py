@@ -30,3 +30,20 @@ def test_nothing_is_truncated() -> None:
 def test_blank_parts_are_dropped_and_an_empty_query_is_empty() -> None:
     assert MemoryQuery.build("  ", ["", " "], ["\n"]).is_empty
     assert MemoryQuery.build("q", ["", "tool"]).to_embedding_input() == "tool\n\nq"
+
+
+def test_within_the_encoders_window_the_ask_is_always_embedded() -> None:
+    q = MemoryQuery.build(
+        "which database does staging use?",
+        ["x" * 5000, "tail of output"],
+        ["assistant said " * 100],
+    )
+    text = q.to_embedding_input(window_chars=200)
+    assert len(text) <= 200
+    assert text.endswith("which database does staging use?")
+    assert "tail of output" in text  # the newest context fills the rest, tails first
+
+
+def test_an_ask_longer_than_the_window_keeps_its_end() -> None:
+    q = MemoryQuery("reminder " * 100 + "so: which database?")
+    assert q.to_embedding_input(window_chars=50).endswith("so: which database?")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+#: What the query encoder reads: 256 word pieces are about 1,000 characters of English or code.
+EMBED_WINDOW_CHARS = 1000
 #: How much recent context joins the user's text by default.
 TOOL_OUTPUTS = 3
 ASSISTANT_TURNS = 2
@@ -42,14 +44,32 @@ class MemoryQuery:
             tuple(turns[-max_assistant_turns:] if max_assistant_turns > 0 else ()),
         )
 
-    def to_embedding_input(self) -> str:
+    def to_embedding_input(self, window_chars: int | None = None) -> str:
         """Assistant turns, then tool outputs, then the user's text last.
 
         The user's words go last because sentence encoders weigh the end of their input
         more; what the user just asked should dominate the vector, the context refine it.
+
+        ``window_chars`` is the encoder's window (all-MiniLM-L6-v2 reads 256 word pieces and
+        drops the rest *from the end*): without it, a long tool output ahead of the ask would
+        fill the window and the ask itself would never be embedded. With it, the user's text
+        (its tail, if it alone is too long) always fits, and the newest context fills what
+        is left, each part keeping its own tail.
         """
-        parts = [*self.assistant_turns, *self.tool_outputs, self.user_text]
-        return "\n\n".join(p.strip() for p in parts if p.strip())
+        parts = [p.strip() for p in (*self.assistant_turns, *self.tool_outputs) if p.strip()]
+        user = self.user_text.strip()
+        if window_chars is None:
+            return "\n\n".join([*parts, user] if user else parts)
+        user = user[-window_chars:]
+        room = window_chars - len(user)
+        kept: list[str] = []
+        for part in reversed(parts):
+            if room <= 2:
+                break
+            piece = part[-(room - 2) :]
+            kept.append(piece)
+            room -= len(piece) + 2
+        return "\n\n".join([*reversed(kept), user] if user else list(reversed(kept)))
 
     def lexical_texts(self) -> tuple[str, ...]:
         """Texts for keyword search, most important first: the user's words, then the newest
