@@ -19,48 +19,16 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 
+from common import EMBER, process, wait_healthy
 from ember.server import free_port
-
-EMBER = str(Path(sys.executable).with_name("ember"))
-
-
-@contextmanager
-def process(args: list[str], env: dict[str, str]) -> Any:
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-async def wait_healthy(url: str, timeout: float = 20.0) -> float:
-    start = time.perf_counter()
-    async with aiohttp.ClientSession() as s:
-        while time.perf_counter() - start < timeout:
-            try:
-                async with s.get(url + "/healthz") as r:
-                    if r.status == 200:
-                        return time.perf_counter() - start
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.01)
-    raise RuntimeError(f"{url} not healthy after {timeout}s")
 
 
 def body(body_kb: int, stream: bool) -> bytes:

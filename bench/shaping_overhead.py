@@ -24,12 +24,10 @@ import asyncio
 import copy
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +35,7 @@ import aiohttp
 import anthropic
 
 import ember.testing.prompt_anthropic as prompt_anthropic
+from common import EMBER, process, wait_healthy
 from ember.config import load_settings
 from ember.protocols import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES
 from ember.protocols.base import ProtocolAdapter
@@ -49,7 +48,6 @@ from ember.testing import AnthropicCache, Emulator
 from ember.testing.agent import ScriptedAgent, session_tasks
 from ember.testing.tokens import canonical_json
 
-EMBER = str(Path(sys.executable).with_name("ember"))
 HEADERS = {"content-type": "application/json", "x-api-key": "bench", "anthropic-version": "x"}
 
 
@@ -207,38 +205,12 @@ _PROXY = """
 import sys
 from ember.config import load_settings
 from ember.proxy.app import ProxyApp
-from ember.proxy.stages import build_stages
 from ember.server import serve_forever
+from ember.shaping.stage import ShapingStage
 s = load_settings()
-stages = build_stages(s) if sys.argv[2] == "on" else []
+stages = [ShapingStage(s)] if sys.argv[2] == "on" else []
 serve_forever(ProxyApp(s, stages), "127.0.0.1", int(sys.argv[1]), "warning")
 """
-
-
-@contextmanager
-def process(args: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-async def wait_healthy(url: str) -> None:
-    async with aiohttp.ClientSession() as s:
-        for _ in range(2000):
-            try:
-                async with s.get(url + "/healthz") as r:
-                    if r.status == 200:
-                        return
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.01)
-    raise RuntimeError(f"{url} not healthy")
 
 
 async def _latencies(urls: dict[str, str], data: bytes, n: int) -> dict[str, list[float]]:

@@ -24,6 +24,7 @@ from ember.testing import (
 from ember.testing.prompt_anthropic import CacheControlError, parse_prompt
 from ember.testing.render_common import (
     Rendered,
+    Turn,
     anthropic_error,
     json_response,
     openai_error,
@@ -190,14 +191,20 @@ def _error(reply: Reply, anthropic: bool) -> Rendered:
     return openai_error(reply.status, reply.message, reply.error_type, reply_headers(reply))
 
 
-def chat_completions(emu: Emulator, request: RecordedRequest) -> Pending:
-    """``POST /v1/chat/completions``."""
+def _openai(
+    emu: Emulator,
+    request: RecordedRequest,
+    required: tuple[str, ...],
+    tokens_of: Callable[[dict[str, Any]], list[str]],
+    render: Callable[[dict[str, Any], Turn, int, int], Rendered],
+) -> Pending:
+    """Both OpenAI endpoints: validate, pick the reply, commit the cache, render."""
     try:
         body = _parse(request.body)
-        _require(body, False, "model", "messages")
+        _require(body, False, *required)
     except BadRequest as exc:
         return _openai_bad(exc)
-    tokens = prompt_openai.chat_tokens(body)
+    tokens = tokens_of(body)
     reply = emu.next_reply(body, request.path, lambda: prompt_openai.latest_user_text(body))
     reply = _honour_tool_choice(body, reply)
     if reply.is_error:
@@ -206,38 +213,33 @@ def chat_completions(emu: Emulator, request: RecordedRequest) -> Pending:
 
     def finish() -> Rendered:
         cached = emu.commit_openai(body, tokens, api_key)
-        turn = emu.turn(str(body["model"]), reply, body)
-        if body.get("stream"):
-            options = body.get("stream_options")
-            usage = isinstance(options, dict) and bool(options.get("include_usage"))
-            return render_chat.render_stream(turn, len(tokens), cached, usage)
-        return render_chat.render_json(turn, len(tokens), cached)
+        return render(body, emu.turn(str(body["model"]), reply, body), len(tokens), cached)
 
     return Pending(reply, finish)
+
+
+def _render_chat(body: dict[str, Any], turn: Turn, prompt: int, cached: int) -> Rendered:
+    if body.get("stream"):
+        options = body.get("stream_options")
+        usage = isinstance(options, dict) and bool(options.get("include_usage"))
+        return render_chat.render_stream(turn, prompt, cached, usage)
+    return render_chat.render_json(turn, prompt, cached)
+
+
+def _render_responses(body: dict[str, Any], turn: Turn, prompt: int, cached: int) -> Rendered:
+    if body.get("stream"):
+        return render_responses.render_stream(turn, prompt, cached)
+    return render_responses.render_json(turn, prompt, cached)
+
+
+def chat_completions(emu: Emulator, request: RecordedRequest) -> Pending:
+    """``POST /v1/chat/completions``."""
+    return _openai(emu, request, ("model", "messages"), prompt_openai.chat_tokens, _render_chat)
 
 
 def responses(emu: Emulator, request: RecordedRequest) -> Pending:
     """``POST /v1/responses``."""
-    try:
-        body = _parse(request.body)
-        _require(body, False, "model")
-    except BadRequest as exc:
-        return _openai_bad(exc)
-    tokens = prompt_openai.responses_tokens(body)
-    reply = emu.next_reply(body, request.path, lambda: prompt_openai.latest_user_text(body))
-    reply = _honour_tool_choice(body, reply)
-    if reply.is_error:
-        return Pending(reply, lambda: _error(reply, False))
-    api_key = request.api_key
-
-    def finish() -> Rendered:
-        cached = emu.commit_openai(body, tokens, api_key)
-        turn = emu.turn(str(body["model"]), reply, body)
-        if body.get("stream"):
-            return render_responses.render_stream(turn, len(tokens), cached)
-        return render_responses.render_json(turn, len(tokens), cached)
-
-    return Pending(reply, finish)
+    return _openai(emu, request, ("model",), prompt_openai.responses_tokens, _render_responses)
 
 
 def not_found(emu: Emulator, request: RecordedRequest) -> Pending:
