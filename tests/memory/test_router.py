@@ -82,3 +82,13 @@ def test_the_least_recently_used_store_is_closed_when_the_lru_is_full(tmp_path: 
     reopened = r.for_project(refs[1])
     assert reopened.list() == []
     r.close()
+
+
+def test_open_store_answers_only_for_stores_already_open(tmp_path: Path) -> None:
+    router = MemoryRouter(load_settings(env={"EMBER_HOME": str(tmp_path)}), None)
+    ref = resolve_project({"x-ember-project-id": "acme"})
+    assert router.open_store(ref) is None  # never opens a database itself
+    opened = router.for_project(ref)
+    assert opened is not None and router.open_store(ref) is opened
+    assert router.open_store(None) is None
+    router.close()

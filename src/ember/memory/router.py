@@ -69,6 +69,12 @@ class MemoryRouter:
             )
         return global_db_path(self._settings.home)
 
+    def open_store(self, project: ProjectRef | None) -> HierarchicalMemory | None:
+        """The project's store if it is already open (no I/O: the request path's fast way)."""
+        path = self.path_for(project)
+        with self._lock:
+            return self._stores.get(path) if path is not None else None
+
     def for_project(self, project: ProjectRef | None) -> HierarchicalMemory | None:
         """The project's store (opened if needed), or None when the project is unresolved."""
         path = self.path_for(project)

@@ -99,7 +99,9 @@ class MemoryStage(Stage):
         if db is None:
             return  # unresolved project: fail closed
         if self.mode == "tool":
-            store = await asyncio.to_thread(self.router.for_project, ex.project)
+            store = self.router.open_store(ex.project) or await asyncio.to_thread(
+                self.router.for_project, ex.project
+            )
             if store is not None:
                 TOOLING[ex.adapter.name].add_definitions(ex.doc, MEMORY_TOOL_SPECS)
                 ex.owned_tools = MemoryTools(store, ex.session_id)
@@ -143,7 +145,9 @@ class MemoryStage(Stage):
         query = MemoryQuery.build(ask_text(adapter.user_text(body, ask)), tools, turns)
         if query.is_empty:
             return LedgerEntry(ask, digest, "")
-        store = await asyncio.to_thread(self.router.for_project, ex.project)
+        store = self.router.open_store(ex.project) or await asyncio.to_thread(
+            self.router.for_project, ex.project
+        )
         if store is None:
             return None
         if await asyncio.to_thread(store.count) == 0:

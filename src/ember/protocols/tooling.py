@@ -85,6 +85,10 @@ class _Tooling:
     def definition(self, spec: ToolSpec) -> dict[str, Any]:
         raise NotImplementedError
 
+    def forbid_tools(self, doc: JsonDoc) -> None:
+        """Both OpenAI formats spell it ``tool_choice: "none"``; Anthropic overrides."""
+        doc.set_key([], "tool_choice", "none")
+
     def tool_names(self, body: Any) -> set[str]:
         return _names(body, "name")
 
@@ -172,9 +176,6 @@ class ChatTooling(_Tooling):
                 ["messages"], {"role": "tool", "tool_call_id": r.call.id, "content": r.content}
             )
 
-    def forbid_tools(self, doc: JsonDoc) -> None:
-        doc.set_key([], "tool_choice", "none")
-
 
 class ResponsesTooling(_Tooling):
     def definition(self, spec: ToolSpec) -> dict[str, Any]:
@@ -217,9 +218,6 @@ class ResponsesTooling(_Tooling):
                 "content": [{"type": "input_text", "text": str(current or "")}],
             }
             doc.replace(["input"], [first, *items])
-
-    def forbid_tools(self, doc: JsonDoc) -> None:
-        doc.set_key([], "tool_choice", "none")
 
 
 TOOLING: dict[str, ToolingOps] = {
