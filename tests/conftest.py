@@ -14,8 +14,9 @@ import pytest
 from ember.config import Settings, load_settings
 from ember.proxy.app import ProxyApp
 from ember.proxy.pipeline import Stage
-from ember.proxy.stages import build_stages
+from ember.proxy.stages import build_stages, build_storage
 from ember.server import BackgroundServer
+from ember.store.registry import Storage
 from ember.testing import Emulator
 
 
@@ -37,11 +38,11 @@ class Stack:
         """Wait until every response stage has run and accounting is on disk."""
         assert self.proxy.loop is not None
         asyncio.run_coroutine_threadsafe(self.app.drain(), self.proxy.loop).result(10)
-        self.app.writer.flush()
+        self.app.storage.flush(10)
 
 
 StackFactory = Callable[..., Stack]
-StageFactory = Callable[[Settings], list[Stage]]
+StageFactory = Callable[[Settings, Storage], list[Stage]]
 
 
 @pytest.fixture
@@ -63,13 +64,14 @@ def make_stack(tmp_path: Path) -> Iterator[StackFactory]:
                 openai_url=upstream + "/v1",
                 **overrides,
             )
+            storage = build_storage(settings)
             if stages == "features":
-                chosen = build_stages(settings)
+                chosen = build_stages(settings, storage)
             elif callable(stages):
-                chosen = stages(settings)
+                chosen = stages(settings, storage)
             else:
                 chosen = list(stages)
-            app = ProxyApp(settings, chosen)
+            app = ProxyApp(settings, chosen, storage=storage)
             proxy = resources.enter_context(BackgroundServer(app))
             return Stack(emu, upstream, app, proxy, settings.home)
 

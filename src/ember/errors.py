@@ -3,6 +3,8 @@
     EmberError
      +-- ConfigError          bad setting: names the key (file key or EMBER_* variable) and the fix
      +-- ProjectError         the project cannot be resolved or its store cannot be opened
+ +-- StorageError         a database cannot be opened, read or written
+ |    +-- StorageUnavailable  switched off after a file-level failure (corrupt, read-only, full)
      +-- ProtocolError        a request body ember cannot read (malformed JSON, wrong shape)
      +-- UpstreamError        the provider could not be reached
           +-- UpstreamTimeout the provider did not answer in time
@@ -29,6 +31,15 @@ class ConfigError(EmberError):
 
 class ProjectError(EmberError):
     """The project a request belongs to cannot be resolved or opened."""
+
+
+class StorageError(EmberError):
+    """A database cannot be opened, read or written; the message names the file."""
+
+
+class StorageUnavailable(StorageError):
+    """The database was switched off after a file-level failure (corrupt, read-only, disk full);
+    the message says which and what to do (``ember doctor``)."""
 
 
 class ProtocolError(EmberError):

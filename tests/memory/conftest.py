@@ -13,6 +13,7 @@ import itertools
 import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -107,3 +108,21 @@ def open_store(
 @pytest.fixture
 def store(open_store: OpenStore) -> HierarchicalMemory:
     return open_store()
+
+
+class _Rows(list[Any]):
+    def fetchone(self) -> Any:
+        return self[0] if self else None
+
+    def fetchall(self) -> list[Any]:
+        return list(self)
+
+
+class RawSql:
+    """Look inside a store's file with plain SQL (through its owner's read connections)."""
+
+    def __init__(self, store: HierarchicalMemory) -> None:
+        self._db = store.database
+
+    def execute(self, sql: str, args: tuple[Any, ...] = ()) -> _Rows:
+        return _Rows(self._db.read(lambda c: c.execute(sql, args).fetchall()))

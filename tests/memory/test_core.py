@@ -13,7 +13,7 @@ from ember.memory import (
     NewMemory,
     Scope,
 )
-from tests.memory.conftest import Clock, OpenStore
+from tests.memory.conftest import Clock, OpenStore, RawSql
 
 DAY = 86400.0
 
@@ -118,7 +118,7 @@ def test_delete_is_a_true_delete_everywhere(store: HierarchicalMemory) -> None:
     assert len(deleted) == 2  # the fact and its user-wide copy
     assert store.get(fact.id) is None and store.list() == [keep]
     assert all(h.memory.id == keep.id for h in store.search("release key vault"))
-    conn = store._conn
+    conn = RawSql(store)
     assert conn.execute("SELECT COUNT(*) FROM memory_vectors").fetchone()[0] == 1
     assert conn.execute("SELECT COUNT(*) FROM memory_fts").fetchone()[0] == 1
     assert conn.execute("SELECT COUNT(*) FROM memory_evidence").fetchone()[0] == 0
@@ -178,7 +178,7 @@ def test_a_failed_transaction_leaves_rows_and_indexes_unchanged(
     assert [m.content for m in store.list()] == ["first fact about redis caching"]
     hits = store.search("redis clusters")
     assert [h.memory.content for h in hits] == ["first fact about redis caching"]
-    conn = store._conn
+    conn = RawSql(store)
     assert conn.execute("SELECT COUNT(*) FROM memory_vectors").fetchone()[0] == 1
 
 

@@ -9,7 +9,7 @@ import numpy.typing as npt
 
 from ember.memory import HierarchicalMemory
 from ember.memory.embed.errors import EmbedderNotReady
-from tests.memory.conftest import HashEmbedder, OpenStore
+from tests.memory.conftest import HashEmbedder, OpenStore, RawSql
 
 
 class Loading:
@@ -38,7 +38,7 @@ def test_facts_added_before_the_model_loads_are_found_and_embedded_later(
     source.ready = True
     hits = store.search("which queue is RabbitMQ")
     assert [h.memory.id for h in hits] == [m.id] and hits[0].similarity > 0.3
-    assert store._conn.execute("SELECT COUNT(*) FROM memory_vectors").fetchone()[0] == 1
+    assert RawSql(store).execute("SELECT COUNT(*) FROM memory_vectors").fetchone()[0] == 1
 
 
 def test_delete_never_loads_the_model(open_store: OpenStore) -> None:
@@ -48,7 +48,7 @@ def test_delete_never_loads_the_model(open_store: OpenStore) -> None:
     source = Loading()
     store = open_store("p", embedder=source)
     assert store.delete(m.id) == [m.id]
-    conn = store._conn
+    conn = RawSql(store)
     assert conn.execute("SELECT COUNT(*) FROM memory_vectors").fetchone()[0] == 0
     if store.index_name == "sqlite-vec":
         assert conn.execute("SELECT COUNT(*) FROM memory_vec").fetchone()[0] == 0
@@ -69,5 +69,5 @@ def test_a_new_embedder_re_embeds_instead_of_mixing_vectors(open_store: OpenStor
     store: HierarchicalMemory = open_store("p", embedder=OtherModel())
     hits = store.search("where do logs go")
     assert [h.memory.id for h in hits] == [m.id]
-    blob = store._conn.execute("SELECT vector FROM memory_vectors").fetchone()[0]
+    blob = RawSql(store).execute("SELECT vector FROM memory_vectors").fetchone()[0]
     assert len(blob) == 256 * 4

@@ -4,21 +4,35 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from ember.errors import StorageError
 from ember.memory.ledger import InjectionLedger, LedgerEntry, message_digest
+from ember.store.registry import Storage
 
 
-def test_ledger_reads_from_memory_after_the_first_load(tmp_path: Path) -> None:
+async def test_ledger_reads_from_memory_after_the_first_load(tmp_path: Path) -> None:
     db = tmp_path / "p" / "ember.db"
-    ledger = InjectionLedger()
+    storage = Storage(tmp_path)
+    ledger = InjectionLedger(storage)
     assert ledger.cached(db, "s") is None
-    ledger.record(db, "s", LedgerEntry(0, "d", "block", ("id1",)))
+    await ledger.record(db, "s", LedgerEntry(0, "d", "block", ("id1",)))
     assert ledger.cached(db, "s") == [LedgerEntry(0, "d", "block", ("id1",))]
-    fresh = InjectionLedger()  # a restarted proxy: loaded from the database once
+    fresh = InjectionLedger(Storage(tmp_path))  # a restarted proxy: loaded from the file once
     assert fresh.cached(db, "s") is None
-    assert fresh.entries(db, "s") == [LedgerEntry(0, "d", "block", ("id1",))]
+    assert await fresh.entries(db, "s") == [LedgerEntry(0, "d", "block", ("id1",))]
     assert fresh.cached(db, "s") is not None
-    ledger.close()
-    fresh.close()
+    storage.close()
+
+
+async def test_an_entry_that_could_not_be_stored_is_never_replayed(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the project directory should be")
+    db = blocker / "ember.db"
+    ledger = InjectionLedger(Storage(tmp_path))
+    with pytest.raises(StorageError):
+        await ledger.record(db, "s", LedgerEntry(0, "d", "block"))
+    assert ledger.cached(db, "s") is None
 
 
 def test_digest_depends_on_position_and_text() -> None:

@@ -14,6 +14,7 @@ from ember.memory import (
     SavePayload,
 )
 from ember.memory.store import rows
+from tests.memory.conftest import RawSql
 
 
 def test_one_call_stores_facts_entities_and_relationships(store: HierarchicalMemory) -> None:
@@ -37,12 +38,16 @@ def test_one_call_stores_facts_entities_and_relationships(store: HierarchicalMem
     result = store.save(payload, session_id="s1", evidence=[Evidence("user-stated", "m4")])
     assert [m.content for m in result.memories] == [f.content for f in payload.facts]
     assert set(result.entities) == {"api-server", "Postgres"} and result.relationships == 1
-    assert rows.relationships(store._conn) == [("api-server", "depends on", "Postgres")]
-    linked = store._conn.execute(
-        "SELECT e.name FROM memory_entity_links l JOIN memory_entities e ON e.id=l.entity_id "
-        "JOIN memories m ON m.seq=l.memory_seq WHERE m.id=? ORDER BY e.name",
-        (result.memories[0].id,),
-    ).fetchall()
+    assert rows.relationships(RawSql(store)) == [("api-server", "depends on", "Postgres")]
+    linked = (
+        RawSql(store)
+        .execute(
+            "SELECT e.name FROM memory_entity_links l JOIN memory_entities e ON e.id=l.entity_id "
+            "JOIN memories m ON m.seq=l.memory_seq WHERE m.id=? ORDER BY e.name",
+            (result.memories[0].id,),
+        )
+        .fetchall()
+    )
     assert {r[0] for r in linked} == {"Postgres", "api-server"}  # listed, and named in the text
     assert store.evidence(result.memories[0].id) == [Evidence("user-stated", "m4")]
     # importance 0.8 in a session: bubbled like any add

@@ -17,6 +17,7 @@ from ember.memory.stage import MemoryStage
 from ember.memory.tools import MEMORY_TOOL_SPECS
 from ember.project import resolve_project
 from ember.proxy.pipeline import Stage
+from ember.store.registry import Storage
 from ember.testing import Reply
 from ember.testing.agent import ScriptedAgent, Task, TurnUsage, demo_tasks, session_tasks
 from tests.conftest import Stack, StackFactory
@@ -29,8 +30,8 @@ FACTS = [
 ]
 
 
-def memory_stage(settings: Settings) -> list[Stage]:
-    return [MemoryStage(settings)]
+def memory_stage(settings: Settings, storage: Storage) -> list[Stage]:
+    return [MemoryStage(settings, storage)]
 
 
 def seed(home: Path, cwd: str, facts: list[str], importance: float = 0.8) -> list[str]:

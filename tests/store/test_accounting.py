@@ -2,8 +2,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from ember.errors import StorageError
 from ember.protocols.base import Usage
-from ember.store.accounting import AccountingWriter, ExchangeRecord, exchanges, session_totals
+from ember.store.accounting import ExchangeRecord, exchanges, session_totals
+from ember.store.registry import Storage
 
 
 def _rec(session: str, cost: float | None, out: int = 10) -> ExchangeRecord:
@@ -25,30 +29,30 @@ def _rec(session: str, cost: float | None, out: int = 10) -> ExchangeRecord:
 
 
 def test_session_totals_are_summed_and_null_cost_is_contagious(tmp_path: Path) -> None:
-    db = tmp_path / "p" / "ember.db"
-    w = AccountingWriter()
-    w.submit(db, _rec("a", 0.01))
-    w.submit(db, _rec("a", 0.02, out=20))
-    w.submit(db, _rec("b", 0.01))
-    w.submit(db, _rec("b", None))
-    w.flush()
-    w.close()
-    totals = {r["session_id"]: r for r in session_totals(db)}
+    path = tmp_path / "p" / "ember.db"
+    storage = Storage(tmp_path)
+    db = storage.database(path)
+    for rec in (_rec("a", 0.01), _rec("a", 0.02, out=20), _rec("b", 0.01), _rec("b", None)):
+        db.submit(rec.insert)
+    storage.close()
+    totals = {r["session_id"]: r for r in session_totals(path)}
     assert totals["a"]["requests"] == 2 and totals["a"]["output_tokens"] == 30
     assert abs(totals["a"]["cost_usd"] - 0.03) < 1e-12
     assert totals["b"]["cost_usd"] is None
     assert totals["b"]["unpriced_requests"] == 1 and totals["b"]["priced_cost_usd"] == 0.01
-    assert len(exchanges(db, "a")) == 2
+    assert len(exchanges(path, "a")) == 2
 
 
-def test_a_failed_write_is_dropped_without_killing_the_writer(tmp_path: Path) -> None:
+def test_a_database_that_cannot_be_created_does_not_stop_the_others(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    w = AccountingWriter()
-    w.submit(blocker / "ember.db", _rec("a", 0.0))  # parent is a file: cannot be created
-    w.submit(tmp_path / "ok.db", _rec("a", 0.0))
-    w.flush()
-    w.close()
+    storage = Storage(tmp_path)
+    bad = storage.database(blocker / "ember.db").submit(_rec("a", 0.0).insert)
+    good = storage.database(tmp_path / "ok.db").submit(_rec("a", 0.0).insert)
+    with pytest.raises(StorageError):
+        bad.result(10)
+    good.result(10)
+    storage.close()
     assert len(exchanges(tmp_path / "ok.db")) == 1
 
 

@@ -65,8 +65,7 @@ def proxy(
         log_level=log_level,
     )
     from ember import logs
-    from ember.proxy.app import ProxyApp
-    from ember.proxy.stages import build_stages
+    from ember.proxy.stages import build_app
     from ember.server import serve_forever
 
     logs.configure(settings.log_level)
@@ -77,6 +76,4 @@ def proxy(
         f"  export ANTHROPIC_BASE_URL={url}\n  export OPENAI_BASE_URL={url}/v1",
         err=True,
     )
-    serve_forever(
-        ProxyApp(settings, build_stages(settings)), settings.host, settings.port, settings.log_level
-    )
+    serve_forever(build_app(settings), settings.host, settings.port, settings.log_level)

@@ -12,8 +12,8 @@ import click
 from ember.cli.options import config_option, json_option, project_options
 from ember.config import load_settings
 from ember.project import project_from_cli
-from ember.proxy.accounting import stats_db_path
 from ember.store.accounting import session_totals
+from ember.store.registry import stats_db_path
 
 
 def _cost(v: Any, unpriced: int) -> str:

@@ -20,7 +20,7 @@ from ember.demo.memory import MemorySummary, run_memory_demo
 from ember.demo.shaping import ShapingSummary, print_shaping, shaping_summary
 from ember.project import resolve_project
 from ember.proxy.app import ProxyApp
-from ember.proxy.stages import build_stages
+from ember.proxy.stages import build_app
 from ember.server import BackgroundServer
 from ember.store.accounting import session_totals
 from ember.testing import Emulator
@@ -44,7 +44,7 @@ def run_demo(home: Path | None = None, console: Console | None = None) -> DemoRe
         settings = load_settings(
             env={}, home=home, anthropic_url=upstream.url, openai_url=upstream.url + "/v1"
         )
-        app = ProxyApp(settings, build_stages(settings))
+        app = build_app(settings)
         with BackgroundServer(app) as proxy:
             console.print(
                 f"[bold]ember demo[/] — provider emulator on {upstream.url}, "
@@ -73,7 +73,7 @@ def _settle(app: ProxyApp, proxy: BackgroundServer) -> None:
 
     assert proxy.loop is not None
     asyncio.run_coroutine_threadsafe(app.drain(), proxy.loop).result(10)
-    app.writer.flush()
+    app.storage.flush(10)
 
 
 def _report(

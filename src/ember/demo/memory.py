@@ -19,8 +19,7 @@ import anthropic
 from rich.console import Console
 
 from ember.config import load_settings
-from ember.proxy.app import ProxyApp
-from ember.proxy.stages import build_stages
+from ember.proxy.stages import build_app
 from ember.server import BackgroundServer
 from ember.testing import Emulator
 from ember.testing.agent import ScriptedAgent, Task
@@ -75,7 +74,7 @@ def run_memory_demo(home: Path, console: Console) -> MemorySummary:
     with BackgroundServer(emulator) as upstream:
         urls: dict[str, Any] = {"anthropic_url": upstream.url, "openai_url": upstream.url + "/v1"}
         tool = load_settings(None, {}, home=home, memory_mode="tool", **urls)
-        tool_app = ProxyApp(tool, build_stages(tool))
+        tool_app = build_app(tool)
         with BackgroundServer(tool_app) as proxy:
             seen = _session(
                 proxy.url,
@@ -90,7 +89,7 @@ def run_memory_demo(home: Path, console: Console) -> MemorySummary:
                 ),
             )
         auto = load_settings(None, {}, home=home, **urls)
-        auto_app = ProxyApp(auto, build_stages(auto))
+        auto_app = build_app(auto)
         ask = Task(
             "Users see a 500 on login again. What do we know about it?",
             [],

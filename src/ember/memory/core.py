@@ -8,9 +8,11 @@ applies its staged change only after the commit), and the cache is updated only 
 commit. A crash or an exception in the middle leaves all of them as they were.
 
 Methods are blocking (SQLite, the embedder); async code calls them with ``asyncio.to_thread``.
-One ``RLock`` makes this object the single writer of its file within a process; WAL and the
-busy timeout arbitrate with other processes (the CLI next to a running proxy), and
-``PRAGMA data_version`` tells this object when another process wrote.
+The file belongs to its ``Database`` owner (``ember.store``): every write runs as one
+exclusive job on the owner's writer thread — the one writer of the file in this process,
+shared with accounting and the ledger — and reads use the owner's read-only connections.
+WAL and the busy timeout arbitrate with other processes (the CLI next to a running proxy),
+and ``Database.data_version`` tells this object when anyone else wrote.
 """
 
 from __future__ import annotations
@@ -20,14 +22,19 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar
 
+from ember.errors import StorageError
 from ember.memory import bubbling
 from ember.memory.drafting import clean_id, draft, new_id
-from ember.memory.errors import MemoryInputError, MemoryNotFound, MemoryStoreError
+from ember.memory.errors import (
+    MemoryInputError,
+    MemoryNotFound,
+    MemoryStoreError,
+    VectorIndexUnavailable,
+)
 from ember.memory.extraction import SavePayload
 from ember.memory.index.base import (
     VectorIndex,
@@ -44,17 +51,25 @@ from ember.memory.retrieval.rank import Fusion
 from ember.memory.saving import SaveResult, store_graph
 from ember.memory.search import run_search
 from ember.memory.store import rows
-from ember.memory.store.connect import IndexChoice, db_errors, open_memory_db
 from ember.memory.vectors import EmbedderSlot, EmbedderSource, embed
 from ember.memory.vindex import IndexSlot
+from ember.store.database import Database
+from ember.store.driver import Connection, errors
+from ember.store.schema import PROJECT
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+#: What the storage layer raises when a file cannot be read or written (mapped onto
+#: ``MemoryStoreError`` here, so callers catch one memory error).
+_STORE_ERRORS: tuple[type[Exception], ...] = (StorageError, errors.Error)
+IndexChoice = Literal["auto", "sqlite-vec", "hnsw"]
 
 
 class HierarchicalMemory:
     def __init__(
         self,
-        path: Path,
+        db: Database | Path,
         embedder: EmbedderSource | None,
         *,
         vector_index: IndexChoice = "auto",
@@ -63,19 +78,49 @@ class HierarchicalMemory:
         fusion: Fusion = "mix",
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._db = open_memory_db(path, vector_index)
-        self._conn = self._db.conn
-        self._errors = db_errors()
-        self._lock = threading.RLock()
-        self._fts = FtsIndex(self._conn)
+        """``db`` is the file's owner (the proxy's ``Storage`` hands it out), or a path for a
+        store of its own (the CLI, tests), closed with this object. Blocking: opens the file."""
+        self._owns_db = not isinstance(db, Database)
+        if isinstance(db, Database):
+            self._db = db
+        else:
+            self._db = Database(Path(db), PROJECT, vec=vector_index != "hnsw")
+        self._lock = threading.RLock()  # in-memory state only (cache, index slot)
+        self._closed = False
+        try:
+            self._data_version = self._db.data_version()
+        except _STORE_ERRORS as exc:
+            self._close_db()
+            raise MemoryStoreError(f"cannot open memory database {self.path}: {exc}") from exc
+        use_vec = self._check_vec(vector_index)
+        self._fts = FtsIndex()
         self._cache = LruCache(cache_size)
         self._bubble_threshold = bubble_threshold
         self._fusion: Fusion = fusion
         self._clock = clock
         self._embedder = EmbedderSlot(embedder)
-        self._vectors = IndexSlot(self._db, self._write, self._embedder)
-        self._data_version = self._version()
-        self._closed = False
+        self._vectors = IndexSlot(self._db, use_vec, self._transact, self._embedder, self._lock)
+
+    def _check_vec(self, choice: IndexChoice) -> bool:
+        """Whether sqlite-vec is the index. ``sqlite-vec`` fails when the extension cannot
+        load, rather than quietly running another index the user did not choose; ``auto``
+        falls back to hnsw with a warning; ``hnsw`` never uses the extension."""
+        if choice == "hnsw":
+            return False
+        problem = self._db.vec_problem or (None if self._db.vec else "not loaded by its owner")
+        if problem and choice == "sqlite-vec":
+            self._close_db()
+            raise VectorIndexUnavailable(
+                f"memory_vector_index is 'sqlite-vec' but the extension cannot load ({problem}); "
+                "install sqlite-vec and sqlean.py, or set EMBER_MEMORY_VECTOR_INDEX=auto"
+            )
+        if problem:
+            log.warning("sqlite-vec unavailable (%s); hnswlib index for %s", problem, self.path)
+        return problem is None
+
+    def _close_db(self) -> None:
+        if self._owns_db:
+            self._db.close()
 
     # -- properties -------------------------------------------------------------------------------
 
@@ -100,53 +145,47 @@ class HierarchicalMemory:
 
     # -- transactions -----------------------------------------------------------------------------
 
-    def _version(self) -> int:
-        return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
-
     def _check_external(self) -> None:
-        """Another connection committed since our last look: drop what we cached."""
-        v = self._version()
-        if v != self._data_version:
+        """Someone else committed since our last look: drop what we cached."""
+        v = self._db.data_version()
+        with self._lock:
+            if v == self._data_version:
+                return
             self._data_version = v
             self._cache.clear()
-            self._vectors.external_change()
+        self._vectors.external_change()
 
-    @contextmanager
-    def _write(self, embed: bool = True) -> Iterator[VectorIndex | None]:
-        """One write transaction over rows, vectors, FTS and evidence; yields the vector index
-        (``embed=False``: a removal that must not wait for the model to load)."""
-        with self._lock:
-            if self._closed:
-                raise MemoryStoreError(f"memory store {self.path} is closed")
+    def _transact(
+        self, fn: Callable[[Connection, VectorIndex | None], T], *, embed: bool = True
+    ) -> T:
+        """One write transaction over rows, vectors, FTS and evidence, run on the owner's
+        writer thread; ``fn`` gets the writer's connection and the vector index
+        (``embed=False``: a removal that must not wait for the model to load). An index kept
+        outside SQLite applies its staged change only after the commit."""
+        if self._closed:
+            raise MemoryStoreError(f"memory store {self.path} is closed")
+        try:
             index = self._vectors.index(embed=embed)
-            try:
-                self._check_external()
-                self._conn.execute("BEGIN IMMEDIATE")
-            except self._errors as exc:
-                raise MemoryStoreError(f"cannot write {self.path}: {exc}") from exc
-            try:
-                yield index
-                self._conn.execute("COMMIT")
-            except BaseException as exc:
-                self._conn.execute("ROLLBACK")
-                if index is not None:
-                    index.rollback()
-                if isinstance(exc, self._errors):
-                    raise MemoryStoreError(f"memory write failed in {self.path}: {exc}") from exc
-                raise
-            if index is not None:
-                index.commit()
+            self._check_external()
+            return self._db.write(
+                lambda conn: fn(conn, index),
+                exclusive=True,
+                on_commit=index.commit if index is not None else None,
+                on_rollback=index.rollback if index is not None else None,
+                label="memory",
+            )
+        except _STORE_ERRORS as exc:
+            raise MemoryStoreError(f"memory write failed in {self.path}: {exc}") from exc
 
-    @contextmanager
-    def _read(self) -> Iterator[None]:
-        with self._lock:
-            if self._closed:
-                raise MemoryStoreError(f"memory store {self.path} is closed")
-            try:
-                self._check_external()
-                yield
-            except self._errors as exc:
-                raise MemoryStoreError(f"memory read failed in {self.path}: {exc}") from exc
+    def _query(self, fn: Callable[[Connection], T]) -> T:
+        """A read on one of the owner's read-only connections (one consistent snapshot)."""
+        if self._closed:
+            raise MemoryStoreError(f"memory store {self.path} is closed")
+        try:
+            self._check_external()
+            return self._db.read(fn)
+        except _STORE_ERRORS as exc:
+            raise MemoryStoreError(f"memory read failed in {self.path}: {exc}") from exc
 
     # -- writes ------------------------------------------------------------------------------------
 
@@ -160,9 +199,10 @@ class HierarchicalMemory:
         """Store many facts in one transaction (embedding them in one batch first)."""
         memories = [self._materialise(item) for item in items]
         vectors = self._embed([m.content for m in memories])
-        with self._write() as index:
-            out = self._insert_all(index, memories, vectors, items, dedup)
-        self._cache.put(out)
+        out = self._transact(
+            lambda conn, index: self._insert_all(conn, index, memories, vectors, items, dedup)
+        )
+        self._cache_put(out)
         return out
 
     def _materialise(self, item: NewMemory) -> Memory:
@@ -170,6 +210,7 @@ class HierarchicalMemory:
 
     def _insert_all(
         self,
+        conn: Connection,
         index: VectorIndex | None,
         memories: Sequence[Memory],
         vectors: Vectors | None,
@@ -178,60 +219,65 @@ class HierarchicalMemory:
     ) -> list[Memory]:
         out: list[Memory] = []
         for i, m in enumerate(memories):
-            existing = rows.current_by_hash(self._conn, m.content_hash, m) if dedup else None
+            existing = rows.current_by_hash(conn, m.content_hash, m) if dedup else None
             if existing is not None:
                 out.append(existing)
                 continue
             vec = None if vectors is None else vectors[i : i + 1]
-            m = self._insert(index, m, vec, items[i].evidence)
+            m = self._insert(conn, index, m, vec, items[i].evidence)
             out.append(m)
             if bubbling.should_bubble(m, self._bubble_threshold):
-                self._bubble(index, m, vec)
+                self._bubble(conn, index, m, vec)
         return out
 
     def _insert(
         self,
+        conn: Connection,
         index: VectorIndex | None,
         m: Memory,
         vec: Vectors | None,
         evidence: Sequence[Evidence] = (),
     ) -> Memory:
-        """Row + evidence + FTS + vector for one memory (inside ``_write``)."""
-        driver_integrity = tuple(getattr(e, "IntegrityError", e) for e in self._errors)
+        """Row + evidence + FTS + vector for one memory (inside a write job)."""
         for _ in range(5):
             try:
-                seq = rows.insert(self._conn, m, self._vectors.embedder_key(vec))
+                seq = rows.insert(conn, m, self._vectors.embedder_key(vec))
                 break
-            except driver_integrity:
-                if rows.by_id(self._conn, m.id) is None:
+            except errors.IntegrityError:
+                if rows.by_id(conn, m.id) is None:
                     raise
                 m = dataclasses.replace(m, id=new_id())  # a 48-bit id clash: draw again
         else:  # pragma: no cover - five clashes in a row
             raise MemoryStoreError("could not allocate a memory id")
-        rows.add_evidence(self._conn, seq, evidence)
+        rows.add_evidence(conn, seq, evidence)
         if m.is_current:
-            self._fts.add([seq], [m.content])
+            self._fts.add(conn, [seq], [m.content])
             if vec is not None and index is not None:
-                put_vectors(self._conn, [seq], vec)
-                index.add([seq], vec)
-                rows.bump_generation(self._conn)
+                put_vectors(conn, [seq], vec)
+                index.add(conn, [seq], vec)
+                rows.bump_generation(conn)
         return m
 
-    def _bubble(self, index: VectorIndex | None, m: Memory, vec: Vectors | None) -> Memory | None:
+    def _bubble(
+        self, conn: Connection, index: VectorIndex | None, m: Memory, vec: Vectors | None
+    ) -> Memory | None:
         copy = bubbling.promoted_copy(m, new_id())
-        if rows.current_by_hash(self._conn, copy.content_hash, copy) is not None:
+        if rows.current_by_hash(conn, copy.content_hash, copy) is not None:
             return None  # the same fact is already user-wide
-        return self._insert(index, copy, vec)
+        return self._insert(conn, index, copy, vec)
 
-    def _unindex(self, index: VectorIndex | None, seq: int) -> None:
-        self._fts.remove([seq])
-        drop_vectors(self._conn, [seq])
+    def _unindex(self, conn: Connection, index: VectorIndex | None, seq: int) -> None:
+        self._fts.remove(conn, [seq])
+        self._unindex_vector_only(conn, index, seq)
+
+    def _unindex_vector_only(self, conn: Connection, index: VectorIndex | None, seq: int) -> None:
+        drop_vectors(conn, [seq])
         if index is not None:
-            index.remove([seq])
-        rows.bump_generation(self._conn)
+            index.remove(conn, [seq])
+        rows.bump_generation(conn)
 
-    def _require(self, memory_id: str) -> tuple[int, Memory]:
-        found = rows.by_id(self._conn, memory_id)
+    def _require(self, conn: Connection, memory_id: str) -> tuple[int, Memory]:
+        found = rows.by_id(conn, memory_id)
         if found is None:
             raise MemoryNotFound(f"no memory with id {memory_id!r} in {self.path}")
         return found
@@ -246,8 +292,7 @@ class HierarchicalMemory:
         metadata: Mapping[str, Any] | None = None,
     ) -> Memory:
         """Correct a memory in place (no history kept: use ``supersede`` when a fact changed)."""
-        with self._read():
-            _, old = self._require(memory_id)
+        _, old = self._query(lambda conn: self._require(conn, memory_id))
         changes: dict[str, Any] = {}
         if content is not None and content.strip() != old.content:
             changes["content"] = self._materialise(NewMemory(content)).content
@@ -260,36 +305,34 @@ class HierarchicalMemory:
         if metadata is not None:
             changes["metadata"] = dict(metadata)
         vec = self._embed([changes["content"]]) if "content" in changes else None
-        with self._write() as index:
-            seq, old = self._require(memory_id)
+
+        def job(conn: Connection, index: VectorIndex | None) -> Memory:
+            seq, old = self._require(conn, memory_id)
             if changes:
-                rows.set_fields(self._conn, seq, **changes)
+                rows.set_fields(conn, seq, **changes)
             new = dataclasses.replace(old, **changes)
             if "content" in changes and new.is_current:
-                self._fts.add([seq], [new.content])
-                self._unindex_vector_only(index, seq)
+                self._fts.add(conn, [seq], [new.content])
+                self._unindex_vector_only(conn, index, seq)
                 if vec is not None and index is not None:
-                    put_vectors(self._conn, [seq], vec)
-                    index.add([seq], vec)
-                rows.set_fields(self._conn, seq, embedder=self._vectors.embedder_key(vec))
+                    put_vectors(conn, [seq], vec)
+                    index.add(conn, [seq], vec)
+                rows.set_fields(conn, seq, embedder=self._vectors.embedder_key(vec))
             if bubbling.should_bubble(new, self._bubble_threshold) and not rows.has_copy(
-                self._conn, new.id
+                conn, new.id
             ):
-                self._bubble(index, new, self._stored_vector(seq))
-        self._cache.put([new])
+                self._bubble(conn, index, new, self._stored_vector(conn, seq))
+            return new
+
+        new = self._transact(job)
+        self._cache_put([new])
         return new
 
-    def _unindex_vector_only(self, index: VectorIndex | None, seq: int) -> None:
-        drop_vectors(self._conn, [seq])
-        if index is not None:
-            index.remove([seq])
-        rows.bump_generation(self._conn)
-
-    def _stored_vector(self, seq: int) -> Vectors | None:
+    def _stored_vector(self, conn: Connection, seq: int) -> Vectors | None:
         dim = self._vectors.dim
         if dim is None:
             return None
-        got = get_vectors(self._conn, [seq], dim).get(seq)
+        got = get_vectors(conn, [seq], dim).get(seq)
         return None if got is None else got.reshape(1, -1)
 
     def supersede(self, memory_id: str, content: str, **fields: Any) -> Memory:
@@ -300,8 +343,7 @@ class HierarchicalMemory:
         user-wide copy promoted from the old fact is closed too, so the outdated version cannot
         live on at the user scope.
         """
-        with self._read():
-            _, old = self._require(memory_id)
+        _, old = self._query(lambda conn: self._require(conn, memory_id))
         if not old.is_current:
             raise MemoryInputError(
                 f"memory {memory_id} was already superseded by {old.superseded_by}; "
@@ -315,51 +357,69 @@ class HierarchicalMemory:
         draft = self._materialise(NewMemory(content, **{**inherit, **fields}))
         draft = dataclasses.replace(draft, supersedes=old.id)
         vec = self._embed([draft.content])
-        with self._write() as index:
-            seq, old = self._require(memory_id)
-            new = self._insert(index, draft, vec)
+
+        def job(conn: Connection, index: VectorIndex | None) -> Memory:
+            seq, old = self._require(conn, memory_id)
+            new = self._insert(conn, index, draft, vec)
             copy = None
             if bubbling.should_bubble(new, self._bubble_threshold):
-                copy = self._bubble(index, new, vec)
-            self._close(index, seq, new.id)
-            for c_seq, _ in rows.current_copies(self._conn, old.id):
-                self._close(index, c_seq, copy.id if copy else new.id)
-        self._cache.discard([old.id])
-        self._cache.put([new])
+                copy = self._bubble(conn, index, new, vec)
+            self._close(conn, index, seq, new.id)
+            for c_seq, _ in rows.current_copies(conn, old.id):
+                self._close(conn, index, c_seq, copy.id if copy else new.id)
+            return new
+
+        new = self._transact(job)
+        self._cache_discard([old.id])
+        self._cache_put([new])
         return new
 
-    def _close(self, index: VectorIndex | None, seq: int, successor: str) -> None:
+    def _close(self, conn: Connection, index: VectorIndex | None, seq: int, successor: str) -> None:
         now = self._clock()
-        rows.set_fields(self._conn, seq, valid_until=now, superseded_by=successor)
-        self._unindex(index, seq)
+        rows.set_fields(conn, seq, valid_until=now, superseded_by=successor)
+        self._unindex(conn, index, seq)
 
     def delete(self, memory_id: str) -> list[str]:
         """Delete a memory for good, with its vector, evidence and any user-wide copies
         promoted from it (the same fact); returns the ids deleted (empty if none existed)."""
-        with self._write(embed=False) as index:
-            found = rows.by_id(self._conn, memory_id)
+
+        def job(conn: Connection, index: VectorIndex | None) -> list[str]:
+            found = rows.by_id(conn, memory_id)
             if found is None:
                 return []
-            targets = [found, *rows.current_copies(self._conn, memory_id)]
+            targets = [found, *rows.current_copies(conn, memory_id)]
             for seq, _ in targets:
-                self._unindex(index, seq)
-                rows.delete(self._conn, seq)
-        deleted = [m.id for _, m in targets]
-        self._cache.discard(deleted)
+                self._unindex(conn, index, seq)
+                rows.delete(conn, seq)
+            return [m.id for _, m in targets]
+
+        deleted = self._transact(job, embed=False)
+        self._cache_discard(deleted)
         return deleted
+
+    # -- the cache (updated only after a commit) -------------------------------------------------
+
+    def _cache_put(self, memories: Sequence[Memory]) -> None:
+        with self._lock:
+            self._cache.put(memories)
+
+    def _cache_discard(self, ids: Sequence[str]) -> None:
+        with self._lock:
+            self._cache.discard(ids)
 
     # -- reads -------------------------------------------------------------------------------------
 
     def get(self, memory_id: str) -> Memory | None:
-        with self._read():
+        self._check_external()
+        with self._lock:
             cached = self._cache.get(memory_id)
-            if cached is not None:
-                return cached
-            found = rows.by_id(self._conn, memory_id)
-            if found is None:
-                return None
-            self._cache.put([found[1]])
-            return found[1]
+        if cached is not None:
+            return cached
+        found = self._query(lambda conn: rows.by_id(conn, memory_id))
+        if found is None:
+            return None
+        self._cache_put([found[1]])
+        return found[1]
 
     def list(
         self,
@@ -368,32 +428,37 @@ class HierarchicalMemory:
         memory_filter: MemoryFilter | None = None,
         limit: int | None = None,
         offset: int = 0,
-    ) -> list[Memory]:
+    ) -> builtins.list[Memory]:
         """Memories newest first; superseded ones only with ``include_history``."""
-        with self._read():
-            return rows.listing(
-                self._conn,
+        return self._query(
+            lambda conn: rows.listing(
+                conn,
                 include_history=include_history,
                 memory_filter=memory_filter,
                 limit=limit,
                 offset=offset,
             )
+        )
 
     def count(self) -> int:
         """Current memories."""
-        with self._read():
-            return rows.count_current(self._conn)
+        return self._query(rows.count_current)
 
     def evidence(self, memory_id: str) -> builtins.list[Evidence]:
-        with self._read():
-            seq, _ = self._require(memory_id)
-            return rows.evidence_of(self._conn, seq)
+        def read(conn: Connection) -> builtins.list[Evidence]:
+            seq, _ = self._require(conn, memory_id)
+            return rows.evidence_of(conn, seq)
+
+        return self._query(read)
 
     def history(self, memory_id: str) -> builtins.list[Memory]:
         """The supersession chain through ``memory_id``, oldest first."""
-        with self._read():
-            self._require(memory_id)
-            return rows.chain(self._conn, memory_id)
+
+        def read(conn: Connection) -> builtins.list[Memory]:
+            self._require(conn, memory_id)
+            return rows.chain(conn, memory_id)
+
+        return self._query(read)
 
     def save(
         self,
@@ -417,10 +482,15 @@ class HierarchicalMemory:
         ]
         memories = [self._materialise(i) for i in items]
         vectors = self._embed([m.content for m in memories])
-        with self._write() as index:
-            saved = self._insert_all(index, memories, vectors, items, True)
-            entities = store_graph(self._conn, payload, saved, self._clock())
-        self._cache.put(saved)
+
+        def job(
+            conn: Connection, index: VectorIndex | None
+        ) -> tuple[builtins.list[Memory], builtins.list[str]]:
+            saved = self._insert_all(conn, index, memories, vectors, items, True)
+            return saved, store_graph(conn, payload, saved, self._clock())
+
+        saved, entities = self._transact(job)
+        self._cache_put(saved)
         return SaveResult(tuple(saved), tuple(entities), len(payload.relationships))
 
     def search(
@@ -446,33 +516,44 @@ class HierarchicalMemory:
         embedder = self._embedder.get() if mode != "bm25" else None
         text = q.to_embedding_input(EMBED_WINDOW_CHARS)
         qvec = embed(embedder, [text]) if embedder is not None else None
-        with self._read():
-            hits = run_search(
-                self._conn,
+        index = self._vectors.index()
+        dim = self._vectors.dim
+        hits = self._query(
+            lambda conn: run_search(
+                conn,
                 q,
                 qvec[0] if qvec is not None else None,
-                self._vectors.index(),
-                self._vectors.dim,
+                index,
+                dim,
                 self._fts,
                 top_k=top_k,
                 memory_filter=memory_filter,
                 fusion=mode,
                 now=self._clock() if now is None else now,
             )
+        )
         if touch and hits:
             self._touch(hits)
         return hits
 
     def _touch(self, hits: Sequence[MemoryHit]) -> None:
         ids = [h.memory.id for h in hits]
-        with self._write(embed=False):
+        now = self._clock()
+
+        def job(conn: Connection) -> None:
             marks = ",".join("?" * len(ids))
             seqs = [
                 int(r[0])
-                for r in self._conn.execute(f"SELECT seq FROM memories WHERE id IN ({marks})", ids)
+                for r in conn.execute(f"SELECT seq FROM memories WHERE id IN ({marks})", ids)
             ]
-            rows.touch(self._conn, seqs, self._clock())
-        self._cache.discard(ids)
+            rows.touch(conn, seqs, now)
+
+        # Access counts touch no index: batched with whatever else the writer has queued.
+        try:
+            self._db.write(job, label="memory-touch")
+        except _STORE_ERRORS as exc:
+            raise MemoryStoreError(f"memory write failed in {self.path}: {exc}") from exc
+        self._cache_discard(ids)
 
     # -- embedding -----------------------------------------------------------------------------
 
@@ -487,15 +568,19 @@ class HierarchicalMemory:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
+    @property
+    def database(self) -> Database:
+        return self._db
+
     def close(self) -> None:
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            try:
-                self._vectors.close()
-            finally:
-                self._conn.close()
+        try:
+            self._vectors.close()
+        finally:
+            self._close_db()
 
     def __enter__(self) -> HierarchicalMemory:
         return self

@@ -9,25 +9,23 @@ re-applied. Only a new ask gets a new entry — and it gets one even when nothin
 (an empty block), so a retried ask never retrieves again and changes its bytes.
 
 Entries are kept in memory (an LRU of sessions) and in the project database, so a restarted
-proxy still replays a live session's injections.
+proxy still replays a live session's injections. An entry is cached only once its row is
+committed (through the database's one writer): a cache that ran ahead of the file would
+replay a block that a restart then forgets, changing the session's bytes mid-cache. The
+methods run on the event loop and never block it: file work is awaited in threads.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
-import sqlite3
-import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from ember.store.db import connect, migrate
-from ember.store.schema import MIGRATIONS
-
-log = logging.getLogger(__name__)
+from ember.store.driver import Connection
+from ember.store.registry import Storage
 
 
 @dataclass(frozen=True)
@@ -45,83 +43,72 @@ def message_digest(index: int, text: str) -> str:
 
 
 class InjectionLedger:
-    """Per-session entries, cached in memory and persisted per project database."""
+    """Per-session entries, cached in memory and persisted in the project's database."""
 
-    def __init__(self, sessions: int = 2048, open_files: int = 16) -> None:
+    def __init__(self, storage: Storage, sessions: int = 2048) -> None:
+        self._storage = storage
         self._sessions: OrderedDict[tuple[Path, str], list[LedgerEntry]] = OrderedDict()
-        self._conns: OrderedDict[Path, sqlite3.Connection] = OrderedDict()
         self._max_sessions = sessions
-        self._max_files = open_files
-        self._lock = threading.Lock()
 
     def cached(self, db: Path, session_id: str) -> list[LedgerEntry] | None:
         """The session's entries if they are in memory (no I/O: the request path's fast way)."""
-        with self._lock:
-            entries = self._sessions.get((db, session_id))
-            if entries is not None:
-                self._sessions.move_to_end((db, session_id))
-            return None if entries is None else list(entries)
+        entries = self._sessions.get((db, session_id))
+        if entries is None:
+            return None
+        self._sessions.move_to_end((db, session_id))
+        return list(entries)
 
-    def entries(self, db: Path, session_id: str) -> list[LedgerEntry]:
+    async def entries(self, db: Path, session_id: str) -> list[LedgerEntry]:
+        cached = self.cached(db, session_id)
+        if cached is not None:
+            return cached
+        loaded = await self._load(db, session_id)
+        self._remember((db, session_id), loaded)
+        return list(loaded)
+
+    async def record(self, db: Path, session_id: str, entry: LedgerEntry) -> None:
+        """Persist ``entry``, then cache it (raises when it could not be stored: the caller
+        then injects nothing, so no request ever carries a block the ledger forgot)."""
+        row = (
+            session_id,
+            entry.message_index,
+            entry.message_digest,
+            entry.block,
+            json.dumps(list(entry.memory_ids)),
+            time.time(),
+        )
+
+        def insert(conn: Connection) -> None:
+            conn.execute("INSERT OR IGNORE INTO memory_injections VALUES (?,?,?,?,?,?)", row)
+
+        await self._storage.database(db).awrite(insert, label="ledger")
         key = (db, session_id)
-        with self._lock:
-            cached = self._sessions.pop(key, None)
-            if cached is None:
-                cached = self._load(db, session_id)
-            self._remember(key, cached)
-            return list(cached)
-
-    def record(self, db: Path, session_id: str, entry: LedgerEntry) -> None:
-        with self._lock:
-            key = (db, session_id)
-            entries = self._sessions.pop(key, None)
-            if entries is None:
-                entries = self._load(db, session_id)
+        entries = self._sessions.get(key)
+        if entries is None:
+            entries = await self._load(db, session_id)
+        elif entry not in entries:
             entries.append(entry)
-            self._remember(key, entries)
-            conn = self._conn(db)
-            with conn:
-                conn.execute("BEGIN")
-                conn.execute(
-                    "INSERT OR IGNORE INTO memory_injections VALUES (?,?,?,?,?,?)",
-                    (
-                        session_id,
-                        entry.message_index,
-                        entry.message_digest,
-                        entry.block,
-                        json.dumps(list(entry.memory_ids)),
-                        time.time(),
-                    ),
-                )
+        self._remember(key, entries)
 
     def _remember(self, key: tuple[Path, str], entries: list[LedgerEntry]) -> None:
         self._sessions[key] = entries
+        self._sessions.move_to_end(key)
         while len(self._sessions) > self._max_sessions:
             self._sessions.popitem(last=False)
 
-    def _load(self, db: Path, session_id: str) -> list[LedgerEntry]:
+    async def _load(self, db: Path, session_id: str) -> list[LedgerEntry]:
         if not db.exists():
             return []
-        rows = self._conn(db).execute(
-            "SELECT message_index, message_digest, block, memory_ids FROM memory_injections "
-            "WHERE session_id=? ORDER BY created_at, message_index",
-            (session_id,),
-        )
-        return [LedgerEntry(r[0], r[1], r[2], tuple(json.loads(r[3]))) for r in rows]
 
-    def _conn(self, db: Path) -> sqlite3.Connection:
-        conn = self._conns.pop(db, None)
-        if conn is None:
-            conn = connect(db)
-            migrate(conn, MIGRATIONS)
-        self._conns[db] = conn
-        while len(self._conns) > self._max_files:
-            self._conns.popitem(last=False)[1].close()
-        return conn
+        def load(conn: Connection) -> list[LedgerEntry]:
+            rows = conn.execute(
+                "SELECT message_index, message_digest, block, memory_ids FROM memory_injections "
+                "WHERE session_id=? ORDER BY created_at, message_index",
+                (session_id,),
+            )
+            return [LedgerEntry(r[0], r[1], r[2], tuple(json.loads(r[3]))) for r in rows]
+
+        return await self._storage.database(db).aread(load)
 
     def close(self) -> None:
-        with self._lock:
-            for conn in self._conns.values():
-                conn.close()
-            self._conns.clear()
-            self._sessions.clear()
+        self._sessions.clear()

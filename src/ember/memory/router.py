@@ -8,7 +8,13 @@ injected, nothing written) unless the user opted into a shared store with
 ``EMBER_UNRESOLVED_PROJECT=global``, which is logged as the cross-project leak risk it is.
 
 Open stores are kept in an LRU (``memory_open_stores``, default 16) so hundreds of projects do
-not exhaust file handles; the least recently used store is closed when the LRU is full.
+not exhaust file handles; the least recently used store is closed when the LRU is full. A
+store never owns its file: ``Storage`` does (one owner per file, shared with accounting and
+the ledger), so closing a store only drops its in-memory indexes.
+
+The router's lock guards its dictionary only. Opening a store (reading the file, choosing its
+index) happens outside it, in the caller's worker thread, so ``open_store`` — called on the
+event loop — never waits behind another project's slow open.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from ember.config import Settings
 from ember.memory.core import HierarchicalMemory
 from ember.memory.vectors import EmbedderSource
 from ember.project import ProjectRef
+from ember.store.registry import Storage
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +47,15 @@ class MemoryRouter:
         settings: Settings,
         embedder: EmbedderSource | None,
         *,
+        storage: Storage | None = None,
         opener: Callable[[Path], HierarchicalMemory] | None = None,
     ) -> None:
         self._settings = settings
         self._embedder = embedder
+        self._storage = storage or Storage(
+            settings.home, vec=settings.memory_vector_index != "hnsw"
+        )
+        self._own_storage = storage is None
         self._opener = opener or self._open
         self._stores: OrderedDict[Path, HierarchicalMemory] = OrderedDict()
         self._lock = threading.Lock()
@@ -51,7 +63,9 @@ class MemoryRouter:
 
     def _open(self, path: Path) -> HierarchicalMemory:
         return HierarchicalMemory(
-            path, self._embedder, vector_index=self._settings.memory_vector_index
+            self._storage.database(path),
+            self._embedder,
+            vector_index=self._settings.memory_vector_index,
         )
 
     def path_for(self, project: ProjectRef | None) -> Path | None:
@@ -76,18 +90,29 @@ class MemoryRouter:
             return self._stores.get(path) if path is not None else None
 
     def for_project(self, project: ProjectRef | None) -> HierarchicalMemory | None:
-        """The project's store (opened if needed), or None when the project is unresolved."""
+        """The project's store (opened if needed: blocking, call it from a worker thread),
+        or None when the project is unresolved."""
         path = self.path_for(project)
         if path is None:
             return None
         with self._lock:
-            store = self._stores.pop(path, None)
+            store = self._stores.get(path)
+            if store is not None:
+                self._stores.move_to_end(path)
+                return store
+        opened = self._opener(path)  # outside the lock: slow, and other projects must not wait
+        fresh: HierarchicalMemory | None = opened
+        with self._lock:
+            store = self._stores.get(path)
             if store is None:
-                store = self._opener(path)
-            self._stores[path] = store
+                store, fresh = opened, None
+                self._stores[path] = store
+            self._stores.move_to_end(path)
             evicted = []
             while len(self._stores) > self._settings.memory_open_stores:
                 evicted.append(self._stores.popitem(last=False)[1])
+        if fresh is not None:
+            fresh.close()  # another thread opened the same project first
         for old in evicted:
             old.close()
         return store
@@ -102,3 +127,5 @@ class MemoryRouter:
             self._stores.clear()
         for s in stores:
             s.close()
+        if self._own_storage:
+            self._storage.close()

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ember.memory.extraction import SavePayload
 from ember.memory.models import Memory
 from ember.memory.store import rows
+from ember.store.driver import Connection
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class SaveResult:
 
 
 def store_graph(
-    conn: sqlite3.Connection, payload: SavePayload, saved: Sequence[Memory], now: float
+    conn: Connection, payload: SavePayload, saved: Sequence[Memory], now: float
 ) -> list[str]:
     """Upsert the entities, link each fact to the entities it names, add the relationships.
 

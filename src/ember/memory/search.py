@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 from ember.memory.index.base import VectorIndex, Vectors, exact_cosines
 from ember.memory.index.fts import FtsIndex, query_terms
 from ember.memory.models import MemoryFilter, MemoryHit
 from ember.memory.retrieval.query import MemoryQuery
 from ember.memory.retrieval.rank import Candidate, Fusion, rank
 from ember.memory.store import rows
+from ember.store.driver import Connection
 
 #: Candidates taken from each index: enough that filtering by scope and fusing two lists
 #: still leaves ``top_k`` good ones, few enough to stay inside the search latency budget.
@@ -17,7 +16,7 @@ MIN_DEPTH = 40
 
 
 def run_search(
-    conn: sqlite3.Connection,
+    conn: Connection,
     query: MemoryQuery,
     qvec: Vectors | None,
     index: VectorIndex | None,
@@ -31,10 +30,12 @@ def run_search(
 ) -> list[MemoryHit]:
     depth = max(MIN_DEPTH, 4 * top_k)
     use_vec = qvec is not None and index is not None and fusion != "bm25"
-    vec_hits = dict(index.search(qvec, depth)) if use_vec and index and qvec is not None else {}
+    vec_hits = (
+        dict(index.search(conn, qvec, depth)) if use_vec and index and qvec is not None else {}
+    )
     lex_hits: dict[int, float] = {}
     if fusion != "vector" or not use_vec:
-        lex_hits = dict(fts.search(query_terms(query.lexical_texts()), depth))
+        lex_hits = dict(fts.search(conn, query_terms(query.lexical_texts()), depth))
     seqs = sorted(set(vec_hits) | set(lex_hits))
     memories = rows.by_seqs(conn, seqs)
     allowed = memory_filter or MemoryFilter()

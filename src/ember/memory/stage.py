@@ -13,7 +13,9 @@ invisible to the client. ``off``: nothing.
 Fail closed for data: a request whose project is unresolved gets nothing (unless
 ``EMBER_UNRESOLVED_PROJECT=global``). Fail open for the request: while the embedder is still
 loading, or when the store fails, the request goes on without memory, and the proxy never
-waits for the model at start-up.
+waits for the model at start-up. A project whose database was switched off (corrupt,
+read-only, full: see ``ember.store.health``) gets no memory until it is fixed — not even a
+replayed block, since the ledger that would say what to replay cannot be trusted.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from ember.memory.tools import MEMORY_TOOL_SPECS, MemoryTools
 from ember.protocols.base import ProtocolAdapter
 from ember.protocols.tooling import TOOLING
 from ember.proxy.pipeline import Exchange, Stage
+from ember.store.registry import Storage
 
 log = logging.getLogger(__name__)
 
@@ -58,14 +61,16 @@ class MemoryStage(Stage):
     def __init__(
         self,
         settings: Settings,
+        storage: Storage,
         router: MemoryRouter | None = None,
         ledger: InjectionLedger | None = None,
     ) -> None:
         self.settings = settings
         self.mode = settings.memory_mode
+        self.storage = storage
         self._loader: EmbedderLoader | None = None
-        self.router = router or MemoryRouter(settings, self._embedder_now)
-        self.ledger = ledger or InjectionLedger()
+        self.router = router or MemoryRouter(settings, self._embedder_now, storage=storage)
+        self.ledger = ledger or InjectionLedger(storage)
         self.budget = InjectionBudget(
             settings.memory_budget_tokens, settings.memory_max_items, settings.memory_min_score
         )
@@ -98,6 +103,8 @@ class MemoryStage(Stage):
         db = self.router.path_for(ex.project)
         if db is None:
             return  # unresolved project: fail closed
+        if not self.storage.database(db).health.ok:
+            return  # the project's file was switched off: no memory until it is fixed
         if self.mode == "tool":
             store = self.router.open_store(ex.project) or await asyncio.to_thread(
                 self.router.for_project, ex.project
@@ -110,9 +117,7 @@ class MemoryStage(Stage):
 
     async def _auto_tail(self, ex: Exchange, db: Path) -> None:
         adapter, body = ex.adapter, ex.doc.value
-        entries = self.ledger.cached(db, ex.session_id)
-        if entries is None:
-            entries = await asyncio.to_thread(self.ledger.entries, db, ex.session_id)
+        entries = await self.ledger.entries(db, ex.session_id)
         count = adapter.message_count(body)
         ask = adapter.latest_user_index(body)
         # Digests from the client's text, before any edit of this request.
@@ -127,12 +132,18 @@ class MemoryStage(Stage):
                 adapter.append_user_tail(ex.doc, e.message_index, e.block)
         if not new_ask or ask is None:
             return
-        entry = await self._retrieve(ex, adapter, ask, digests[ask])
-        if entry is None:
+        # From here on a failure costs only this ask's new block: the replays above stay, so
+        # the session's cached prefix keeps its bytes.
+        try:
+            entry = await self._retrieve(ex, adapter, ask, digests[ask])
+            if entry is None:
+                return
+            await self.ledger.record(db, ex.session_id, entry)
+        except EmberError as exc:
+            log.warning("memory: no injection for this ask of session %s: %s", ex.session_id, exc)
             return
         if entry.block:
             adapter.append_user_tail(ex.doc, ask, entry.block)
-        await asyncio.to_thread(self.ledger.record, db, ex.session_id, entry)
         ex.state[self.name] = entry
 
     async def _retrieve(
@@ -166,7 +177,7 @@ class MemoryStage(Stage):
 
     async def close(self) -> None:
         await asyncio.to_thread(self.router.close)
-        await asyncio.to_thread(self.ledger.close)
+        self.ledger.close()
 
 
 def _indices(entries: list[LedgerEntry], ask: int | None) -> set[int]:

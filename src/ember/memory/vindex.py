@@ -1,36 +1,57 @@
 """Choosing, creating and filling the vector index of one store.
 
 The index exists once an embedder does (its dimension fixes the index). When it is created:
-- sqlite-vec if the connection loaded the extension, else the hnswlib fallback;
+- sqlite-vec if the database's connections loaded the extension, else the hnswlib fallback;
 - if the vectors on file came from another embedder (``memory_meta.embedder`` differs), they
   are dropped and the memories re-embedded: vectors of two models are not comparable, and
   mixing them would rank by noise;
 - current memories stored while no embedder was available get their vectors (``backfill``).
+
+Every change goes through the database's writer (``Transact``); this object only remembers
+which index is in use. Its state is guarded by the store's lock, held by worker threads only.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, TypeVar
 
 from ember.memory.index.base import VectorIndex, Vectors, put_vectors
 from ember.memory.index.hnsw import HnswIndex
 from ember.memory.index.sqlite_vec import SqliteVecIndex
 from ember.memory.store import rows
-from ember.memory.store.connect import MemoryConnection
 from ember.memory.vectors import EmbedderSlot, embed
+from ember.store.database import Database
+from ember.store.driver import Connection
 
 log = logging.getLogger(__name__)
 
-WriteFn = Callable[[], AbstractContextManager[VectorIndex | None]]
+T = TypeVar("T")
+#: Run ``fn(conn, index)`` as one exclusive write; ``embed=False`` never loads the model.
+Transact = Callable[..., Any]
+
+
+def _generation(conn: Connection) -> int:
+    return int(rows.meta_get(conn, "vector_generation") or 0)
 
 
 class IndexSlot:
-    def __init__(self, db: MemoryConnection, write: WriteFn, embedder: EmbedderSlot) -> None:
+    def __init__(
+        self,
+        db: Database,
+        use_vec: bool,
+        transact: Transact,
+        embedder: EmbedderSlot,
+        lock: threading.RLock,
+    ) -> None:
         self._db = db
-        self._write = write
+        self._use_vec = use_vec
+        self._transact = transact
         self._embedder = embedder
+        self._lock = lock
         self._index: VectorIndex | None = None
         self._key: str | None = None
         self._dim: int | None = None
@@ -51,88 +72,95 @@ class IndexSlot:
     def index(self, *, embed: bool = True) -> VectorIndex | None:
         """The vector index. ``embed=False`` (deletes, access counts) never loads the model:
         the index is opened at the dimension recorded on file, enough to remove vectors."""
-        if embed and not self._checked:
-            embedder = self._embedder.get()
-            if embedder is not None:
-                self._checked = True
-                self._open(f"{embedder.name}:{embedder.dim}", embedder.dim)
-                if self._pending():
-                    self.backfill()
-                return self._index
-        if self._index is None:
-            key = rows.meta_get(self._db.conn, "embedder")
-            dim = key.rsplit(":", 1)[-1] if key else ""
-            if key and dim.isdigit():
-                self._open(key, int(dim))
-        return self._index
+        with self._lock:
+            if embed and not self._checked:
+                embedder = self._embedder.get()
+                if embedder is not None:
+                    self._checked = True
+                    self._open(f"{embedder.name}:{embedder.dim}", embedder.dim)
+                    if self._pending():
+                        self.backfill()
+                    return self._index
+            if self._index is None:
+                key = self._db.read(lambda c: rows.meta_get(c, "embedder"))
+                dim = key.rsplit(":", 1)[-1] if key else ""
+                if key and dim.isdigit():
+                    self._open(key, int(dim))
+            return self._index
 
     def _open(self, key: str, dim: int) -> None:
-        conn = self._db.conn
         index = self._index
         if index is None or dim != self._dim:
             if self._index is not None:
                 self._index.close()
             index = self._new_index(dim)
-        if rows.meta_get(conn, "embedder") != key:
-            self._reset(index, key)
         self._index, self._key, self._dim = index, key, dim
+        if self._db.read(lambda c: rows.meta_get(c, "embedder")) != key:
+            self._reset(key)
 
     def _new_index(self, dim: int) -> VectorIndex:
-        conn = self._db.conn
-        if self._db.vec_loaded:
-            return SqliteVecIndex(conn, dim)
+        if self._use_vec:
+            vec = SqliteVecIndex(dim)
+            self._db.write(vec.ensure, label="memory_vec")
+            return vec
         return HnswIndex(
-            conn,
-            dim,
-            self._db.path.with_name("memory.hnsw"),
-            lambda: int(rows.meta_get(conn, "vector_generation") or 0),
+            self._db.read, dim, Path(self._db.path).with_name("memory.hnsw"), _generation
         )
 
-    def _reset(self, index: VectorIndex, key: str) -> None:
+    def _reset(self, key: str) -> None:
         """Vectors on file came from another embedder: drop them all (to be re-embedded)."""
-        conn = self._db.conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+
+        def reset(conn: Connection, index: VectorIndex | None) -> None:
             if rows.meta_get(conn, "embedder") is not None:
                 log.warning("embedder changed to %s: re-embedding %s", key, self._db.path)
             conn.execute("DELETE FROM memory_vectors")
             conn.execute("UPDATE memories SET embedder=NULL WHERE embedder IS NOT NULL")
-            index.reset()
+            if index is not None:
+                index.reset(conn)
             rows.meta_set(conn, "embedder", key)
             rows.bump_generation(conn)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            index.rollback()
-            raise
-        index.commit()
+
+        self._transact(reset, embed=False)
 
     def _pending(self, limit: int = 1) -> list[tuple[int, str]]:
-        found = self._db.conn.execute(
-            "SELECT seq, content FROM memories WHERE valid_until IS NULL "
-            "AND (embedder IS NULL OR embedder != ?) ORDER BY seq LIMIT ?",
-            (self._key, limit),
-        ).fetchall()
-        return [(int(r[0]), str(r[1])) for r in found]
+        def pending(conn: Connection) -> list[tuple[int, str]]:
+            found = conn.execute(
+                "SELECT seq, content FROM memories WHERE valid_until IS NULL "
+                "AND (embedder IS NULL OR embedder != ?) ORDER BY seq LIMIT ?",
+                (self._key, limit),
+            ).fetchall()
+            return [(int(r[0]), str(r[1])) for r in found]
+
+        result: list[tuple[int, str]] = self._db.read(pending)
+        return result
 
     def backfill(self, batch: int = 256, progress: Callable[[int], None] | None = None) -> int:
         embedder = self._embedder.get()
         if embedder is None or self.index() is None or self._key is None:
             return 0
         done = 0
+        key = self._key
         while todo := self._pending(batch):
             vecs = embed(embedder, [c for _, c in todo])
             if vecs is None:
                 break
             seqs = [s for s, _ in todo]
-            with self._write() as index:
-                put_vectors(self._db.conn, seqs, vecs)
+
+            def fill(
+                conn: Connection,
+                index: VectorIndex | None,
+                seqs: list[int] = seqs,
+                vecs: Vectors = vecs,
+            ) -> None:
+                put_vectors(conn, seqs, vecs)
                 if index is not None:
-                    index.add(seqs, vecs)
-                self._db.conn.executemany(
-                    "UPDATE memories SET embedder=? WHERE seq=?", [(self._key, s) for s in seqs]
+                    index.add(conn, seqs, vecs)
+                conn.executemany(
+                    "UPDATE memories SET embedder=? WHERE seq=?", [(key, s) for s in seqs]
                 )
-                rows.bump_generation(self._db.conn)
+                rows.bump_generation(conn)
+
+            self._transact(fill, embed=False)
             done += len(seqs)
             if progress is not None:
                 progress(len(seqs))
@@ -141,7 +169,7 @@ class IndexSlot:
         return done
 
     def external_change(self) -> None:
-        """Another process wrote: an index held outside SQLite must catch up."""
+        """Another connection wrote: an index held outside SQLite must catch up."""
         if isinstance(self._index, HnswIndex):
             self._index.sync()
 

@@ -2,32 +2,36 @@
 
 Where rows go: the project's ``ember.db`` when the request names a project, else the global
 ``$EMBER_HOME/stats.db`` — accounting holds token counts and costs, not content, so keeping it
-for unresolved requests leaks nothing across projects.
+for unresolved requests leaks nothing across projects. The row is queued on the database's
+writer and never awaited: the answer is already with the client.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import logging
+from concurrent.futures import Future
 
+from ember.errors import StorageError
 from ember.prices import PriceTable
 from ember.proxy.pipeline import Exchange, Outcome, Stage
-from ember.store.accounting import AccountingWriter, ExchangeRecord
+from ember.store.accounting import ExchangeRecord
+from ember.store.database import Database
+from ember.store.registry import Storage
 
-
-def stats_db_path(home: Path) -> Path:
-    return home / "stats.db"
+log = logging.getLogger(__name__)
 
 
 class AccountingStage(Stage):
     name = "accounting"
 
-    def __init__(self, writer: AccountingWriter, prices: PriceTable, home: Path) -> None:
-        self.writer = writer
+    def __init__(self, storage: Storage, prices: PriceTable) -> None:
+        self.storage = storage
         self.prices = prices
-        self.home = home
 
-    def db_path(self, ex: Exchange) -> Path:
-        return ex.project.db_path(self.home) if ex.project else stats_db_path(self.home)
+    def database(self, ex: Exchange) -> Database:
+        if ex.project is not None:
+            return self.storage.database(ex.project.db_path(self.storage.home))
+        return self.storage.stats()
 
     async def on_response(self, ex: Exchange, outcome: Outcome) -> None:
         msg = outcome.message
@@ -51,7 +55,12 @@ class AccountingStage(Stage):
             latency_ms=outcome.latency_ms,
             ttfb_ms=outcome.ttfb_ms,
         )
-        self.writer.submit(self.db_path(ex), record)
+        done = self.database(ex).submit(record.insert, label="accounting")
+        done.add_done_callback(_log_failure)
 
-    async def close(self) -> None:
-        self.writer.close()
+
+def _log_failure(done: Future[None]) -> None:
+    exc = done.exception()
+    if exc is not None and not isinstance(exc, StorageError):
+        # StorageError is reported once by the database's health; anything else is a bug.
+        log.error("accounting row not written: %r", exc)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -26,12 +27,12 @@ from ember.protocols.base import ProtocolAdapter, Usage
 from ember.protocols.jsonedit import JsonDoc
 from ember.proxy.accounting import AccountingStage
 from ember.proxy.owned import relay_owned
-from ember.proxy.pipeline import Exchange, Outcome, Pipeline, Stage
+from ember.proxy.pipeline import Exchange, Outcome, Pipeline, Services, Stage
 from ember.proxy.relay import Receive, Relayed, Send, relay, send_json
 from ember.proxy.tee import assemble
 from ember.proxy.upstream import Upstream, forward_headers
 from ember.session import derive_session_id
-from ember.store.accounting import AccountingWriter
+from ember.store.registry import Storage
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +64,14 @@ class ProxyApp:
         settings: Settings,
         stages: Sequence[Stage] = (),
         *,
-        writer: AccountingWriter | None = None,
+        storage: Storage | None = None,
     ) -> None:
         self.settings = settings
         self.upstream = Upstream(settings.upstream_connect_timeout, settings.upstream_read_timeout)
-        self.writer = writer or AccountingWriter()
+        self.storage = storage or Storage(settings.home, vec=settings.memory_vector_index != "hnsw")
         all_stages = list(stages)
         if settings.accounting:
-            all_stages.append(AccountingStage(self.writer, settings.price_table(), settings.home))
+            all_stages.append(AccountingStage(self.storage, settings.price_table()))
         self.pipeline = Pipeline(all_stages)
         self.ready = False
         self._background: set[asyncio.Task[None]] = set()
@@ -105,13 +106,17 @@ class ProxyApp:
 
     async def startup(self) -> None:
         await self.upstream.start()
+        await self.pipeline.start(Services(self.settings, self.storage))
         self.ready = True
 
     async def shutdown(self) -> None:
+        """Finish what was accepted: response stages of answered requests, then every stage's
+        own flush, then every queued database write (a clean stop loses no row)."""
         self.ready = False
         if self._background:
-            await asyncio.wait(self._background, timeout=10)
+            await asyncio.wait(self._background, timeout=30)
         await self.pipeline.close()
+        await asyncio.to_thread(self.storage.close)
         await self.upstream.close()
 
     async def drain(self) -> None:
@@ -124,7 +129,7 @@ class ProxyApp:
     async def _http(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         path, method = scope["path"], scope["method"]
         if path == "/healthz" and method in ("GET", "HEAD"):
-            status, body = (200, _HEALTH_OK) if self.ready else (503, _HEALTH_STARTING)
+            status, body = (200, self._health()) if self.ready else (503, _HEALTH_STARTING)
             await send_json(send, status, body)
             return
         headers = _headers(scope)
@@ -152,6 +157,15 @@ class ProxyApp:
             await send_json(send, 400, adapter.error_body(400, f"ember: {exc}"))
             return
         await self._exchange_flow(ex, headers, receive, send)
+
+    def _health(self) -> bytes:
+        """``{"status": "ok"}`` while serving; a database that was switched off is listed
+        under ``storage`` (requests still flow: only that project's features are off)."""
+        problems = self.storage.problems()
+        if not problems:
+            return _HEALTH_OK
+        detail = {"status": "ok", "storage": [h.to_json() for h in problems]}
+        return json.dumps(detail).encode()
 
     def _guess_adapter(self, hmap: dict[str, str]) -> ProtocolAdapter:
         """Unknown paths (``/v1/models``, ``/v1/messages/count_tokens``...) go to Anthropic

@@ -21,6 +21,7 @@ from ember.config import Settings
 from ember.project import ProjectRef
 from ember.protocols.base import AssembledMessage, ProtocolAdapter
 from ember.protocols.jsonedit import JsonDoc
+from ember.store.registry import Storage
 
 if TYPE_CHECKING:
     from ember.proxy.owned import OwnedTools
@@ -78,10 +79,26 @@ class Outcome:
     hidden_rounds: int = 0
 
 
+@dataclass(frozen=True)
+class Services:
+    """What the app hands every stage when it starts."""
+
+    settings: Settings
+    storage: Storage
+
+
 class Stage:
-    """Base class: override either hook. ``name`` keys the stage's ``Exchange.state`` slot."""
+    """Base class: override any hook. ``name`` keys the stage's ``Exchange.state`` slot.
+
+    ``start`` runs once when the app starts serving (background tasks begin here, never in
+    ``__init__``: a stage may be built long before an event loop exists); ``close`` once when
+    it stops, before the databases are closed — what a stage still holds is flushed there.
+    """
 
     name = "stage"
+
+    async def start(self, services: Services) -> None:
+        return None
 
     async def on_request(self, ex: Exchange) -> None:
         return None
@@ -112,6 +129,15 @@ class Pipeline:
                 await stage.on_response(ex, outcome)
             except Exception:
                 log.exception("stage %s failed on response", stage.name)
+
+    async def start(self, services: Services) -> None:
+        for stage in self.stages:
+            try:
+                await stage.start(services)
+            except Exception:
+                log.exception(
+                    "stage %s failed to start; it stays in, and may do nothing", stage.name
+                )
 
     async def close(self) -> None:
         for stage in self.stages:

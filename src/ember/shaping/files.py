@@ -20,14 +20,24 @@ import contextlib
 import json
 import logging
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ember.fsutil import write_json
 from ember.shaping.controller import ControllerState
+
+__all__ = [
+    "ShapingFiles",
+    "learned_level",
+    "load_controller",
+    "read_json",
+    "save_controller",
+    "set_aside",
+    "write_json",
+]
 
 log = logging.getLogger(__name__)
 
@@ -98,21 +108,6 @@ def set_aside(path: Path, reason: str) -> Path:
         os.replace(path, target)
     log.warning("%s was unreadable (%s); kept as %s and started afresh", path, reason, target)
     return target
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Write atomically: readers see the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1, sort_keys=True)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 def learned_level(data: Any) -> int | None:

@@ -1,27 +1,23 @@
-"""Per-exchange accounting rows, written off the request path by one writer thread.
+"""Per-exchange accounting rows, and the reads ``ember stats`` makes of them.
 
-The proxy must never wait on disk to answer a client, and SQLite wants one writer: ``submit``
-only enqueues, a daemon thread drains the queue in batches (one transaction per database per
-batch). A failed write is logged and dropped — accounting is observation; it never breaks a
-request. Connections are kept in a small LRU so hundreds of projects do not exhaust file handles.
+Rows are written by the database's own writer (``Database.submit``), batched with whatever
+else is queued: the proxy never waits on disk to answer a client, and a burst of answers
+commits in one transaction. Accounting is observation — a failed write is reported through
+the database's health and never breaks a request — but nothing accepted is dropped silently:
+rows stay queued until committed, a clean stop commits them, and a ``kill -9`` loses at most
+the rows queued after the last commit (the writer commits as soon as it is free).
 """
 
 from __future__ import annotations
 
-import logging
-import queue
-import sqlite3
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ember.protocols.base import Usage
-from ember.store.db import connect, migrate
-from ember.store.schema import MIGRATIONS
-
-log = logging.getLogger(__name__)
+from ember.store.database import Database
+from ember.store.driver import Connection
+from ember.store.schema import PROJECT, STATS
 
 _INSERT = """INSERT INTO exchanges (ts, session_id, project, protocol, model, status, outcome,
     stream, input_tokens, cache_read_tokens, cache_write_tokens, cache_write_1h_tokens,
@@ -68,102 +64,34 @@ class ExchangeRecord:
             self.ttfb_ms,
         )
 
-
-def open_db(path: Path) -> sqlite3.Connection:
-    conn = connect(path)
-    migrate(conn, MIGRATIONS)
-    return conn
+    def insert(self, conn: Connection) -> None:
+        """The write job for this row (runs on the database's writer thread)."""
+        conn.execute(_INSERT, self.row())
 
 
-class AccountingWriter:
-    def __init__(self, max_open: int = 32) -> None:
-        self._queue: queue.Queue[tuple[Path, ExchangeRecord] | None] = queue.Queue()
-        self._conns: OrderedDict[Path, sqlite3.Connection] = OrderedDict()
-        self._max_open = max_open
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+def _schema_for(path: Path) -> Any:
+    return STATS if path.name == "stats.db" else PROJECT
 
-    def submit(self, db_path: Path, record: ExchangeRecord) -> None:
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._run, name="ember-accounting", daemon=True
-                )
-                self._thread.start()
-        self._queue.put((db_path, record))
 
-    def flush(self) -> None:
-        """Block until everything submitted so far is on disk (tests, shutdown, CLI)."""
-        if self._thread is not None and self._thread.is_alive():
-            self._queue.join()
-
-    def close(self) -> None:
-        if self._thread is not None and self._thread.is_alive():
-            self._queue.put(None)
-            self._thread.join(10)
-        self._thread = None
-
-    def _conn(self, path: Path) -> sqlite3.Connection:
-        conn = self._conns.pop(path, None) or open_db(path)
-        self._conns[path] = conn
-        while len(self._conns) > self._max_open:
-            _, old = self._conns.popitem(last=False)
-            old.close()
-        return conn
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            batch = [item]
-            while not self._queue.empty() and len(batch) < 500:
-                batch.append(self._queue.get_nowait())
-            try:
-                self._write([b for b in batch if b is not None])
-            finally:
-                for _ in batch:
-                    self._queue.task_done()
-            if None in batch:
-                for conn in self._conns.values():
-                    conn.close()
-                self._conns.clear()
-                return
-
-    def _write(self, batch: list[tuple[Path, ExchangeRecord]]) -> None:
-        by_path: dict[Path, list[tuple[Any, ...]]] = {}
-        for path, record in batch:
-            by_path.setdefault(path, []).append(record.row())
-        for path, rows in by_path.items():
-            try:
-                conn = self._conn(path)
-                with conn:
-                    conn.execute("BEGIN")
-                    conn.executemany(_INSERT, rows)
-            except Exception:
-                log.warning("accounting write failed db=%s rows=%d", path, len(rows), exc_info=True)
+def _query(path: Path, sql: str, args: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+    """Rows of ``sql`` from the file at ``path`` (its own short-lived owner: the CLI and
+    tests); an empty list when the file does not exist. Raises ``StorageUnavailable`` with
+    what to do when the file is damaged."""
+    if not path.is_file():
+        return []
+    db = Database(path, _schema_for(path))
+    try:
+        return db.read(lambda conn: [dict(r) for r in conn.execute(sql, args)])
+    finally:
+        db.close()
 
 
 def session_totals(path: Path) -> list[dict[str, Any]]:
     """Per-session totals, most recent first; an empty list when nothing was recorded."""
-    if not path.is_file():
-        return []
-    conn = open_db(path)
-    try:
-        rows = conn.execute("SELECT * FROM session_totals ORDER BY last_seen DESC").fetchall()
-        return [dict(r) for r in rows]
-    finally:
-        conn.close()
+    return _query(path, "SELECT * FROM session_totals ORDER BY last_seen DESC")
 
 
 def exchanges(path: Path, session_id: str | None = None) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    conn = open_db(path)
-    try:
-        sql = "SELECT * FROM exchanges"
-        args: tuple[Any, ...] = ()
-        if session_id:
-            sql += " WHERE session_id=?"
-            args = (session_id,)
-        return [dict(r) for r in conn.execute(sql + " ORDER BY id", args)]
-    finally:
-        conn.close()
+    if session_id:
+        return _query(path, "SELECT * FROM exchanges WHERE session_id=? ORDER BY id", (session_id,))
+    return _query(path, "SELECT * FROM exchanges ORDER BY id")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ember.memory.index.fts import FtsIndex, match_expression, query_terms
-from ember.memory.store.connect import open_memory_db
+from ember.store.database import Database
+from ember.store.schema import PROJECT
 
 
 def test_terms_drop_stopwords_keep_order_and_cap() -> None:
@@ -16,21 +17,20 @@ def test_terms_drop_stopwords_keep_order_and_cap() -> None:
 
 
 def test_fts_syntax_in_user_text_is_only_ever_a_literal_term(tmp_path: Path) -> None:
-    conn = open_memory_db(tmp_path / "e.db", "hnsw").conn
-    fts = FtsIndex(conn)
-    conn.execute("BEGIN")
-    fts.add([1, 2], ["deploy NEAR the edge", 'quoted "column" text'])
-    conn.execute("COMMIT")
+    db = Database(tmp_path / "e.db", PROJECT)
+    fts = FtsIndex()
+    db.write(lambda c: fts.add(c, [1, 2], ["deploy NEAR the edge", 'quoted "column" text']))
     nasty = query_terms(['NEAR(deploy edge) OR content: "column* AND -x'])
     assert match_expression(nasty) is not None
-    assert {s for s, _ in fts.search(nasty, 10)} == {1, 2}
-    assert fts.search(query_terms(["the of and"]), 10) == []
+    assert {s for s, _ in db.read(lambda c: fts.search(c, nasty, 10))} == {1, 2}
+    assert db.read(lambda c: fts.search(c, query_terms(["the of and"]), 10)) == []
+    db.close()
 
 
 def test_porter_stemming_matches_word_forms(tmp_path: Path) -> None:
-    conn = open_memory_db(tmp_path / "e.db", "hnsw").conn
-    fts = FtsIndex(conn)
-    conn.execute("BEGIN")
-    fts.add([1], ["The migrations were running slowly"])
-    conn.execute("COMMIT")
-    assert [s for s, _ in fts.search(query_terms(["migration runs"]), 5)] == [1]
+    db = Database(tmp_path / "e.db", PROJECT)
+    fts = FtsIndex()
+    db.write(lambda c: fts.add(c, [1], ["The migrations were running slowly"]))
+    hits = db.read(lambda c: fts.search(c, query_terms(["migration runs"]), 5))
+    assert [s for s, _ in hits] == [1]
+    db.close()

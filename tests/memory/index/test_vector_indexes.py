@@ -13,13 +13,20 @@ from ember.memory import HierarchicalMemory, VectorIndexUnavailable
 from ember.memory.index.base import exact_cosines, put_vectors
 from ember.memory.index.hnsw import HnswIndex
 from ember.memory.index.sqlite_vec import SqliteVecIndex
-from ember.memory.store import connect, rows
-from ember.memory.store.connect import open_memory_db
+from ember.memory.store import rows
+from ember.store import driver
+from ember.store.database import Database
+from ember.store.driver import Connection
+from ember.store.schema import PROJECT
 from tests.memory.conftest import HashEmbedder
 
 
 def _cant_load(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(connect, "_load_vec", lambda conn: "OperationalError: not authorized")
+    monkeypatch.setattr(driver, "_load_vec", lambda conn: "OperationalError: not authorized")
+
+
+def _zero(conn: Connection) -> int:
+    return 0
 
 
 def test_auto_uses_sqlite_vec_when_it_loads(tmp_path: Path) -> None:
@@ -58,30 +65,35 @@ def _random_unit(n: int, dim: int, seed: int) -> np.ndarray:  # type: ignore[typ
 
 @pytest.mark.parametrize("kind", ["sqlite-vec", "hnsw"])
 def test_index_search_matches_exact_cosine_on_clustered_vectors(tmp_path: Path, kind: str) -> None:
-    db = open_memory_db(tmp_path / "ember.db", "hnsw" if kind == "hnsw" else "sqlite-vec")
-    conn = db.conn
-    conn.execute("PRAGMA foreign_keys=OFF")  # vectors without memory rows: the index alone
+    db = Database(tmp_path / "ember.db", PROJECT, vec=kind == "sqlite-vec")
     centers = _random_unit(50, 64, 1)
     rng = np.random.default_rng(2)
     data = centers[rng.integers(0, 50, 3000)] + 0.35 * _random_unit(3000, 64, 3)
     data = (data / np.linalg.norm(data, axis=1, keepdims=True)).astype(np.float32)
     seqs = list(range(1, 3001))
-    index = (
-        SqliteVecIndex(conn, 64)
-        if kind == "sqlite-vec"
-        else HnswIndex(conn, 64, tmp_path / "memory.hnsw", lambda: 0)
-    )
-    conn.execute("BEGIN")
-    put_vectors(conn, seqs, data)
-    index.add(seqs, data)
-    conn.execute("COMMIT")
-    index.commit()
+    index: SqliteVecIndex | HnswIndex
+    if kind == "sqlite-vec":
+        index = SqliteVecIndex(64)
+        db.write(index.ensure)
+    else:
+        index = HnswIndex(db.read, 64, tmp_path / "memory.hnsw", _zero)
+
+    def load(conn: Connection) -> None:
+        conn.executemany(  # bare rows for the vectors to belong to: the index is under test
+            "INSERT INTO memories (seq, id, content, content_hash, importance, created_at, "
+            "valid_from) VALUES (?, ?, 'x', 'h', 0.5, 0, 0)",
+            [(s, f"m{s}") for s in seqs],
+        )
+        put_vectors(conn, seqs, data)
+        index.add(conn, seqs, data)
+
+    db.write(load, exclusive=True, on_commit=index.commit)
     recall = []
     for q in _random_unit(20, 64, 4) * 0.3 + centers[:20]:
         q = (q / np.linalg.norm(q)).astype(np.float32)
-        exact = exact_cosines(conn, q, seqs, 64)
+        exact = db.read(lambda c, q=q: exact_cosines(c, q, seqs, 64))
         truth = {s for s, _ in sorted(exact.items(), key=lambda kv: -kv[1])[:10]}
-        got = index.search(q, 10)
+        got = db.read(lambda c, q=q: index.search(c, q, 10))
         recall.append(len(truth & {s for s, _ in got}) / 10)
         for s, sim in got:  # scores are exact cosines, not approximations
             assert sim == pytest.approx(exact[s], abs=1e-5)
@@ -89,12 +101,18 @@ def test_index_search_matches_exact_cosine_on_clustered_vectors(tmp_path: Path, 
 
 
 def test_hnsw_rollback_leaves_no_ghost_vector(tmp_path: Path) -> None:
-    db = open_memory_db(tmp_path / "ember.db", "hnsw")
-    index = HnswIndex(db.conn, 384, tmp_path / "memory.hnsw", lambda: 0)
+    db = Database(tmp_path / "ember.db", PROJECT)
+    index = HnswIndex(db.read, 384, tmp_path / "memory.hnsw", _zero)
     v = HashEmbedder().embed(["ghost"])
-    index.add([7], v)
-    index.rollback()
-    assert index.search(v[0], 5) == []
+
+    def fail(conn: Connection) -> None:
+        index.add(conn, [7], v)
+        raise ValueError("the transaction fails after the index staged its change")
+
+    with pytest.raises(ValueError):
+        db.write(fail, exclusive=True, on_commit=index.commit, on_rollback=index.rollback)
+    assert db.read(lambda c: index.search(c, v[0], 5)) == []
+    db.close()
 
 
 def test_hnsw_rebuilds_from_the_table_when_its_file_is_stale(tmp_path: Path) -> None:
@@ -105,7 +123,9 @@ def test_hnsw_rebuilds_from_the_table_when_its_file_is_stale(tmp_path: Path) -> 
     with HierarchicalMemory(path, HashEmbedder(), vector_index="hnsw") as m2:
         b = m2.add("beta fact about kafka topics")
         m2._vectors._index._unsaved = 0  # type: ignore[union-attr]  # simulate a crash: no save
-    gen = int(rows.meta_get(open_memory_db(path, "hnsw").conn, "vector_generation") or 0)
+    db = Database(path, PROJECT)
+    gen = int(db.read(lambda c: rows.meta_get(c, "vector_generation")) or 0)
+    db.close()
     assert gen > 0
     with HierarchicalMemory(path, HashEmbedder(), vector_index="hnsw") as m3:
         found = {h.memory.id for h in m3.search("kafka topics fact", fusion="vector")}
@@ -116,6 +136,6 @@ def test_missing_hnswlib_fallback_says_how_to_install_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "hnswlib", None)
-    db = open_memory_db(tmp_path / "ember.db", index="hnsw")
+    db = Database(tmp_path / "ember.db", PROJECT)
     with pytest.raises(VectorIndexUnavailable, match=r"pip install 'ember\[hnsw\]'"):
-        HnswIndex(db.conn, 8, tmp_path / "memory.hnsw", lambda: 0)
+        HnswIndex(db.read, 8, tmp_path / "memory.hnsw", _zero)

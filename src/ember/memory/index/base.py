@@ -9,26 +9,30 @@ whose state lives outside SQLite (hnsw) stages its changes and applies them only
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from ember.store.driver import Connection
+
 Vectors = npt.NDArray[np.float32]
 
 
 class VectorIndex(Protocol):
+    """Writes (``add``, ``remove``, ``reset``) run on the database's writer thread with its
+    connection, inside the caller's transaction; ``search`` runs on a reader connection."""
+
     name: str
 
-    def add(self, seqs: Sequence[int], vectors: Vectors) -> None:
+    def add(self, conn: Connection, seqs: Sequence[int], vectors: Vectors) -> None:
         """Index ``vectors`` (unit rows) under ``seqs``, inside the caller's transaction."""
 
-    def remove(self, seqs: Sequence[int]) -> None:
+    def remove(self, conn: Connection, seqs: Sequence[int]) -> None:
         """Drop ``seqs`` (true delete), inside the caller's transaction."""
 
-    def search(self, vector: Vectors, k: int) -> list[tuple[int, float]]:
+    def search(self, conn: Connection, vector: Vectors, k: int) -> list[tuple[int, float]]:
         """Up to ``k`` (seq, cosine) pairs, best first, ties by seq."""
 
     def commit(self) -> None:
@@ -37,13 +41,13 @@ class VectorIndex(Protocol):
     def rollback(self) -> None:
         """The caller's transaction rolled back: forget staged changes."""
 
-    def reset(self) -> None:
+    def reset(self, conn: Connection) -> None:
         """Drop everything (the embedder changed; vectors are about to be rebuilt)."""
 
     def close(self) -> None: ...
 
 
-def put_vectors(conn: sqlite3.Connection, seqs: Sequence[int], vectors: Vectors) -> None:
+def put_vectors(conn: Connection, seqs: Sequence[int], vectors: Vectors) -> None:
     conn.executemany(
         "INSERT OR REPLACE INTO memory_vectors (seq, vector) VALUES (?, ?)",
         [
@@ -53,11 +57,11 @@ def put_vectors(conn: sqlite3.Connection, seqs: Sequence[int], vectors: Vectors)
     )
 
 
-def drop_vectors(conn: sqlite3.Connection, seqs: Sequence[int]) -> None:
+def drop_vectors(conn: Connection, seqs: Sequence[int]) -> None:
     conn.executemany("DELETE FROM memory_vectors WHERE seq=?", [(s,) for s in seqs])
 
 
-def get_vectors(conn: sqlite3.Connection, seqs: Sequence[int], dim: int) -> dict[int, Vectors]:
+def get_vectors(conn: Connection, seqs: Sequence[int], dim: int) -> dict[int, Vectors]:
     out: dict[int, Vectors] = {}
     for start in range(0, len(seqs), 500):
         chunk = seqs[start : start + 500]
@@ -72,7 +76,7 @@ def get_vectors(conn: sqlite3.Connection, seqs: Sequence[int], dim: int) -> dict
 
 
 def exact_cosines(
-    conn: sqlite3.Connection, query: Vectors, seqs: Sequence[int], dim: int
+    conn: Connection, query: Vectors, seqs: Sequence[int], dim: int
 ) -> dict[int, float]:
     """Exact cosine of ``query`` with each stored vector (rows are unit length)."""
     vecs = get_vectors(conn, seqs, dim)

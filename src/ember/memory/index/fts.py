@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Sequence
+
+from ember.store.driver import Connection
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 #: Words too common to say anything about which memory is meant; matching them only adds noise
@@ -44,30 +45,30 @@ def match_expression(terms: Sequence[str]) -> str | None:
 
 
 class FtsIndex:
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
+    """Stateless: every call names the connection (the writer's inside a write, a reader's
+    for ``search``)."""
 
-    def add(self, seqs: Sequence[int], contents: Sequence[str]) -> None:
-        self.remove(seqs)
-        self._conn.executemany(
+    def add(self, conn: Connection, seqs: Sequence[int], contents: Sequence[str]) -> None:
+        self.remove(conn, seqs)
+        conn.executemany(
             "INSERT INTO memory_fts (rowid, content) VALUES (?, ?)",
             list(zip(seqs, contents, strict=True)),
         )
 
-    def remove(self, seqs: Sequence[int]) -> None:
-        self._conn.executemany("DELETE FROM memory_fts WHERE rowid=?", [(s,) for s in seqs])
+    def remove(self, conn: Connection, seqs: Sequence[int]) -> None:
+        conn.executemany("DELETE FROM memory_fts WHERE rowid=?", [(s,) for s in seqs])
 
-    def search(self, terms: Sequence[str], k: int) -> list[tuple[int, float]]:
+    def search(self, conn: Connection, terms: Sequence[str], k: int) -> list[tuple[int, float]]:
         """Up to ``k`` (seq, BM25) pairs, best first (higher is better), ties by seq."""
         expr = match_expression(terms)
         if expr is None:
             return []
-        rows = self._conn.execute(
+        rows = conn.execute(
             "SELECT rowid, -bm25(memory_fts) AS s FROM memory_fts WHERE memory_fts MATCH ? "
             "ORDER BY s DESC, rowid LIMIT ?",
             (expr, k),
         ).fetchall()
         return [(int(r[0]), float(r[1])) for r in rows]
 
-    def reset(self) -> None:
-        self._conn.execute("DELETE FROM memory_fts")
+    def reset(self, conn: Connection) -> None:
+        conn.execute("DELETE FROM memory_fts")

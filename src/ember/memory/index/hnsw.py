@@ -9,25 +9,33 @@ consistent with the store:
   table whenever the two disagree (a crash before the save, another process writing);
 - deletes are hnswlib tombstones (``mark_deleted``), compacted away by the next rebuild.
 Scores are cosines because rows are unit length and the space is inner product.
+
+The graph is shared by the writer thread (``commit``) and the threads that search, so every
+use of it holds the index's own lock (in-memory work only; table reads go through the
+database's read connections).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import sqlite3
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from ember.memory.errors import VectorIndexUnavailable
 from ember.memory.index.base import Vectors, top_k
+from ember.store.driver import Connection
 
 log = logging.getLogger(__name__)
 
 _SAVE_EVERY = 500  # applied changes between two saves of the graph file
+
+T = TypeVar("T")
+ReadFn = Callable[[Callable[[Connection], Any]], Any]
 
 
 class HnswIndex:
@@ -35,10 +43,10 @@ class HnswIndex:
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        read: ReadFn,
         dim: int,
         path: Path,
-        generation: Callable[[], int],
+        generation: Callable[[Connection], int],
     ) -> None:
         try:
             import hnswlib  # type: ignore[import-untyped]
@@ -49,7 +57,8 @@ class HnswIndex:
             ) from exc
 
         self._hnswlib: Any = hnswlib
-        self._conn = conn
+        self._read = read
+        self._lock = threading.RLock()
         self._dim = dim
         self._path = path
         self._meta_path = path.with_suffix(".json")
@@ -63,15 +72,22 @@ class HnswIndex:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
+    def _current_generation(self) -> int:
+        return int(self._read(self._generation))
+
     def sync(self) -> None:
         """Make the graph match ``memory_vectors``: load the saved file if it is current,
         otherwise rebuild from the table."""
-        gen = self._generation()
-        if gen == self._loaded_generation:
-            return
-        if self._try_load(gen):
-            return
-        rows = self._conn.execute("SELECT seq, vector FROM memory_vectors ORDER BY seq").fetchall()
+        gen = self._current_generation()
+        with self._lock:
+            if gen == self._loaded_generation:
+                return
+            if self._try_load(gen):
+                return
+            rows = self._read(_all_vectors)
+            self._rebuild(rows, gen)
+
+    def _rebuild(self, rows: list[Any], gen: int) -> None:
         # Vectors of another dimension belong to a previous embedder and are about to be reset.
         rows = [r for r in rows if len(r[1]) == 4 * self._dim]
         seqs = [int(r[0]) for r in rows]
@@ -107,6 +123,10 @@ class HnswIndex:
         return True
 
     def save(self) -> None:
+        with self._lock:
+            self._save()
+
+    def _save(self) -> None:
         if self._index is None or self._unsaved == 0:
             return
         tmp = self._path.with_suffix(".tmp")
@@ -123,16 +143,27 @@ class HnswIndex:
 
     # -- VectorIndex ----------------------------------------------------------------------------
 
-    def add(self, seqs: Sequence[int], vectors: Vectors) -> None:
-        self._staged.append(("add", list(seqs), np.asarray(vectors, dtype=np.float32)))
+    def add(self, conn: Connection, seqs: Sequence[int], vectors: Vectors) -> None:
+        with self._lock:
+            self._staged.append(("add", list(seqs), np.asarray(vectors, dtype=np.float32)))
 
-    def remove(self, seqs: Sequence[int]) -> None:
-        self._staged.append(("remove", list(seqs), None))
+    def remove(self, conn: Connection, seqs: Sequence[int]) -> None:
+        with self._lock:
+            self._staged.append(("remove", list(seqs), None))
 
     def commit(self) -> None:
+        gen = self._current_generation()
+        with self._lock:
+            self._commit(gen)
+
+    def _commit(self, gen: int) -> None:
         staged, self._staged = self._staged, []
         for op, seqs, vectors in staged:
-            if op == "add" and vectors is not None:
+            if op == "reset":
+                self._index = self._new(1024)
+                self._live = set()
+                self._unsaved += 1
+            elif op == "add" and vectors is not None:
                 self._apply_add(seqs, vectors)
             else:
                 for s in seqs:
@@ -140,9 +171,9 @@ class HnswIndex:
                         self._index.mark_deleted(s)
                         self._live.discard(s)
             self._unsaved += len(seqs)
-        self._loaded_generation = self._generation()
+        self._loaded_generation = gen
         if self._unsaved >= _SAVE_EVERY:
-            self.save()
+            self._save()
 
     def _apply_add(self, seqs: Sequence[int], vectors: Vectors) -> None:
         # Re-adding a label (a re-embedded or restored memory) updates it in place and clears
@@ -154,26 +185,32 @@ class HnswIndex:
         self._live.update(seqs)
 
     def rollback(self) -> None:
-        self._staged = []
+        with self._lock:
+            self._staged = []
 
-    def search(self, vector: Vectors, k: int) -> list[tuple[int, float]]:
-        if not self._live:
-            return []
-        k_eff = min(k, len(self._live))
-        self._index.set_ef(max(128, k_eff))
-        labels, dists = self._index.knn_query(np.atleast_2d(vector), k=k_eff)
+    def search(self, conn: Connection, vector: Vectors, k: int) -> list[tuple[int, float]]:
+        with self._lock:
+            if not self._live:
+                return []
+            k_eff = min(k, len(self._live))
+            self._index.set_ef(max(128, k_eff))
+            labels, dists = self._index.knn_query(np.atleast_2d(vector), k=k_eff)
+            live = set(self._live)
         pairs = zip(labels[0], dists[0], strict=True)
-        scored = {int(s): float(1.0 - d) for s, d in pairs if int(s) in self._live}
+        scored = {int(s): float(1.0 - d) for s, d in pairs if int(s) in live}
         return top_k(scored, k)
 
-    def reset(self) -> None:
-        self._staged = []
-        self._index = self._new(1024)
-        self._live = set()
-        self._unsaved = 1
+    def reset(self, conn: Connection) -> None:
+        """Staged like any change: the new empty graph replaces the old one on commit."""
+        with self._lock:
+            self._staged = [("reset", [], None)]
 
     def close(self) -> None:
         try:
             self.save()
         except (OSError, RuntimeError):
             log.warning("could not save the hnsw index %s; it will be rebuilt", self._path)
+
+
+def _all_vectors(conn: Connection) -> list[Any]:
+    return list(conn.execute("SELECT seq, vector FROM memory_vectors ORDER BY seq").fetchall())

@@ -15,12 +15,12 @@ then re-ranked by exact cosine from ``memory_vectors``. ``vec0``'s top-k costs g
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 
 import numpy as np
 
 from ember.memory.index.base import Vectors, exact_cosines, top_k
+from ember.store.driver import Connection
 
 #: The minimum number of Hamming candidates re-ranked exactly (see module docstring).
 MIN_COARSE = 100
@@ -33,33 +33,40 @@ def sign_code(vectors: Vectors) -> list[bytes]:
 
 
 class SqliteVecIndex:
+    """Stateless but for its dimension: the ``vec0`` table lives in the project file and
+    commits or rolls back with the memory rows."""
+
     name = "sqlite-vec"
 
-    def __init__(self, conn: sqlite3.Connection, dim: int) -> None:
+    def __init__(self, dim: int) -> None:
         if dim % 8:
             raise ValueError(f"vector dimension {dim} is not a multiple of 8")
-        self._conn = conn
         self._dim = dim
-        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS memory_vec USING vec0(code bit[{dim}])")
 
-    def add(self, seqs: Sequence[int], vectors: Vectors) -> None:
+    def ensure(self, conn: Connection) -> None:
+        """Create the table (a write: on the writer thread)."""
+        conn.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS memory_vec USING vec0(code bit[{self._dim}])"
+        )
+
+    def add(self, conn: Connection, seqs: Sequence[int], vectors: Vectors) -> None:
         codes = sign_code(vectors)
-        self.remove(seqs)  # vec0 has no upsert
-        self._conn.executemany(
+        self.remove(conn, seqs)  # vec0 has no upsert
+        conn.executemany(
             "INSERT INTO memory_vec (rowid, code) VALUES (?, vec_bit(?))",
             list(zip(seqs, codes, strict=True)),
         )
 
-    def remove(self, seqs: Sequence[int]) -> None:
-        self._conn.executemany("DELETE FROM memory_vec WHERE rowid=?", [(s,) for s in seqs])
+    def remove(self, conn: Connection, seqs: Sequence[int]) -> None:
+        conn.executemany("DELETE FROM memory_vec WHERE rowid=?", [(s,) for s in seqs])
 
-    def search(self, vector: Vectors, k: int) -> list[tuple[int, float]]:
+    def search(self, conn: Connection, vector: Vectors, k: int) -> list[tuple[int, float]]:
         coarse = min(max(MIN_COARSE, 2 * k), 4096)
-        rows = self._conn.execute(
+        rows = conn.execute(
             "SELECT rowid FROM memory_vec WHERE code MATCH vec_bit(?) AND k = ?",
             (sign_code(vector)[0], coarse),
         ).fetchall()
-        sims = exact_cosines(self._conn, vector, [int(r[0]) for r in rows], self._dim)
+        sims = exact_cosines(conn, vector, [int(r[0]) for r in rows], self._dim)
         return top_k(sims, k)
 
     def commit(self) -> None:
@@ -68,10 +75,10 @@ class SqliteVecIndex:
     def rollback(self) -> None:
         """Nothing to do: SQLite rolled the index back with the rows."""
 
-    def reset(self) -> None:
+    def reset(self, conn: Connection) -> None:
         """Recreate the table empty, at this index's dimension (the embedder changed)."""
-        self._conn.execute("DROP TABLE IF EXISTS memory_vec")
-        self._conn.execute(f"CREATE VIRTUAL TABLE memory_vec USING vec0(code bit[{self._dim}])")
+        conn.execute("DROP TABLE IF EXISTS memory_vec")
+        conn.execute(f"CREATE VIRTUAL TABLE memory_vec USING vec0(code bit[{self._dim}])")
 
     def close(self) -> None:
-        """The connection belongs to the store."""
+        """Nothing held."""

@@ -6,13 +6,13 @@ memory row, its vector, its FTS entry and its evidence commit or roll back toget
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import orjson
 
 from ember.memory.models import Evidence, Memory, MemoryFilter
+from ember.store.driver import Connection
 
 _COLUMNS = (
     "id, content, content_hash, user_id, session_id, agent_id, turn_id, category, importance, "
@@ -46,7 +46,7 @@ def to_memory(row: Any) -> Memory:
     )
 
 
-def insert(conn: sqlite3.Connection, m: Memory, embedder: str | None) -> int:
+def insert(conn: Connection, m: Memory, embedder: str | None) -> int:
     """Insert ``m``; returns its ``seq``. Raises the driver's IntegrityError on a duplicate id."""
     cur = conn.execute(
         f"INSERT INTO memories ({_COLUMNS}, embedder) "
@@ -78,14 +78,14 @@ def insert(conn: sqlite3.Connection, m: Memory, embedder: str | None) -> int:
     return int(cur.lastrowid)
 
 
-def add_evidence(conn: sqlite3.Connection, seq: int, evidence: Iterable[Evidence]) -> None:
+def add_evidence(conn: Connection, seq: int, evidence: Iterable[Evidence]) -> None:
     conn.executemany(
         "INSERT INTO memory_evidence (memory_seq, kind, message_id, session_id) VALUES (?,?,?,?)",
         [(seq, e.kind, e.message_id, e.session_id) for e in evidence],
     )
 
 
-def evidence_of(conn: sqlite3.Connection, seq: int) -> list[Evidence]:
+def evidence_of(conn: Connection, seq: int) -> list[Evidence]:
     rows = conn.execute(
         "SELECT kind, message_id, session_id FROM memory_evidence WHERE memory_seq=? ORDER BY id",
         (seq,),
@@ -93,12 +93,12 @@ def evidence_of(conn: sqlite3.Connection, seq: int) -> list[Evidence]:
     return [Evidence(r["kind"], r["message_id"], r["session_id"]) for r in rows]
 
 
-def by_id(conn: sqlite3.Connection, memory_id: str) -> tuple[int, Memory] | None:
+def by_id(conn: Connection, memory_id: str) -> tuple[int, Memory] | None:
     row = conn.execute(f"{_SELECT} WHERE id=?", (memory_id,)).fetchone()
     return (row["seq"], to_memory(row)) if row else None
 
 
-def by_seqs(conn: sqlite3.Connection, seqs: Sequence[int]) -> dict[int, Memory]:
+def by_seqs(conn: Connection, seqs: Sequence[int]) -> dict[int, Memory]:
     out: dict[int, Memory] = {}
     for start in range(0, len(seqs), 500):
         chunk = seqs[start : start + 500]
@@ -108,7 +108,7 @@ def by_seqs(conn: sqlite3.Connection, seqs: Sequence[int]) -> dict[int, Memory]:
     return out
 
 
-def current_by_hash(conn: sqlite3.Connection, digest: str, m: Memory) -> Memory | None:
+def current_by_hash(conn: Connection, digest: str, m: Memory) -> Memory | None:
     """A current memory with the same content hash and the same scope ids, if any."""
     row = conn.execute(
         f"{_SELECT} WHERE content_hash=? AND valid_until IS NULL AND user_id IS ? "
@@ -118,7 +118,7 @@ def current_by_hash(conn: sqlite3.Connection, digest: str, m: Memory) -> Memory 
     return to_memory(row) if row else None
 
 
-def set_fields(conn: sqlite3.Connection, seq: int, **fields: Any) -> None:
+def set_fields(conn: Connection, seq: int, **fields: Any) -> None:
     """Update named columns of one row (names come from code, never from input)."""
     if "metadata" in fields:
         fields["metadata"] = orjson.dumps(
@@ -128,11 +128,11 @@ def set_fields(conn: sqlite3.Connection, seq: int, **fields: Any) -> None:
     conn.execute(f"UPDATE memories SET {assigns} WHERE seq=?", (*fields.values(), seq))
 
 
-def delete(conn: sqlite3.Connection, seq: int) -> None:
+def delete(conn: Connection, seq: int) -> None:
     conn.execute("DELETE FROM memories WHERE seq=?", (seq,))
 
 
-def touch(conn: sqlite3.Connection, seqs: Sequence[int], now: float) -> None:
+def touch(conn: Connection, seqs: Sequence[int], now: float) -> None:
     conn.executemany(
         "UPDATE memories SET access_count = access_count + 1, last_accessed=? WHERE seq=?",
         [(now, s) for s in seqs],
@@ -157,7 +157,7 @@ def filter_sql(f: MemoryFilter | None) -> tuple[str, tuple[Any, ...]]:
 
 
 def listing(
-    conn: sqlite3.Connection,
+    conn: Connection,
     *,
     include_history: bool,
     memory_filter: MemoryFilter | None,
@@ -173,24 +173,24 @@ def listing(
     return [to_memory(r) for r in rows]
 
 
-def count_current(conn: sqlite3.Connection) -> int:
+def count_current(conn: Connection) -> int:
     row = conn.execute("SELECT COUNT(*) FROM memories WHERE valid_until IS NULL").fetchone()
     return int(row[0])
 
 
-def meta_get(conn: sqlite3.Connection, key: str) -> str | None:
+def meta_get(conn: Connection, key: str) -> str | None:
     row = conn.execute("SELECT value FROM memory_meta WHERE key=?", (key,)).fetchone()
     return None if row is None else str(row[0])
 
 
-def meta_set(conn: sqlite3.Connection, key: str, value: str) -> None:
+def meta_set(conn: Connection, key: str, value: str) -> None:
     conn.execute(
         "INSERT INTO memory_meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
         (key, value),
     )
 
 
-def bump_generation(conn: sqlite3.Connection) -> int:
+def bump_generation(conn: Connection) -> int:
     """Count vector changes; the hnsw file records the generation it reflects."""
     conn.execute(
         "UPDATE memory_meta SET value = CAST(value AS INTEGER) + 1 WHERE key='vector_generation'"
@@ -198,13 +198,13 @@ def bump_generation(conn: sqlite3.Connection) -> int:
     return int(meta_get(conn, "vector_generation") or 0)
 
 
-def link_entities(conn: sqlite3.Connection, seq: int, entity_ids: Iterable[int]) -> None:
+def link_entities(conn: Connection, seq: int, entity_ids: Iterable[int]) -> None:
     conn.executemany(
         "INSERT OR IGNORE INTO memory_entity_links VALUES (?, ?)", [(seq, e) for e in entity_ids]
     )
 
 
-def upsert_entity(conn: sqlite3.Connection, name: str, kind: str | None, now: float) -> int:
+def upsert_entity(conn: Connection, name: str, kind: str | None, now: float) -> int:
     row = conn.execute("SELECT id, kind FROM memory_entities WHERE name=?", (name,)).fetchone()
     if row:
         if kind and not row["kind"]:
@@ -217,9 +217,7 @@ def upsert_entity(conn: sqlite3.Connection, name: str, kind: str | None, now: fl
     return int(cur.lastrowid)
 
 
-def add_relationship(
-    conn: sqlite3.Connection, source: int, relation: str, target: int, now: float
-) -> None:
+def add_relationship(conn: Connection, source: int, relation: str, target: int, now: float) -> None:
     conn.execute(
         "INSERT OR IGNORE INTO memory_relationships (source_id, relation, target_id, created_at) "
         "VALUES (?,?,?,?)",
@@ -227,7 +225,7 @@ def add_relationship(
     )
 
 
-def relationships(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
+def relationships(conn: Connection) -> list[tuple[str, str, str]]:
     rows = conn.execute(
         "SELECT s.name AS s, r.relation AS r, t.name AS t FROM memory_relationships r "
         "JOIN memory_entities s ON s.id=r.source_id JOIN memory_entities t ON t.id=r.target_id "
@@ -236,7 +234,7 @@ def relationships(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
     return [(x["s"], x["r"], x["t"]) for x in rows]
 
 
-def chain(conn: sqlite3.Connection, memory_id: str, limit: int = 1000) -> list[Memory]:
+def chain(conn: Connection, memory_id: str, limit: int = 1000) -> list[Memory]:
     """The supersession chain through ``memory_id``, oldest first (bounded: a corrupt
     cycle cannot loop forever)."""
     found = by_id(conn, memory_id)
@@ -256,13 +254,13 @@ def chain(conn: sqlite3.Connection, memory_id: str, limit: int = 1000) -> list[M
     return out
 
 
-def has_copy(conn: sqlite3.Connection, memory_id: str) -> bool:
+def has_copy(conn: Connection, memory_id: str) -> bool:
     """Whether a user-wide copy was ever promoted from ``memory_id`` (copies are made once)."""
     row = conn.execute("SELECT 1 FROM memories WHERE promoted_from=? LIMIT 1", (memory_id,))
     return row.fetchone() is not None
 
 
-def current_copies(conn: sqlite3.Connection, memory_id: str) -> list[tuple[int, Memory]]:
+def current_copies(conn: Connection, memory_id: str) -> list[tuple[int, Memory]]:
     found = conn.execute(
         "SELECT seq FROM memories WHERE promoted_from=? AND valid_until IS NULL", (memory_id,)
     ).fetchall()

@@ -13,9 +13,9 @@ Invariants the schema holds on its own (even if Python code is wrong):
 
 from __future__ import annotations
 
-from ember.store.db import Migration
+from ember.store.migrations import Migration
 
-MEMORY_MIGRATIONS: list[Migration] = [
+MEMORY: tuple[Migration, ...] = (
     Migration(
         "memory_0001_core",
         """
@@ -86,4 +86,4 @@ MEMORY_MIGRATIONS: list[Migration] = [
         INSERT INTO memory_meta VALUES ('vector_generation', '0');
         """,
     ),
-]
+)

@@ -1,10 +1,10 @@
-"""The project database schema, as an append-only list of named migrations."""
+"""The accounting tables: one row per exchange, session totals as a view (never a counter)."""
 
 from __future__ import annotations
 
-from ember.store.db import Migration
+from ember.store.migrations import Migration
 
-MIGRATIONS: list[Migration] = [
+ACCOUNTING: tuple[Migration, ...] = (
     Migration(
         "0001_exchanges",
         """
@@ -49,20 +49,4 @@ MIGRATIONS: list[Migration] = [
         FROM exchanges GROUP BY session_id;
         """,
     ),
-    Migration(
-        "0002_memory_injections",
-        """
-        -- The injection ledger: what ember appended to which user message of a session, so
-        -- every later request of the session carries the same bytes at the same place.
-        CREATE TABLE memory_injections (
-            session_id TEXT NOT NULL,
-            message_index INTEGER NOT NULL,
-            message_digest TEXT NOT NULL,
-            block TEXT NOT NULL,
-            memory_ids TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            PRIMARY KEY (session_id, message_index, message_digest)
-        );
-        """,
-    ),
-]
+)

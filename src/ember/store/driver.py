@@ -1,0 +1,144 @@
+"""The one SQLite library of the process, and the one connection policy.
+
+Every connection ember opens to any database goes through ``connect`` here. Why it matters:
+SQLite coordinates the connections of one process through a table of open files kept inside
+the library, because POSIX locks never conflict within a process. Two copies of the library in
+one process (the stdlib ``sqlite3`` linked against the system's libsqlite3, and ``sqlean``
+with its own statically linked copy) each keep their own table, so a connection from each can
+hold the write lock at the same time. Both then append frames at the same place in the WAL:
+one transaction silently overwrites the other (accounting rows lost with no gap in ids) and
+page sets from two writers interleave (``database disk image is malformed``). That is what
+corrupted project databases under several agents (issue #7); ``tests/store/test_driver.py``
+reproduces it.
+
+``sqlean.py`` is used because it is the DB-API ``sqlite3`` module built against a recent SQLite
+that can load extensions (sqlite-vec) and has FTS5; the stdlib module of many Python builds
+cannot load extensions. If ``sqlean`` is missing the stdlib module is used — still one
+library per process, just without sqlite-vec. The stdlib module is imported for type names
+only (``TYPE_CHECKING``), never at run time.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from sqlite3 import Connection, Row
+else:
+    Connection = Any
+    Row = Any
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "Connection",
+    "Row",
+    "complete_statement",
+    "connect",
+    "driver",
+    "driver_name",
+    "errors",
+]
+
+#: How long a connection waits for another process's write lock before SQLITE_BUSY.
+BUSY_TIMEOUT_MS = 5000
+
+
+def _load() -> ModuleType:
+    try:
+        import sqlean  # type: ignore[import-untyped]
+
+        return cast(ModuleType, sqlean)
+    except ImportError:  # pragma: no cover - sqlean.py is a dependency; kept for odd platforms
+        import importlib
+
+        return importlib.import_module("sqlite3")
+
+
+_DRIVER = _load()
+
+
+def driver() -> ModuleType:
+    """The DB-API module every connection of this process uses."""
+    return _DRIVER
+
+
+def driver_name() -> str:
+    return f"{_DRIVER.__name__} (SQLite {_DRIVER.sqlite_version})"
+
+
+@dataclass(frozen=True)
+class Errors:
+    """The driver's exception classes (``sqlean.Error`` is not ``sqlite3.Error``)."""
+
+    Error: type[Exception]
+    DatabaseError: type[Exception]
+    OperationalError: type[Exception]
+    IntegrityError: type[Exception]
+
+
+errors = Errors(
+    _DRIVER.Error, _DRIVER.DatabaseError, _DRIVER.OperationalError, _DRIVER.IntegrityError
+)
+
+
+def complete_statement(sql: str) -> bool:
+    return bool(_DRIVER.complete_statement(sql))
+
+
+def _load_vec(conn: Connection) -> str | None:
+    """Load sqlite-vec into ``conn``; None on success, else why it failed."""
+    try:
+        import sqlite_vec  # type: ignore[import-untyped]
+
+        conn.enable_load_extension(True)
+        sqlite_vec.load(conn)
+        conn.enable_load_extension(False)
+        conn.execute("SELECT vec_version()").fetchone()
+    except (ImportError, AttributeError, errors.Error) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+@dataclass
+class Opened:
+    conn: Connection
+    #: None when sqlite-vec loaded (or was not asked for), else why it could not
+    vec_problem: str | None
+
+
+def connect(
+    path: Path, *, readonly: bool = False, vec: bool = False, create: bool = True
+) -> Opened:
+    """Open ``path`` with the one policy: WAL, ``synchronous=NORMAL`` (a commit survives a
+    process crash; only a power loss can take the last commits), a busy timeout so another
+    process's writer is waited for instead of failing at once, foreign keys on, autocommit
+    (``isolation_level=None``: transactions are explicit, never opened behind our back).
+
+    ``readonly`` connections are ``query_only``: a bug cannot write through a reader.
+    Raises the driver's ``Error`` (callers classify it, see ``health``).
+    """
+    if create and not readonly:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    conn = _DRIVER.connect(str(path), check_same_thread=False, isolation_level=None)
+    try:
+        conn.row_factory = _DRIVER.Row
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        if not readonly:
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                log.warning("%s: journal_mode is %s, not wal", path, mode)
+            conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        problem = _load_vec(conn) if vec else None
+        if readonly:
+            conn.execute("PRAGMA query_only=ON")
+    except BaseException:
+        conn.close()
+        raise
+    return Opened(cast("Connection", conn), problem)

@@ -1,0 +1,132 @@
+"""``Storage``: the databases of one process, one owner per file.
+
+The proxy builds one ``Storage`` and hands it to every stage; a CLI command builds its own.
+``database(path)`` is a dictionary lookup (no I/O, so the event loop may call it): the file
+is opened by its writer thread on first use. Past ``max_open`` open files the least recently
+used idle ones are suspended (closed, reopened on demand), so hundreds of projects never
+exhaust file handles — and no reference a feature holds ever goes stale.
+
+Failures are remembered in ``$EMBER_HOME/storage-problems.json`` (best effort), which
+``ember stats`` and ``ember doctor`` read: the proxy reports a damaged database once, in the
+log, in ``/healthz`` and to whoever looks next.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ember.fsutil import write_json
+from ember.store.database import Database
+from ember.store.health import Health
+from ember.store.migrations import Schema
+from ember.store.schema import PROJECT, STATS
+
+log = logging.getLogger(__name__)
+
+PROBLEMS_FILE = "storage-problems.json"
+
+
+def stats_db_path(home: Path) -> Path:
+    """Accounting of requests whose project could not be resolved (token counts only)."""
+    return home / "stats.db"
+
+
+def problems_path(home: Path) -> Path:
+    return home / PROBLEMS_FILE
+
+
+def read_problems(home: Path) -> dict[str, dict[str, Any]]:
+    """Failures recorded by proxies (db path -> health JSON); empty when none or unreadable."""
+    try:
+        data = json.loads(problems_path(home).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def clear_problem(home: Path, db: Path) -> None:
+    data = read_problems(home)
+    if data.pop(str(db), None) is not None:
+        write_json(problems_path(home), data)
+
+
+class Storage:
+    def __init__(
+        self,
+        home: Path,
+        *,
+        vec: bool = True,
+        max_open: int = 64,
+        idle_seconds: float | None = None,
+    ) -> None:
+        self.home = home
+        self.vec = vec
+        self.max_open = max_open
+        self._idle = idle_seconds
+        self._dbs: dict[Path, Database] = {}
+        self._lock = threading.Lock()  # guards the dict only; never held across I/O
+        self._problems_lock = threading.Lock()
+
+    def database(self, path: Path, schema: Schema = PROJECT) -> Database:
+        """The owner of ``path`` (created on first call, opened on first use)."""
+        with self._lock:
+            db = self._dbs.get(path)
+            if db is None:
+                kw: dict[str, Any] = {} if self._idle is None else {"idle_seconds": self._idle}
+                db = Database(path, schema, vec=self.vec, on_problem=self._record, **kw)
+                self._dbs[path] = db
+            elif db.schema.name != schema.name:
+                raise ValueError(f"{path} is a {db.schema.name} database, not {schema.name}")
+            db.last_used = time.monotonic()
+            crowded = self._crowded()
+        for old in crowded:
+            old.suspend()
+        return db
+
+    def stats(self) -> Database:
+        return self.database(stats_db_path(self.home), STATS)
+
+    def _crowded(self) -> list[Database]:
+        """Caller holds the lock: open databases past ``max_open``, least recently used."""
+        live = [d for d in self._dbs.values() if d.open]
+        if len(live) <= self.max_open:
+            return []
+        live.sort(key=lambda d: d.last_used)
+        return [d for d in live[: len(live) - self.max_open] if d.idle()]
+
+    def problems(self) -> list[Health]:
+        with self._lock:
+            dbs = list(self._dbs.values())
+        return [d.health for d in dbs if not d.health.ok]
+
+    def _record(self, health: Health) -> None:
+        """A database changed health: keep the file other commands read up to date."""
+        with self._problems_lock:
+            try:
+                data = read_problems(self.home)
+                if health.ok:
+                    data.pop(health.path, None)
+                else:
+                    data[health.path] = health.to_json()
+                write_json(problems_path(self.home), data)
+            except OSError as exc:
+                log.warning("could not record the storage problem in %s: %s", self.home, exc)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every queued write of every database is committed."""
+        with self._lock:
+            dbs = list(self._dbs.values())
+        return all(d.flush(timeout) for d in dbs)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Commit what is queued everywhere, then close every file (shutdown, end of a CLI
+        command)."""
+        with self._lock:
+            dbs = list(self._dbs.values())
+        for d in dbs:
+            d.close(timeout)
