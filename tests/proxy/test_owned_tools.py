@@ -151,6 +151,26 @@ def test_upstream_error_in_a_hidden_round_reaches_the_client(owned: Stack) -> No
     assert err.value.status_code == 529
 
 
+def test_an_owned_call_in_a_stream_that_failed_is_not_run(owned: Stack, notes: Notes) -> None:
+    """The model's turn ended in an error: acting on its calls, and asking again on top of
+    them, would hide the failure and build on an answer the provider disowned."""
+    failing = Reply.tool_use(
+        "ember_lookup", {"key": "x"}, error_after=6, error_type="overloaded_error"
+    )
+    owned.emulator.script(failing, Reply("never asked for"))
+    with (
+        anthropic.Anthropic(base_url=owned.url, api_key="k", max_retries=0) as c,
+        pytest.raises(anthropic.APIStatusError) as err,
+        c.messages.stream(**MSG) as s,
+    ):
+        s.until_done()
+    assert err.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]
+    assert notes.calls == [] and len(owned.emulator.requests) == 1
+    owned.settle()
+    [row] = exchanges(owned.home / "stats.db")
+    assert (row["outcome"], row["status"]) == ("stream_error", 529)
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_chat_completions(owned: Stack, notes: Notes, stream: bool) -> None:
     owned.emulator.script(Reply.tool_use("ember_lookup", {"key": "y"}), Reply("y is 42."))

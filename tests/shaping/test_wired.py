@@ -169,3 +169,37 @@ def test_signals_from_a_real_session_reach_the_controller_file(
     saved = json.loads((stage.settings.home / "shaping" / "controller.json").read_text())
     assert saved["level"] == 1 and saved["cooldown"] == 5
     assert Signal.TOO_LITTLE.value == "too_little"
+
+
+def test_a_stream_that_failed_midway_is_not_learned_from_as_an_answer(
+    make_stack: StackFactory, tmp_path: Path
+) -> None:
+    """An ``overloaded_error`` event after a 200 used to count as a (very short) answer in the
+    savings ledger and as a finished turn for the controller."""
+    stack, stage = shaped(make_stack, tmp_path)
+    stack.emulator.script(Reply.failing("overloaded_error", "Overloaded", after=6), Reply("Ok."))
+    history = [user("Explain the cache module.")]
+    with anthropic.Anthropic(base_url=stack.url, api_key="k", max_retries=0) as client:
+        with (
+            pytest.raises(anthropic.APIStatusError),
+            client.messages.stream(
+                model=MODEL, max_tokens=1024, system="be brief", messages=history, metadata=META
+            ) as stream,
+        ):
+            stream.until_done()
+        stack.settle()
+        client.messages.create(
+            model=MODEL, max_tokens=1024, system="be brief", messages=history, metadata=META
+        )
+    stack.settle()
+    session = stage.sessions.peek(META["user_id"].rsplit("_", 1)[1])
+    assert session is not None
+    failed, answered = session.notes[1], session.notes[2]
+    assert failed.answer is not None and failed.answer.outcome == "stream_error"
+    assert not failed.answer.handed_back and not failed.usage_known
+    assert answered.answer is not None and answered.answer.outcome == "ok"
+    stage.recorder.flush()
+    ledger = read_state(ShapingFiles(stage.settings.home)).ledger
+    recorded = sum(s.n for s in ledger.treatment.values())
+    recorded += sum(s.n for s in ledger.control.values())
+    assert recorded == 1  # the answer that came through, not the failed one

@@ -14,6 +14,7 @@ from ember.protocols.base import (
     TTL_1_HOUR,
     TTL_5_MINUTES,
     AdapterBase,
+    AnswerError,
     AssembledMessage,
     Block,
     EffortFields,
@@ -22,6 +23,7 @@ from ember.protocols.base import (
     Usage,
     as_int,
     find_region,
+    not_an_object,
     replace_region,
     text_of,
 )
@@ -38,6 +40,32 @@ _ERROR_TYPES = {
     504: "timeout_error",
     529: "overloaded_error",
 }
+
+
+#: The HTTP status the API gives each error type when it answers with an error before a
+#: stream begins; an ``error`` event inside a 200 stream is counted with the same status.
+_ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+
+
+def answer_error(raw: Any) -> AnswerError:
+    """An ``error`` object (``{"type", "message"}``) as an :class:`AnswerError`; an unknown
+    or missing type counts as a 500, as the API's own ``api_error`` does."""
+    error = raw if isinstance(raw, dict) else {}
+    kind, message = error.get("type"), error.get("message")
+    kind = kind if isinstance(kind, str) and kind else "api_error"
+    text = message if isinstance(message, str) else ("" if raw is None else dumps(raw))
+    return AnswerError(kind, text, _ERROR_STATUS.get(kind, 500))
 
 
 def _messages(body: Any) -> list[Any]:
@@ -190,10 +218,10 @@ class AnthropicAdapter(AdapterBase):
     def parse_response(self, body: Any) -> AssembledMessage:
         msg = AssembledMessage(protocol=self.name, complete=True)
         if not isinstance(body, dict):
-            msg.error = "response is not a JSON object"
+            msg.error = not_an_object()
             return msg
         if body.get("type") == "error":
-            msg.error = dumps(body.get("error"))
+            msg.error = answer_error(body.get("error"))
             return msg
         msg.id, msg.model = body.get("id"), body.get("model")
         msg.stop_reason = body.get("stop_reason")
@@ -337,7 +365,10 @@ class AnthropicAssembler:
     """Assembles ``message_start`` ... ``message_stop`` into the final message.
 
     Usage starts from ``message_start`` and every counter present in ``message_delta`` replaces
-    the earlier value (the final delta carries the true ``output_tokens``).
+    the earlier value (the final delta carries the true ``output_tokens``). The answer is
+    complete once ``message_stop`` or a ``message_delta`` with a ``stop_reason`` arrived: the
+    SDK takes a stream that ends after that delta as whole, so ember must too. An ``error``
+    event (``overloaded_error`` after a 200) is kept as the message's ``error``.
     """
 
     def __init__(self) -> None:
@@ -401,13 +432,14 @@ class AnthropicAssembler:
         d = p.get("delta") or {}
         if d.get("stop_reason") is not None:
             self.msg.stop_reason = d["stop_reason"]
+            self.msg.complete = True
         self._usage.update({k: v for k, v in (p.get("usage") or {}).items() if v is not None})
 
     def _on_message_stop(self, p: dict[str, Any]) -> None:
         self.msg.complete = True
 
     def _on_error(self, p: dict[str, Any]) -> None:
-        self.msg.error = dumps(p.get("error"))
+        self.msg.error = answer_error(p.get("error"))
 
     def result(self) -> AssembledMessage:
         self.msg.blocks = [self._blocks[i] for i in sorted(self._blocks)]

@@ -65,9 +65,40 @@ class Block:
     data: str | None = None
 
 
+@dataclass(frozen=True)
+class AnswerError:
+    """An error the provider reported in the body of an answer rather than by its HTTP status:
+    an error event inside a stream that began with 200, or a 200 JSON body holding an error.
+
+    ``type`` is the provider's own error type or code (``overloaded_error``, ``server_error``);
+    ``status`` is the HTTP status the provider gives the same error when it can still choose one
+    (``overloaded_error`` is 529), so such an answer is counted with the failures it is, not as
+    a 200 that went well.
+    """
+
+    type: str
+    message: str
+    status: int
+
+    def describe(self, limit: int = 300) -> str:
+        text = f"{self.type}: {self.message}" if self.message else self.type
+        return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def not_an_object() -> AnswerError:
+    """A 200 answer whose JSON is not an object: no client can read it (502, Bad Gateway)."""
+    return AnswerError("invalid_response", "the answer is not a JSON object", 502)
+
+
 @dataclass
 class AssembledMessage:
-    """The final answer of one exchange, from a JSON body or assembled from a stream."""
+    """The final answer of one exchange, from a JSON body or assembled from a stream.
+
+    ``complete`` says the answer's terminal event was seen (Anthropic ``message_stop`` or a
+    ``message_delta`` with a stop reason, Chat ``[DONE]`` or a ``finish_reason``, Responses
+    ``response.completed`` / ``response.incomplete`` / ``response.failed``); a parsed JSON body
+    is complete. ``error`` is set when the answer itself reports an error, whatever its status.
+    """
 
     protocol: str
     id: str | None = None
@@ -76,7 +107,7 @@ class AssembledMessage:
     stop_reason: str | None = None
     usage: Usage | None = None
     complete: bool = False
-    error: str | None = None
+    error: AnswerError | None = None
 
     @property
     def text(self) -> str:

@@ -13,6 +13,7 @@ from ember.protocols.base import (
     TTL_1_HOUR,
     TTL_24_HOURS,
     AdapterBase,
+    AnswerError,
     AssembledMessage,
     Block,
     EffortFields,
@@ -21,6 +22,7 @@ from ember.protocols.base import (
     Usage,
     as_int,
     find_region,
+    not_an_object,
     part_kinds,
     replace_region,
     structured_error,
@@ -50,6 +52,54 @@ def openai_error_body(status: int, message: str) -> bytes:
     return dumps(
         {"error": {"message": message, "type": kind, "param": None, "code": None}}
     ).encode()
+
+
+#: The HTTP status OpenAI (and servers speaking its protocol) give an error code or type when
+#: they can still choose one; an error inside a 200 stream is counted with the same status.
+_ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "context_length_exceeded": 400,
+    "authentication_error": 401,
+    "invalid_api_key": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "model_not_found": 404,
+    "rate_limit_exceeded": 429,
+    "rate_limit_error": 429,
+    "insufficient_quota": 429,
+    "server_error": 500,
+    "api_error": 500,
+    "server_is_overloaded": 503,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+
+
+def _status_of(value: Any) -> int | None:
+    """The status an error ``code`` or ``type`` names: a 4xx/5xx number (some compatible servers
+    put the HTTP status in ``code``), a known name, or 400 for an ``invalid_*`` code."""
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if 400 <= value <= 599 else None
+    if not isinstance(value, str):
+        return None
+    return _ERROR_STATUS.get(value) or (400 if value.startswith("invalid_") else None)
+
+
+def openai_answer_error(raw: Any) -> AnswerError:
+    """An OpenAI error object (``{"message", "type", "code", "param"}``, or a bare string some
+    servers send) as an :class:`AnswerError`. The ``code`` is more specific than the ``type``
+    (``rate_limit_exceeded`` vs ``requests``), so it names the error and picks the status when
+    it can; anything unrecognised is a 500, the API's ``server_error``."""
+    if isinstance(raw, str):
+        return AnswerError("server_error", raw, 500)
+    error = raw if isinstance(raw, dict) else {}
+    code, kind, message = error.get("code"), error.get("type"), error.get("message")
+    names = [v for v in (code, kind) if isinstance(v, str) and v and not v.isdigit()]
+    status = _status_of(code) or _status_of(kind) or 500
+    text = message if isinstance(message, str) else ""
+    return AnswerError(names[0] if names else "server_error", text, status)
 
 
 def openai_usage(raw: Any, prompt_key: str, completion_key: str, details_key: str) -> Usage:
@@ -160,8 +210,11 @@ class OpenAIChatAdapter(OpenAIAdapterBase):
 
     def parse_response(self, body: Any) -> AssembledMessage:
         msg = AssembledMessage(protocol=self.name, complete=True)
-        if not isinstance(body, dict) or "error" in body:
-            msg.error = dumps(body.get("error")) if isinstance(body, dict) else "not an object"
+        if not isinstance(body, dict):
+            msg.error = not_an_object()
+            return msg
+        if body.get("error"):
+            msg.error = openai_answer_error(body["error"])
             return msg
         msg.id, msg.model = body.get("id"), body.get("model")
         msg.usage = self.usage(body.get("usage"))
@@ -323,6 +376,13 @@ def _loads_or_raw(raw: str) -> Any:
 
 
 class ChatAssembler:
+    """Assembles ``chat.completion.chunk`` deltas (choice 0) into the final message.
+
+    Complete at ``data: [DONE]`` or once choice 0 has a ``finish_reason`` (the usage chunk may
+    still follow, but the answer is whole). A chunk carrying an ``error`` object -- what OpenAI
+    and compatible servers send when generation fails after the 200 -- becomes the ``error``.
+    """
+
     def __init__(self) -> None:
         self.msg = AssembledMessage(protocol=OpenAIChatAdapter.name)
         self._text: list[str] = []
@@ -338,8 +398,8 @@ class ChatAssembler:
             return
         if not isinstance(chunk, dict):
             return
-        if "error" in chunk:
-            self.msg.error = dumps(chunk["error"])
+        if chunk.get("error"):
+            self.msg.error = openai_answer_error(chunk["error"])
             return
         self.msg.id = self.msg.id or chunk.get("id")
         self.msg.model = self.msg.model or chunk.get("model")
@@ -352,6 +412,7 @@ class ChatAssembler:
     def _choice(self, choice: dict[str, Any]) -> None:
         if choice.get("finish_reason"):
             self.msg.stop_reason = choice["finish_reason"]
+            self.msg.complete = True
         delta = choice.get("delta") or {}
         if isinstance(delta.get("content"), str):
             self._text.append(delta["content"])

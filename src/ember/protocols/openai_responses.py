@@ -11,6 +11,7 @@ import json
 from typing import Any, ClassVar
 
 from ember.protocols.base import (
+    AnswerError,
     AssembledMessage,
     Block,
     EffortFields,
@@ -18,13 +19,14 @@ from ember.protocols.base import (
     ToolResult,
     Usage,
     find_region,
+    not_an_object,
     part_kinds,
     replace_region,
     structured_error,
     text_of,
 )
-from ember.protocols.jsonedit import JsonDoc, dumps
-from ember.protocols.openai_chat import OpenAIAdapterBase, openai_usage
+from ember.protocols.jsonedit import JsonDoc
+from ember.protocols.openai_chat import OpenAIAdapterBase, openai_answer_error, openai_usage
 
 _TEXT_PARTS = ("input_text", "output_text", "text")
 _SYSTEM_ROLES = ("system", "developer")
@@ -144,10 +146,15 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
 
     def parse_response(self, body: Any) -> AssembledMessage:
         msg = AssembledMessage(protocol=self.name, complete=True)
-        if not isinstance(body, dict) or body.get("error"):
-            msg.error = dumps(body.get("error")) if isinstance(body, dict) else "not an object"
-            if not isinstance(body, dict) or body.get("object") != "response":
+        if not isinstance(body, dict):
+            msg.error = not_an_object()
+            return msg
+        if body.get("error"):
+            msg.error = openai_answer_error(body["error"])
+            if body.get("object") != "response":
                 return msg
+        elif body.get("status") == "failed":
+            msg.error = AnswerError("server_error", "response failed", 500)
         msg.id, msg.model = body.get("id"), body.get("model")
         msg.stop_reason = body.get("status")
         msg.usage = self.usage(body.get("usage")) if body.get("usage") else None
@@ -268,8 +275,15 @@ def _block_from_item(item: Any) -> Block | None:
 
 
 class ResponsesAssembler:
-    """Takes the final response from ``response.completed``; when the stream is cut before
-    it, what was streamed so far (text deltas, finished items) is kept."""
+    """Takes the final response from the terminal event (``response.completed``, or
+    ``response.incomplete`` / ``response.failed``, which carry the response as it stopped);
+    when the stream ends before one, what was streamed so far (text deltas, finished items,
+    reasoning with its encrypted content) is kept and the answer is not complete.
+
+    Failures are ``response.failed`` (its ``response.error``) and the ``error`` event (its
+    ``code`` / ``message``). ``response.incomplete`` is no failure: it is how the API stops at
+    ``max_output_tokens``, as Anthropic's ``max_tokens`` stop reason or Chat's ``length``.
+    """
 
     def __init__(self) -> None:
         self.msg = AssembledMessage(protocol=OpenAIResponsesAdapter.name)
@@ -285,8 +299,8 @@ class ResponsesAssembler:
         if not isinstance(p, dict):
             return
         kind = p.get("type", event)
-        if kind in _FINAL_EVENTS and isinstance(p.get("response"), dict):
-            self._final = OpenAIResponsesAdapter().parse_response(p["response"])
+        if kind in _FINAL_EVENTS:
+            self._on_final(kind, p.get("response"))
         elif kind == "response.created" and isinstance(p.get("response"), dict):
             self.msg.id, self.msg.model = p["response"].get("id"), p["response"].get("model")
         elif kind == "response.output_text.delta":
@@ -296,12 +310,25 @@ class ResponsesAssembler:
             if block is not None:
                 self._items.append(block)
         elif kind == "error":
-            self.msg.error = dumps(p)
+            inner = p.get("error")
+            self.msg.error = openai_answer_error(inner if isinstance(inner, dict) else p)
+
+    def _on_final(self, kind: str, response: Any) -> None:
+        self.msg.complete = True
+        if isinstance(response, dict):
+            self._final = OpenAIResponsesAdapter().parse_response(response)
+        if kind == "response.failed" and (self._final is None or self._final.error is None):
+            self.msg.error = self.msg.error or AnswerError("server_error", "response failed", 500)
+
+    def _streamed(self) -> list[Block]:
+        return self._items or ([Block("text", text="".join(self._text))] if self._text else [])
 
     def result(self) -> AssembledMessage:
-        if self._final is not None:
-            return self._final
-        self.msg.blocks = self._items or (
-            [Block("text", text="".join(self._text))] if self._text else []
-        )
+        final = self._final
+        if final is not None:
+            final.error = final.error or self.msg.error
+            # a failed or incomplete response may come without its output: keep what streamed
+            final.blocks = final.blocks or self._streamed()
+            return final
+        self.msg.blocks = self._streamed()
         return self.msg

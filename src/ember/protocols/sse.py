@@ -4,6 +4,10 @@ Chunks arrive split anywhere (inside a line, inside a UTF-8 sequence); ``SSEPars
 bytes until an event is complete and never loses or reorders an event. Comment lines (``:``) and
 ``retry``/``id`` fields are ignored; multiple ``data:`` lines are joined with newlines as the
 SSE specification says.
+
+A line ends at CR, LF or CRLF and nowhere else. ``str.splitlines`` would also split at U+2028,
+U+0085 and other Unicode breaks, which JSON carries raw inside strings: an answer quoting such
+text would lose the event that holds it (and with it the final usage or the stop event).
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-_EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+#: Two line ends in a row end an event; a CR followed by LF is one line end, not two.
+_EVENT_END = re.compile(rb"(?:\r\n|\r(?!\n)|\n)(?:\r\n|\r(?!\n)|\n)")
+_LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
 @dataclass(frozen=True)
@@ -24,7 +30,8 @@ class SSEEvent:
 def _parse_event(raw: bytes) -> SSEEvent | None:
     event: str | None = None
     data: list[str] = []
-    for line in raw.decode("utf-8", errors="replace").splitlines():
+    for raw_line in _LINE_END.split(raw):
+        line = raw_line.decode("utf-8", errors="replace")
         if not line or line.startswith(":"):
             continue
         name, _, value = line.partition(":")

@@ -38,8 +38,11 @@ class AccountingStage(Stage):
         usage = msg.usage if msg is not None else None
         model = (msg.model if msg is not None and msg.model else None) or ex.model
         cost = self.prices.cost(model, usage)
-        if cost is None and usage is None and outcome.status >= 400 and self.prices.lookup(model):
+        refused = outcome.status >= 400 and outcome.kind != "stream_error"
+        if cost is None and usage is None and refused and self.prices.lookup(model):
             cost = 0.0  # the provider refused before generating: nothing billed
+        # A stream that failed midway may have generated (and billed) tokens it never
+        # reported: without usage its cost stays unknown rather than a made-up $0.
         record = ExchangeRecord(
             ts=ex.wall_started,
             session_id=ex.session_id,

@@ -31,6 +31,7 @@ from ember.proxy.pipeline import Exchange, Outcome, Pipeline, Services, Stage
 from ember.proxy.relay import Receive, Relayed, Send, relay, send_json
 from ember.proxy.tee import assemble
 from ember.proxy.upstream import Upstream, forward_headers
+from ember.proxy.verdict import judge
 from ember.session import derive_session_id
 from ember.store.registry import Storage
 
@@ -256,4 +257,4 @@ class ProxyApp:
             log.exception("could not assemble the answer of session %s", ex.session_id)
         if relayed.hidden_usage is not None and outcome.message is not None:
             outcome.message.usage = (outcome.message.usage or Usage()) + relayed.hidden_usage
-        await self.pipeline.run_response(ex, outcome)
+        await self.pipeline.run_response(ex, judge(outcome))

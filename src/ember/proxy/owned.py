@@ -123,7 +123,10 @@ async def relay_owned(
                     return
             result.ttfb_ms = result.ttfb_ms or (time.perf_counter() - started) * 1000
             answer = assemble(adapter, buf.chunks, buf.streamed)
-            calls = [b for b in answer.tool_calls if b.name in owned] if answer else []
+            # A failed or unfinished answer goes to the client as it is: its tool calls may be
+            # half-written, and running them would act on input the model never finished.
+            whole = answer is not None and answer.complete and answer.error is None
+            calls = [b for b in answer.tool_calls if b.name in owned] if answer and whole else []
             if buf.status >= 400 or answer is None or not calls or round_no == MAX_ROUNDS:
                 await _finish(send, buf, result)
                 return

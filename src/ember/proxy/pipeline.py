@@ -28,7 +28,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-OutcomeKind = Literal["ok", "upstream_error", "cut", "cancelled", "timeout", "unreachable"]
+#: How an exchange ended. ``ok``: a whole answer. ``upstream_error``: the provider answered
+#: with an error (an error status, or a 200 JSON body holding one). ``stream_error``: an error
+#: event inside a stream that had begun with 200. ``cut``: a stream or body that ended before
+#: its final event, whether the connection broke or closed cleanly. ``cancelled``: the client
+#: went away. ``timeout`` / ``unreachable``: no answer from the provider at all.
+OutcomeKind = Literal[
+    "ok", "upstream_error", "stream_error", "cut", "cancelled", "timeout", "unreachable"
+]
 
 
 @dataclass

@@ -26,6 +26,7 @@ from ember.testing.render_common import (
     Rendered,
     Turn,
     anthropic_error,
+    close_after,
     json_response,
     openai_error,
     reply_headers,
@@ -166,10 +167,26 @@ def messages(emu: Emulator, request: RecordedRequest) -> Pending:
         usage = emu.commit_anthropic(prompt, api_key)
         turn = emu.turn(str(body["model"]), reply, body)
         if body.get("stream"):
-            return render_anthropic.render_stream(turn, usage)
-        return render_anthropic.render_json(turn, usage, prewarm=body.get("max_tokens") == 0)
+            rendered = render_anthropic.render_stream(turn, usage)
+        else:
+            rendered = render_anthropic.render_json(
+                turn, usage, prewarm=body.get("max_tokens") == 0
+            )
+        return _faults(turn, rendered, render_anthropic.render_failure)
 
     return Pending(reply, finish)
+
+
+Failure = Callable[[Turn, Rendered], Rendered]
+
+
+def _faults(turn: Turn, rendered: Rendered, failure: Failure) -> Rendered:
+    """Apply the reply's failures after a 200: an error event, then an early clean end."""
+    if turn.reply.error_after is not None:
+        rendered = failure(turn, rendered)
+    if turn.reply.close_after is not None:
+        rendered = close_after(rendered, turn.reply.close_after)
+    return rendered
 
 
 def count_tokens(emu: Emulator, request: RecordedRequest) -> Pending:
@@ -197,6 +214,7 @@ def _openai(
     required: tuple[str, ...],
     tokens_of: Callable[[dict[str, Any]], list[str]],
     render: Callable[[dict[str, Any], Turn, int, int], Rendered],
+    failure: Failure,
 ) -> Pending:
     """Both OpenAI endpoints: validate, pick the reply, commit the cache, render."""
     try:
@@ -213,7 +231,8 @@ def _openai(
 
     def finish() -> Rendered:
         cached = emu.commit_openai(body, tokens, api_key)
-        return render(body, emu.turn(str(body["model"]), reply, body), len(tokens), cached)
+        turn = emu.turn(str(body["model"]), reply, body)
+        return _faults(turn, render(body, turn, len(tokens), cached), failure)
 
     return Pending(reply, finish)
 
@@ -234,12 +253,26 @@ def _render_responses(body: dict[str, Any], turn: Turn, prompt: int, cached: int
 
 def chat_completions(emu: Emulator, request: RecordedRequest) -> Pending:
     """``POST /v1/chat/completions``."""
-    return _openai(emu, request, ("model", "messages"), prompt_openai.chat_tokens, _render_chat)
+    return _openai(
+        emu,
+        request,
+        ("model", "messages"),
+        prompt_openai.chat_tokens,
+        _render_chat,
+        render_chat.render_failure,
+    )
 
 
 def responses(emu: Emulator, request: RecordedRequest) -> Pending:
     """``POST /v1/responses``."""
-    return _openai(emu, request, ("model",), prompt_openai.responses_tokens, _render_responses)
+    return _openai(
+        emu,
+        request,
+        ("model",),
+        prompt_openai.responses_tokens,
+        _render_responses,
+        render_responses.render_failure,
+    )
 
 
 def not_found(emu: Emulator, request: RecordedRequest) -> Pending:

@@ -16,6 +16,7 @@ from ember.testing.render_common import (
     Rendered,
     Turn,
     dumps,
+    fail_after,
     json_response,
     reply_headers,
     split_json,
@@ -127,6 +128,18 @@ def render_stream(turn: Turn, usage: AnthropicUsage) -> Rendered:
     )
     events.append(sse("message_stop", {"type": "message_stop"}))
     return sse_response(events, _headers(turn))
+
+
+def render_failure(turn: Turn, rendered: Rendered) -> Rendered:
+    """``rendered`` failing after ``reply.error_after`` events with an ``error`` event (the
+    way the API reports ``overloaded_error`` once a stream has begun); JSON: a 200 error body."""
+    reply = turn.reply
+    error = {
+        "type": "error",
+        "error": {"type": reply.error_type or "api_error", "message": reply.message},
+    }
+    after = reply.error_after or 0
+    return fail_after(rendered, after, sse("error", error), error, _headers(turn))
 
 
 def _headers(turn: Turn) -> list[tuple[bytes, bytes]]:

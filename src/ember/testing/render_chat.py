@@ -14,6 +14,7 @@ from typing import Any
 from ember.testing.render_common import (
     Rendered,
     Turn,
+    fail_after,
     json_response,
     reply_headers,
     split_json,
@@ -129,3 +130,19 @@ def render_stream(
         events.append(f"data: {_dumps(tail)}\n\n".encode())
     events.append(b"data: [DONE]\n\n")
     return sse_response(events, reply_headers(reply))
+
+
+def render_failure(turn: Turn, rendered: Rendered) -> Rendered:
+    """``rendered`` failing after ``reply.error_after`` events with a chunk holding ``error``
+    (no ``[DONE]`` follows); JSON: a 200 body ``{"error": {...}}``."""
+    reply = turn.reply
+    error = {
+        "error": {
+            "message": reply.message,
+            "type": reply.error_type or "server_error",
+            "param": None,
+            "code": None,
+        }
+    }
+    event = f"data: {_dumps(error)}\n\n".encode()
+    return fail_after(rendered, reply.error_after or 0, event, error, reply_headers(reply))

@@ -73,6 +73,23 @@ def sse_response(events: list[bytes], extra: Headers | None = None) -> Rendered:
     return Rendered(200, headers + (extra or []), events=events)
 
 
+def fail_after(
+    rendered: Rendered, after: int, event: bytes, body: Any, extra: Headers | None = None
+) -> Rendered:
+    """The first ``after`` events of a stream, then ``event`` (the protocol's in-stream error);
+    a JSON answer becomes a 200 whose body is the error ``body``."""
+    if rendered.events is None:
+        return json_response(200, body, extra)
+    return Rendered(rendered.status, rendered.headers, events=[*rendered.events[:after], event])
+
+
+def close_after(rendered: Rendered, after: int) -> Rendered:
+    """The first ``after`` events of a stream (which then ends cleanly); JSON unchanged."""
+    if rendered.events is None:
+        return rendered
+    return Rendered(rendered.status, rendered.headers, events=rendered.events[:after])
+
+
 def split_text(text: str, words: int = WORDS_PER_DELTA) -> list[str]:
     """Pieces of a few words each whose concatenation is exactly ``text`` (never empty list)."""
     starts = [m.start() for m in _WORD_START.finditer(text)][words::words]

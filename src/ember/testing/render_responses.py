@@ -14,6 +14,7 @@ from typing import Any
 from ember.testing.render_common import (
     Rendered,
     Turn,
+    fail_after,
     json_response,
     reply_headers,
     split_json,
@@ -161,3 +162,16 @@ def render_stream(turn: Turn, prompt_tokens: int, cached_tokens: int) -> Rendere
     final["usage"] = _usage(turn, prompt_tokens, cached_tokens)
     out.add("response.completed", response=final)
     return sse_response(out.items, reply_headers(turn.reply))
+
+
+def render_failure(turn: Turn, rendered: Rendered) -> Rendered:
+    """``rendered`` failing after ``reply.error_after`` events with ``response.failed`` (the
+    response with ``status: "failed"`` and ``error: {code, message}``); JSON: that failed
+    response as a 200 body, as retrieving a failed response returns it."""
+    reply = turn.reply
+    failed = _response(turn, "failed", [])
+    failed["error"] = {"code": reply.error_type or "server_error", "message": reply.message}
+    after = min(reply.error_after or 0, len(rendered.events or []))
+    payload = {"type": "response.failed", "sequence_number": after, "response": failed}
+    event = sse("response.failed", payload)
+    return fail_after(rendered, after, event, failed, reply_headers(reply))

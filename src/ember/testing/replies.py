@@ -56,6 +56,12 @@ class Reply:
     anything is sent (lets a caller's timeout fire), ``delay`` seconds between SSE events (a
     slow stream), ``cut_after`` SSE events then the connection is dropped without finishing the
     body (for a JSON answer: the headers and half the body).
+
+    Failures after a 200: ``error_after`` SSE events, then the protocol's in-stream error
+    (``error_type`` / ``message``: Anthropic's ``error`` event, a Chat chunk holding ``error``,
+    Responses' ``response.failed``) and a clean end; a JSON answer becomes a 200 body holding
+    the error. ``close_after`` SSE events, then the body ends cleanly without the stream's
+    final event (a JSON answer is unaffected).
     """
 
     text: str
@@ -68,6 +74,8 @@ class Reply:
     cut_after: int | None
     delay: float
     delay_headers: float
+    error_after: int | None
+    close_after: int | None
 
     def __init__(
         self,
@@ -82,6 +90,8 @@ class Reply:
         cut_after: int | None = None,
         delay: float = 0.0,
         delay_headers: float = 0.0,
+        error_after: int | None = None,
+        close_after: int | None = None,
     ) -> None:
         values = {
             "text": text,
@@ -94,6 +104,8 @@ class Reply:
             "cut_after": cut_after,
             "delay": delay,
             "delay_headers": delay_headers,
+            "error_after": error_after,
+            "close_after": close_after,
         }
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -117,6 +129,16 @@ class Reply:
         if status == 200:
             raise ValueError("an error reply needs a non-200 status")
         return cls(status=status, message=message, error_type=error_type, **options)
+
+    @classmethod
+    def failing(
+        cls, error_type: str, message: str, *, after: int = 3, text: str = "", **options: Any
+    ) -> Reply:
+        """A 200 answer that fails midway: ``after`` events of the stream (generating
+        ``text``), then the error event of type ``error_type`` (``overloaded_error``,
+        ``server_error``...). As a JSON answer: a 200 body that is the error itself."""
+        text = text or "This answer starts well but will not get to its end."
+        return cls(text, error_after=after, error_type=error_type, message=message, **options)
 
     def replace(self, **changes: Any) -> Reply:
         """A copy with some fields changed."""
