@@ -13,6 +13,7 @@ import click
 from ember import __version__
 from ember.cli.demo import demo
 from ember.cli.dev import dev
+from ember.cli.doctor import doctor
 from ember.cli.memory import memory
 from ember.cli.output_savings import output_savings
 from ember.cli.proxy import proxy
@@ -42,11 +43,15 @@ cli.add_command(demo)
 cli.add_command(stats)
 cli.add_command(memory)
 cli.add_command(output_savings)
+cli.add_command(doctor)
 
 
 def main() -> None:
     try:
-        cli.main(standalone_mode=False)
+        # Outside standalone mode click returns (rather than raises) a command's exit code.
+        code = cli.main(standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except EmberError as exc:
         click.echo(f"ember: error: {exc}", err=True)
         sys.exit(2)

@@ -67,7 +67,9 @@ def proxy(
     from ember import logs
     from ember.proxy.stages import build_app
     from ember.server import serve_forever
+    from ember.store.home import check_home
 
+    check_home(settings.home)  # refuse at once, in one line, rather than fail per request
     logs.configure(settings.log_level)
     url = f"http://{settings.host}:{settings.port}"
     click.echo(

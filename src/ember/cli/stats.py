@@ -13,7 +13,7 @@ from ember.cli.options import config_option, json_option, project_options
 from ember.config import load_settings
 from ember.project import project_from_cli
 from ember.store.accounting import session_totals
-from ember.store.registry import stats_db_path
+from ember.store.registry import read_problems, stats_db_path
 
 
 def _cost(v: Any, unpriced: int) -> str:
@@ -38,10 +38,21 @@ def stats(
     settings = load_settings(config_file)
     ref = project_from_cli(project_id, str(cwd) if cwd else None)
     path = ref.db_path(settings.home) if ref else stats_db_path(settings.home)
+    problem = read_problems(settings.home).get(str(path))
     rows = session_totals(path)[:limit]
     if as_json:
-        click.echo(json.dumps({"db": str(path), "sessions": rows}, indent=2))
+        out: dict[str, Any] = {"db": str(path), "sessions": rows}
+        if problem is not None:
+            out["problem"] = problem
+        click.echo(json.dumps(out, indent=2))
         return
+    if problem is not None:
+        click.echo(
+            f"warning: a proxy switched this database off ({problem.get('state')}: "
+            f"{problem.get('detail')}); rows after that were not recorded. "
+            f"Run `ember doctor` for what to do.",
+            err=True,
+        )
     if not rows:
         click.echo(f"No sessions recorded in {path}.")
         return

@@ -84,7 +84,7 @@ class HierarchicalMemory:
         if isinstance(db, Database):
             self._db = db
         else:
-            self._db = Database(Path(db), PROJECT, vec=vector_index != "hnsw")
+            self._db = Database(Path(db), PROJECT, vec=vector_index != "hnsw", log_failures=False)
         self._lock = threading.RLock()  # in-memory state only (cache, index slot)
         self._closed = False
         try:

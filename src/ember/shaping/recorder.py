@@ -1,4 +1,6 @@
-"""The savings recorder: outcomes accumulate in memory and are flushed every 25.
+"""The savings recorder: outcomes accumulate in memory and are flushed every 25, and on a
+timer (``ShapingStage`` flushes whatever is pending every ``MIN_FLUSH_INTERVAL`` seconds), so
+the report never lags far behind the traffic and a ``kill -9`` loses at most that window.
 
 Invariants:
 - Writes are deltas merged into the file under the shaping lock (read, merge, write), so
@@ -117,6 +119,12 @@ class SavingsRecorder:
             self._baseline_delta.setdefault(stratum, RunningStats()).add(output_tokens)
             self._count += 1
             return self._due()
+
+    @property
+    def pending(self) -> bool:
+        """Outcomes recorded since the last flush."""
+        with self._mutex:
+            return self._count > 0
 
     def _due(self) -> bool:
         return (

@@ -79,7 +79,7 @@ def _query(path: Path, sql: str, args: tuple[Any, ...] = ()) -> list[dict[str, A
     what to do when the file is damaged."""
     if not path.is_file():
         return []
-    db = Database(path, _schema_for(path))
+    db = Database(path, _schema_for(path), log_failures=False)
     try:
         return db.read(lambda conn: [dict(r) for r in conn.execute(sql, args)])
     finally:

@@ -67,8 +67,12 @@ class Database:
         vec: bool = False,
         on_problem: ProblemHook | None = None,
         idle_seconds: float = IDLE_SECONDS,
+        log_failures: bool = True,
     ) -> None:
+        """``log_failures=False`` for a short-lived owner (a CLI command): the error it raises
+        already says everything, and a second line from the log would only repeat it."""
         self.path = path
+        self._log_failures = log_failures
         self.schema = schema
         self.vec = vec
         self._on_problem = on_problem
@@ -111,16 +115,14 @@ class Database:
         return self._unavailable(h)
 
     def _unavailable(self, h: Health) -> StorageUnavailable:
-        return StorageUnavailable(
-            f"{self.path} is switched off ({h.state}: {h.detail}); {h.fix(str(self.path))}"
-        )
+        return StorageUnavailable(h.describe())
 
     def _fail(self, state: State, cause: BaseException) -> None:
         with self._state_lock:
             before = self._health
             self._health = Health(str(self.path), state, str(cause), time.time(), before.dropped)
             first = before.ok or before.state != state
-        if first:
+        if first and self._log_failures:
             log.error(
                 "database %s switched off (%s: %s); requests go on without its features. Fix: %s",
                 self.path,
@@ -296,10 +298,7 @@ class Database:
                 raise
             if state == "corrupt":
                 self._fail(state, exc)
-            h = Health(str(self.path), state, str(exc))
-            raise StorageUnavailable(
-                f"cannot read {self.path} ({state}: {exc}); {h.fix(str(self.path))}"
-            ) from exc
+            raise StorageUnavailable(Health(str(self.path), state, str(exc)).describe()) from exc
         finally:
             self._give_back(conn)
 

@@ -20,6 +20,8 @@ only (``TYPE_CHECKING``), never at run time.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +45,7 @@ __all__ = [
     "driver",
     "driver_name",
     "errors",
+    "vec_status",
 ]
 
 #: How long a connection waits for another process's write lock before SQLITE_BUSY.
@@ -55,8 +58,6 @@ def _load() -> ModuleType:
 
         return cast(ModuleType, sqlean)
     except ImportError:  # pragma: no cover - sqlean.py is a dependency; kept for odd platforms
-        import importlib
-
         return importlib.import_module("sqlite3")
 
 
@@ -91,18 +92,42 @@ def complete_statement(sql: str) -> bool:
     return bool(_DRIVER.complete_statement(sql))
 
 
+def _vec_extension() -> str | None:
+    """Where sqlite-vec's loadable extension is, found without importing its Python package:
+    that package imports the stdlib ``sqlite3`` (for a type hint), which would load a second
+    SQLite library into the process."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        for name in ("vec0.so", "vec0.dylib", "vec0.dll"):
+            if (Path(folder) / name).is_file():
+                return str(Path(folder) / "vec0")
+    return None
+
+
 def _load_vec(conn: Connection) -> str | None:
     """Load sqlite-vec into ``conn``; None on success, else why it failed."""
+    where = _vec_extension()
+    if where is None:
+        return "the sqlite-vec package is not installed"
     try:
-        import sqlite_vec  # type: ignore[import-untyped]
-
         conn.enable_load_extension(True)
-        sqlite_vec.load(conn)
+        conn.load_extension(where)
         conn.enable_load_extension(False)
         conn.execute("SELECT vec_version()").fetchone()
-    except (ImportError, AttributeError, errors.Error) as exc:
+    except (AttributeError, errors.Error) as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
+
+
+def vec_status() -> str | None:
+    """None when sqlite-vec loads into this library, else why it cannot."""
+    conn = _DRIVER.connect(":memory:")
+    try:
+        return _load_vec(conn)
+    finally:
+        conn.close()
 
 
 @dataclass

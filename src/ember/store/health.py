@@ -71,14 +71,23 @@ def classify(exc: BaseException) -> State | None:
 
 
 _FIX: dict[State, str] = {
-    "corrupt": "stop the proxy and run `ember doctor --recover {target}` (the damaged file is "
-    "kept beside the recovered one)",
+    "corrupt": "stop the proxy and run `ember doctor --recover --db {target}` (the damaged "
+    "file is kept beside the recovered one)",
     "unwritable": "make the file and its directory writable by this user, or move EMBER_HOME; "
     "ember retries on its own",
     "full": "free disk space (or move EMBER_HOME to a larger disk); ember retries on its own",
-    "ioerr": "check the disk (dmesg); ember retries on its own; `ember doctor {target}` checks "
-    "the file",
+    "ioerr": "check the disk (dmesg); ember retries on its own; `ember doctor --db {target}` "
+    "checks the file",
     "busy": "another process holds the write lock for long; find it (`fuser`), ember retries",
+}
+
+
+_WHAT: dict[State, str] = {
+    "corrupt": "is damaged",
+    "unwritable": "cannot be written",
+    "full": "cannot grow: the disk is full",
+    "ioerr": "hit a disk I/O error",
+    "busy": "stayed locked by another process",
 }
 
 
@@ -98,7 +107,12 @@ class Health:
         return self.state == "ok"
 
     def fix(self, target: str = "") -> str:
-        return _FIX.get(self.state, "").format(target=target).replace("  ", " ")
+        return _FIX.get(self.state, "").format(target=target or self.path)
+
+    def describe(self) -> str:
+        """One line: what is wrong with the file and what to do about it."""
+        what = _WHAT.get(self.state, "has a problem")
+        return f"{self.path} {what} ({self.detail}); {self.fix()}"
 
     def to_json(self) -> dict[str, object]:
         return {

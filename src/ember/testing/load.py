@@ -168,7 +168,11 @@ def _openai_turn(
     if stream:
         parts: list[str] = []
         chunks = client.chat.completions.create(
-            model="gpt-5.1", messages=messages, stream=True, extra_body=extra
+            model="gpt-5.1",
+            messages=messages,
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body=extra,
         )
         for chunk in chunks:
             if chunk.choices and chunk.choices[0].delta.content:

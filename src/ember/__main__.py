@@ -1,0 +1,5 @@
+"""``python -m ember``: the same as the ``ember`` command."""
+
+from ember.cli import main
+
+main()

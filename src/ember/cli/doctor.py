@@ -1,0 +1,115 @@
+"""``ember doctor``: what is wrong with ember's files, and the fix (``--recover``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from ember.cli.options import config_option, json_option, project_options
+from ember.config import load_settings
+from ember.errors import StorageError
+from ember.project import project_from_cli
+from ember.store.database import in_use
+from ember.store.inspect import Finding, examine, schema_for
+from ember.store.recover import RecoveryReport, recover
+from ember.store.registry import clear_problem
+
+
+@click.command()
+@project_options
+@click.option(
+    "--db",
+    "db_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Check (or recover) this database file.",
+)
+@click.option(
+    "--recover",
+    "do_recover",
+    is_flag=True,
+    help="Rebuild damaged databases into new files; the damaged ones are kept beside them.",
+)
+@json_option
+@config_option
+def doctor(
+    project_id: str | None,
+    cwd: Path | None,
+    db_file: Path | None,
+    do_recover: bool,
+    as_json: bool,
+    config_file: Path | None,
+) -> None:
+    """Check EMBER_HOME and every database in it; say what is wrong and how to fix it.
+
+    \b
+    Read-only unless --recover: safe next to a running proxy. With --recover, each damaged
+    database (or the one named by --db/--cwd/--project-id) is rebuilt from what can still be
+    read, checked, and swapped in; the damaged file is kept as <name>.damaged-<time>.
+    Stop the proxy first: a database in use is never swapped. Exit status 1 when a problem
+    remains.
+    """
+    settings = load_settings(config_file)
+    target = db_file
+    ref = project_from_cli(project_id, str(cwd) if cwd else None)
+    if ref is not None:
+        target = ref.db_path(settings.home)
+    findings = examine(settings.home, target)
+    recovered: list[RecoveryReport] = []
+    if do_recover:
+        recovered = _recover(settings.home, findings, target)
+        findings = examine(settings.home, target)
+    problems = [f for f in findings if not f.ok]
+    if as_json:
+        out = {
+            "home": str(settings.home),
+            "findings": [f.to_json() for f in findings],
+            "recovered": [r.to_json() for r in recovered],
+            "problems": len(problems),
+        }
+        click.echo(json.dumps(out, indent=2))
+    else:
+        _print(findings, recovered)
+    if problems:
+        raise click.exceptions.Exit(1)
+
+
+def _recover(home: Path, findings: list[Finding], target: Path | None) -> list[RecoveryReport]:
+    damaged = [Path(f.subject) for f in findings if not f.ok and Path(f.subject).is_file()]
+    if target is not None:
+        damaged = [target] if target.is_file() else []
+    reports = []
+    for path in damaged:
+        if path.suffix != ".db":
+            continue
+        if in_use(path):
+            raise StorageError(
+                f"{path} is open by a running ember process (a proxy?); stop it, then run "
+                "`ember doctor --recover` again"
+            )
+        reports.append(recover(path, schema_for(path)))
+        clear_problem(home, path)
+    return reports
+
+
+def _print(findings: list[Finding], recovered: list[RecoveryReport]) -> None:
+    from rich.console import Console
+
+    console = Console(highlight=False, soft_wrap=True)
+    for r in recovered:
+        console.print(
+            f"[bold]recovered[/] {r.source}: {r.copied} rows copied, {r.lost} lost; "
+            f"the damaged file is kept as {r.kept_as}"
+        )
+        unreadable = r.tables.get("*")
+        if unreadable is not None and unreadable.error:
+            console.print(f"         nothing could be read ({unreadable.error}): a new, empty file")
+    for f in findings:
+        mark = "[green]ok[/]     " if f.ok else "[red]problem[/]"
+        console.print(f"{mark} {f.subject}\n         {f.detail}", markup=True)
+        if not f.ok and f.fix:
+            console.print(f"         fix: {f.fix}")
+    bad = sum(not f.ok for f in findings)
+    console.print(f"\n{bad} problem(s)." if bad else "\nNo problems found.")
