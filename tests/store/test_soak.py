@@ -9,14 +9,20 @@ Bounded: a fixed number of turns, a client timeout and a deadline; loopback only
 
 from __future__ import annotations
 
+import signal
+import threading
+import time
 from pathlib import Path
 
 from ember.memory import HierarchicalMemory
 from ember.memory.embed import get_embedder
 from ember.project import resolve_project
+from ember.server import BackgroundServer
 from ember.store.driver import connect
-from ember.testing.load import LoadPlan, run_agents
+from ember.testing import Emulator
+from ember.testing.load import LoadPlan, LoadResult, run_agents
 from tests.conftest import StackFactory
+from tests.proxy.subprocess_proxy import proxy_process, stop
 
 CWD = "/home/dev/soak-project"
 FACTS = [
@@ -72,3 +78,56 @@ def test_four_agents_round_after_round_never_corrupt_or_drop_a_row(
         assert ledger == asks, f"round {round_}: {ledger} ledger entries for {asks} asks"
     injected = sum(b"<ember-memory>" in r.body for r in stack.emulator.requests)
     assert injected > 0  # memory really was on the path under load
+
+
+def warm_up(url: str, emulator: Emulator) -> None:
+    """Ask until the proxy's embedder has loaded (an ask that finds no model yet is answered
+    without memory and records no ledger entry, by design): bounded to 60 s."""
+    deadline = time.monotonic() + 60
+    for i in range(1000):
+        run_agents(url, LoadPlan(agents=1, turns=1, cwd=CWD, session_prefix=f"warm{url}{i}"))
+        if b"<ember-memory>" in emulator.requests[-1].body or time.monotonic() > deadline:
+            return
+
+
+def test_two_proxies_sharing_one_home_never_corrupt_or_drop_a_row(tmp_path: Path) -> None:
+    """Two `ember proxy` processes on one EMBER_HOME (SQLite arbitrates between processes)."""
+
+    home = tmp_path / "home"
+    db = project_db(home)
+    seed(db)
+    emulator = Emulator()
+    with (
+        BackgroundServer(emulator) as upstream,
+        proxy_process(home, upstream.url) as (one, url_one),
+        proxy_process(home, upstream.url) as (two, url_two),
+    ):
+        for url in (url_one, url_two):
+            warm_up(url, emulator)
+        _, answered, asks = inspect(db)
+        for round_ in range(2):
+            results: list[LoadResult] = []
+
+            def drive(
+                url: str, name: str, round_: int = round_, results: list[LoadResult] = results
+            ) -> None:
+                plan = LoadPlan(agents=3, turns=10, cwd=CWD, session_prefix=f"{name}{round_}")
+                results.append(run_agents(url, plan))
+
+            threads = [
+                threading.Thread(target=drive, args=(url_one, "one")),
+                threading.Thread(target=drive, args=(url_two, "two")),
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(180)
+            assert all(r.failed == 0 for r in results), [r.errors[:2] for r in results]
+            answered += sum(r.answered for r in results)
+            asks += sum(r.asks for r in results)
+        for proc in (one, two):
+            stop(proc, signal.SIGTERM)
+    check, rows, ledger = inspect(db)
+    assert check == "ok"
+    assert rows == answered
+    assert ledger == asks
