@@ -92,3 +92,34 @@ def test_open_store_answers_only_for_stores_already_open(tmp_path: Path) -> None
     assert opened is not None and router.open_store(ref) is opened
     assert router.open_store(None) is None
     router.close()
+
+
+def test_a_slow_open_of_one_project_does_not_stall_another(tmp_path: Path) -> None:
+    """``open_store`` runs on the event loop: it must never wait behind another project's open
+    (before, the router held its lock while opening and migrating)."""
+    import threading
+    import time
+
+    from ember.memory import HierarchicalMemory
+
+    settings = load_settings(env={"EMBER_HOME": str(tmp_path / "home")})
+    slow_started = threading.Event()
+
+    def opener(path: Path) -> HierarchicalMemory:
+        if "slow" in str(path):
+            slow_started.set()
+            time.sleep(1.5)  # a big migration, a slow disk
+        return HierarchicalMemory(path, HashEmbedder())
+
+    r = MemoryRouter(settings, HashEmbedder(), opener=opener)
+    fast = resolve_project({"x-ember-cwd": "/work/fast"})
+    slow = resolve_project({"x-ember-cwd": "/work/slow"})
+    r.for_project(fast)
+    opening = threading.Thread(target=r.for_project, args=(slow,))
+    opening.start()
+    assert slow_started.wait(5)
+    started = time.perf_counter()
+    assert r.open_store(fast) is not None
+    assert time.perf_counter() - started < 0.1
+    opening.join()
+    r.close()

@@ -25,6 +25,7 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import replace
@@ -89,6 +90,7 @@ class Database:
         self._observer_lock = threading.Lock()
         self.vec_problem: str | None = None
         self.last_used = time.monotonic()
+        self.stats = WriteStats()
 
     # -- health -----------------------------------------------------------------------------
 
@@ -228,6 +230,7 @@ class Database:
                     self._busy = True
                 try:
                     w.run_batch(conn, batch, time.sleep)
+                    self.stats.record(batch)
                 except w.FileFailure as failure:
                     self._fail(failure.state, failure.cause)
                     self._fail_queued()
@@ -376,6 +379,43 @@ class Database:
         """Allow use again after ``close`` (tests, doctor)."""
         with self._queue.cond:
             self._closed = False
+
+
+class WriteStats:
+    """How the writer is doing: jobs and batches committed, and how long a job waited from
+    ``submit`` to its commit (the window a ``kill -9`` can lose), over the last jobs."""
+
+    def __init__(self, keep: int = 20000) -> None:
+        self.jobs = 0
+        self.batches = 0
+        self._waits: deque[float] = deque(maxlen=keep)
+        self._lock = threading.Lock()
+
+    def record(self, batch: list[w.Job[Any]]) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self.jobs += len(batch)
+            self.batches += 1
+            self._waits.extend(now - job.queued_at for job in batch)
+
+    def summary(self) -> dict[str, float]:
+        with self._lock:
+            waits = sorted(self._waits)
+            jobs, batches = self.jobs, self.batches
+        if not waits:
+            return {"jobs": jobs, "batches": batches}
+
+        def pick(q: float) -> float:
+            return waits[min(len(waits) - 1, int(q * len(waits)))]
+
+        return {
+            "jobs": jobs,
+            "batches": batches,
+            "jobs_per_batch": jobs / max(batches, 1),
+            "commit_wait_p50_ms": pick(0.5) * 1000,
+            "commit_wait_p99_ms": pick(0.99) * 1000,
+            "commit_wait_max_ms": waits[-1] * 1000,
+        }
 
 
 def _noop(conn: Connection) -> None:
