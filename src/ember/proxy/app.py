@@ -66,7 +66,7 @@ class ProxyApp:
         writer: AccountingWriter | None = None,
     ) -> None:
         self.settings = settings
-        self.upstream = Upstream(settings.upstream_connect_timeout, settings.upstream_read_timeout)
+        self.upstream = Upstream.from_settings(settings)
         self.writer = writer or AccountingWriter()
         all_stages = list(stages)
         if settings.accounting:
