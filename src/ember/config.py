@@ -102,6 +102,15 @@ class Settings(BaseModel):
     #: Project stores kept open by the router (least recently used are closed first).
     memory_open_stores: int = Field(default=16, ge=1, le=256)
 
+    # -- upstream connections (issue #7; the failures they prevent: ember/proxy/connector.py) --
+    #: Connections to the providers at most, in all and per host. Each stream holds one for its
+    #: whole length; past the limit a request waits up to upstream_connect_timeout, then a 504.
+    upstream_max_connections: int = Field(default=1024, ge=1)
+    upstream_max_connections_per_host: int = Field(default=512, ge=1)
+    #: Connections being opened to one host at once (0 = no limit). A larger burst overflows a
+    #: provider's listen backlog and its kernel drops the excess, retried on TCP's backoff.
+    upstream_max_opening: int = Field(default=8, ge=0)
+
     @field_validator("anthropic_url", "openai_url")
     @classmethod
     def _url(cls, v: str) -> str:

@@ -56,7 +56,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def uvicorn_config(
-    app: ASGIApp, host: str, port: int, log_level: str = "warning"
+    app: ASGIApp, host: str, port: int, log_level: str = "warning", backlog: int = 2048
 ) -> uvicorn.Config:
     _install_log_filter()
     return uvicorn.Config(
@@ -69,14 +69,17 @@ def uvicorn_config(
         access_log=False,
         log_level=log_level,
         timeout_keep_alive=75,
+        backlog=backlog,
         # Agents send large histories; the default 64 KiB limit only applies to websockets,
         # HTTP bodies are unbounded in uvicorn, which is what a proxy needs.
     )
 
 
-def serve_forever(app: ASGIApp, host: str, port: int, log_level: str = "info") -> None:
+def serve_forever(
+    app: ASGIApp, host: str, port: int, log_level: str = "info", backlog: int = 2048
+) -> None:
     """Serve until interrupted (SIGINT/SIGTERM are handled by uvicorn)."""
-    uvicorn.Server(uvicorn_config(app, host, port, log_level)).run()
+    uvicorn.Server(uvicorn_config(app, host, port, log_level, backlog)).run()
 
 
 class BackgroundServer:
@@ -89,12 +92,16 @@ class BackgroundServer:
 
     ``start`` returns only once the socket accepts connections, and raises if the server failed
     to start within ``timeout`` seconds, so callers never race a half-started server.
+    ``backlog`` is the listen backlog; a small one makes a provider that drops connections.
     """
 
-    def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, app: ASGIApp, host: str = "127.0.0.1", port: int = 0, *, backlog: int = 2048
+    ) -> None:
         self.app = app
         self.host = host
         self.port = port or free_port(host)
+        self.backlog = backlog
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -104,7 +111,7 @@ class BackgroundServer:
         return f"http://{self.host}:{self.port}"
 
     def start(self, timeout: float = 10.0) -> BackgroundServer:
-        config = uvicorn_config(self.app, self.host, self.port)
+        config = uvicorn_config(self.app, self.host, self.port, backlog=self.backlog)
         server = uvicorn.Server(config)
         self._server = server
         ready = threading.Event()

@@ -68,7 +68,7 @@ class ProxyApp:
         storage: Storage | None = None,
     ) -> None:
         self.settings = settings
-        self.upstream = Upstream(settings.upstream_connect_timeout, settings.upstream_read_timeout)
+        self.upstream = Upstream.from_settings(settings)
         self.storage = storage or Storage(settings.home, vec=settings.memory_vector_index != "hnsw")
         all_stages = list(stages)
         if settings.accounting:
