@@ -15,6 +15,7 @@ Loopback only; every loop is bounded by its turns and a deadline.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
 import tempfile
 import time
@@ -89,6 +90,8 @@ def main() -> None:
                 plan = LoadPlan(args.agents, args.turns, CWD, f"proxy{r}", deadline_seconds=600)
                 result, wall = leg(proxy.url, plan)
                 table.append(("ember", result, wall))
+                assert proxy.loop is not None  # response stages first, then their writes
+                asyncio.run_coroutine_threadsafe(app.drain(), proxy.loop).result(60)
                 app.storage.flush(60)
                 rows_expected += result.answered
                 ok, rows = check(db)
