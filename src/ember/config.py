@@ -111,6 +111,12 @@ class Settings(BaseModel):
     #: provider's listen backlog and its kernel drops the excess, retried on TCP's backoff.
     upstream_max_opening: int = Field(default=8, ge=0)
 
+    # -- Responses over WebSocket (issue #8; rules and sources: ember/proxy/ws_support.py) -----
+    #: auto: relay WebSocket upgrades on /v1/responses when the provider accepts them, and
+    #: answer 426 (the client falls back to HTTP at once) when it does not, remembering that for
+    #: 10 minutes; on: always try the provider; off: answer every upgrade with 426.
+    openai_websocket: Literal["auto", "on", "off"] = "auto"
+
     @field_validator("anthropic_url", "openai_url")
     @classmethod
     def _url(cls, v: str) -> str:

@@ -8,6 +8,7 @@
      +-- ProtocolError        a request body ember cannot read (malformed JSON, wrong shape)
      +-- UpstreamError        the provider could not be reached
           +-- UpstreamTimeout the provider did not answer in time
+          +-- WebSocketRefused the provider answered a WebSocket upgrade without upgrading
 
 Lower-layer exceptions (aiohttp, sqlite3, pydantic) are mapped onto these at the boundary
 with ``raise ... from`` so callers never have to know which library failed.
@@ -52,3 +53,11 @@ class UpstreamError(EmberError):
 
 class UpstreamTimeout(UpstreamError):
     """The provider did not answer (or stopped streaming) within the configured timeout."""
+
+
+class WebSocketRefused(UpstreamError):
+    """The provider answered a WebSocket handshake with an HTTP status instead of upgrading."""
+
+    def __init__(self, status: int, url: str) -> None:
+        self.status = status
+        super().__init__(f"the provider answered the WebSocket upgrade at {url} with {status}")

@@ -70,8 +70,12 @@ def uvicorn_config(
         log_level=log_level,
         timeout_keep_alive=75,
         backlog=backlog,
-        # Agents send large histories; the default 64 KiB limit only applies to websockets,
-        # HTTP bodies are unbounded in uvicorn, which is what a proxy needs.
+        # Agents send large histories: HTTP bodies are unbounded in uvicorn, which is what a
+        # proxy needs, and a WebSocket message (Codex sends a whole history in one) may be as
+        # large as the proxy relays (ember.proxy.websocket.MAX_MESSAGE_BYTES). No compression:
+        # on loopback it only costs CPU.
+        ws_max_size=256 * 1024 * 1024,
+        ws_per_message_deflate=False,
     )
 
 

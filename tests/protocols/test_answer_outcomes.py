@@ -292,6 +292,19 @@ def test_responses_error_event_is_reported_with_its_code() -> None:
     assert not msg.complete
 
 
+def test_websocket_error_event_keeps_the_http_status_it_carries() -> None:
+    """Over WebSocket a refused request is an ``error`` event with its HTTP ``status``: a
+    ``usage_limit_reached`` 429 must not be counted as the 500 its unknown type would give."""
+    error = {
+        "type": "error",
+        "status": 429,
+        "error": {"type": "usage_limit_reached", "message": "The usage limit has been reached"},
+    }
+    msg = run(OPENAI_RESPONSES, sse([("error", error)]))
+    assert msg.error is not None
+    assert (msg.error.type, msg.error.status) == ("usage_limit_reached", 429)
+
+
 def test_responses_stream_closed_before_completed_is_not_complete_but_keeps_reasoning() -> None:
     msg = run(OPENAI_RESPONSES, sse(responses_head()))
     assert not msg.complete and msg.error is None

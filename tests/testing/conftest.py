@@ -27,6 +27,7 @@ def emulator(served: tuple[Emulator, BackgroundServer]) -> Emulator:
     emulator.reset_cache()
     emulator.reply_fn = None
     emulator.latency = 0.0
+    emulator.refuse_websocket = None
     return emulator
 
 

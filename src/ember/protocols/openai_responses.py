@@ -7,6 +7,7 @@ events with a ``sequence_number``; ``response.completed`` carries the whole fina
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, ClassVar
 
@@ -281,8 +282,9 @@ class ResponsesAssembler:
     reasoning with its encrypted content) is kept and the answer is not complete.
 
     Failures are ``response.failed`` (its ``response.error``) and the ``error`` event (its
-    ``code`` / ``message``). ``response.incomplete`` is no failure: it is how the API stops at
-    ``max_output_tokens``, as Anthropic's ``max_tokens`` stop reason or Chat's ``length``.
+    ``code`` / ``message``; over WebSocket also its ``status``). ``response.incomplete`` is no
+    failure: it is how the API stops at ``max_output_tokens``, as Anthropic's ``max_tokens``
+    stop reason or Chat's ``length``.
     """
 
     def __init__(self) -> None:
@@ -311,7 +313,11 @@ class ResponsesAssembler:
                 self._items.append(block)
         elif kind == "error":
             inner = p.get("error")
-            self.msg.error = openai_answer_error(inner if isinstance(inner, dict) else p)
+            error = openai_answer_error(inner if isinstance(inner, dict) else p)
+            status = p.get("status")  # over WebSocket: the HTTP status the request would have had
+            if isinstance(status, int) and not isinstance(status, bool) and 400 <= status < 600:
+                error = dataclasses.replace(error, status=status)
+            self.msg.error = error
 
     def _on_final(self, kind: str, response: Any) -> None:
         self.msg.complete = True

@@ -1,7 +1,8 @@
 """The proxy as an ASGI application.
 
 Routes: ``POST /v1/messages`` (Anthropic), ``POST /v1/chat/completions`` and
-``POST /v1/responses`` (OpenAI) go through the pipeline; ``GET /healthz`` answers once the app
+``POST /v1/responses`` (OpenAI) go through the pipeline, and so does each request on a
+WebSocket to ``/v1/responses`` (``proxy/websocket.py``); ``GET /healthz`` answers once the app
 is started; any other path is passed through untouched to the provider the headers point at.
 
 The proxy itself never crashes on input: a body that is not JSON gets a 400 in the protocol's
@@ -32,6 +33,7 @@ from ember.proxy.relay import Receive, Relayed, Send, relay, send_json
 from ember.proxy.tee import assemble
 from ember.proxy.upstream import Upstream, forward_headers
 from ember.proxy.verdict import judge
+from ember.proxy.websocket import serve as serve_websocket
 from ember.session import derive_session_id
 from ember.store.registry import Storage
 
@@ -93,6 +95,8 @@ class ProxyApp:
                 # If the answer had already started, the connection is simply closed.
                 with contextlib.suppress(Exception):
                     await send_json(send, 500, adapter.error_body(500, "ember: internal error"))
+        elif scope["type"] == "websocket":
+            await serve_websocket(self, scope, receive, send)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:

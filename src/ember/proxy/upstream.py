@@ -9,13 +9,14 @@ each rule prevents) is in ``ember.proxy.connector``.
 
 from __future__ import annotations
 
+import contextlib
 import errno
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import aiohttp
 
-from ember.errors import UpstreamError, UpstreamTimeout
+from ember.errors import UpstreamError, UpstreamTimeout, WebSocketRefused
 from ember.proxy.connector import ConnectionLimits, PacedConnector
 
 if TYPE_CHECKING:
@@ -107,13 +108,43 @@ class Upstream:
         self, method: str, url: str, headers: list[tuple[str, str]], body: bytes
     ) -> aiohttp.ClientResponse:
         """Send the request and return once the status line and headers arrived."""
+        session = await self._started()
+        with self._mapped_errors(url):
+            return await session.request(
+                method, url, headers=headers, data=body or None, allow_redirects=False
+            )
+
+    async def ws_connect(
+        self, url: str, headers: list[tuple[str, str]], max_message: int
+    ) -> aiohttp.ClientWebSocketResponse:
+        """Open a WebSocket to the provider (through the same bounded pool and timeouts as
+        ``send``). A handshake answered without an upgrade raises ``WebSocketRefused`` with the
+        provider's status; an unreachable or silent provider ``UpstreamError``/``UpstreamTimeout``.
+        ``max_message`` bounds one message in bytes (0: no bound)."""
+        session = await self._started()
+        with self._mapped_errors(url):
+            try:
+                return await session.ws_connect(
+                    url,
+                    headers=headers,
+                    autoping=True,
+                    max_msg_size=max_message,
+                    timeout=aiohttp.ClientWSTimeout(ws_close=self.connect_timeout),
+                )
+            except aiohttp.WSServerHandshakeError as exc:
+                raise WebSocketRefused(exc.status, url) from exc
+
+    async def _started(self) -> aiohttp.ClientSession:
         if self._session is None:
             await self.start()
         assert self._session is not None
+        return self._session
+
+    @contextlib.contextmanager
+    def _mapped_errors(self, url: str) -> Iterator[None]:
+        """aiohttp's connection errors and timeouts as ``UpstreamError``/``UpstreamTimeout``."""
         try:
-            return await self._session.request(
-                method, url, headers=headers, data=body or None, allow_redirects=False
-            )
+            yield
         except aiohttp.ConnectionTimeoutError as exc:
             raise UpstreamTimeout(
                 f"could not open a connection to the provider within the {self._connect_s}"

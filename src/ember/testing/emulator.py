@@ -1,4 +1,5 @@
-"""The provider emulator: one ASGI app speaking Anthropic Messages, OpenAI Chat and Responses.
+"""The provider emulator: one ASGI app speaking Anthropic Messages, OpenAI Chat and Responses
+(over HTTP, and Responses over WebSocket too: ``ws_endpoint``).
 
 Point the official SDKs (directly, or through the proxy under test) at it, script what the
 "model" answers, then assert on :attr:`Emulator.requests` (the exact bytes that arrived) and on
@@ -20,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ember.testing import endpoints
+from ember.testing import endpoints, ws_endpoint
 from ember.testing.asgi_io import (
     Receive,
     Scope,
@@ -106,6 +107,10 @@ class Emulator:
         self.reply_fn: ReplyFn | None = None
         self.latency = latency
         self.verify_thinking_signatures = verify_thinking_signatures
+        #: Answer WebSocket handshakes with this HTTP status instead of upgrading (None: serve
+        #: Responses over WebSocket; 426 is a clean refusal, 404 what an HTTP-only server says).
+        self.refuse_websocket: int | None = None
+        self._open_websockets = 0
         self.anthropic_cache = AnthropicCache(anthropic_min_tokens)
         self.openai_cache = OpenAICache(openai_min_tokens, openai_step)
 
@@ -123,6 +128,17 @@ class Emulator:
             if not self._requests:
                 raise LookupError("the emulator has received no request yet")
             return self._requests[-1]
+
+    @property
+    def open_websockets(self) -> int:
+        """WebSocket connections accepted and not yet over (a proxy that aborts an upstream
+        socket when its client leaves brings this back to 0)."""
+        with self._lock:
+            return self._open_websockets
+
+    def websocket_opened(self, delta: int) -> None:
+        with self._lock:
+            self._open_websockets += delta
 
     def clear_requests(self) -> None:
         with self._lock:
@@ -190,23 +206,30 @@ class Emulator:
 
     # -- ASGI ---------------------------------------------------------------------------------
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await lifespan(receive, send)
-            return
-        if scope["type"] != "http":
-            return
+    def _record(self, method: str, scope: Scope, body: bytes) -> RecordedRequest:
         request = RecordedRequest(
-            method=scope["method"],
+            method=method,
             path=scope["path"],
             query_string=scope.get("query_string", b"").decode("latin-1"),
             headers=[
                 (k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope["headers"]
             ],
-            body=await read_body(receive),
+            body=body,
         )
         with self._lock:
             self._requests.append(request)
+        return request
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await lifespan(receive, send)
+            return
+        if scope["type"] == "websocket":
+            await ws_endpoint.serve(self, scope, receive, send, self._record)
+            return
+        if scope["type"] != "http":
+            return
+        request = self._record(scope["method"], scope, await read_body(receive))
         if request.method == "GET" and request.path == "/healthz":
             await send_rendered(send, receive, json_response(200, {"status": "ok"}))
             return

@@ -275,6 +275,41 @@ def responses(emu: Emulator, request: RecordedRequest) -> Pending:
     )
 
 
+def _render_responses_stream(
+    body: dict[str, Any], turn: Turn, prompt: int, cached: int
+) -> Rendered:
+    return render_responses.render_stream(turn, prompt, cached)
+
+
+def responses_socket(emu: Emulator, request: RecordedRequest) -> Pending:
+    """One ``response.create`` on a WebSocket: as ``POST /v1/responses`` streamed (the stream
+    is implied there), or, with ``generate: false``, the prompt cached and nothing generated
+    (no scripted reply is used)."""
+    try:
+        body = _parse(request.body)
+        _require(body, False, "model")
+    except BadRequest as exc:
+        return _openai_bad(exc)
+    if body.get("generate") is not False:
+        return _openai(
+            emu,
+            request,
+            ("model",),
+            prompt_openai.responses_tokens,
+            _render_responses_stream,
+            render_responses.render_failure,
+        )
+    tokens = prompt_openai.responses_tokens(body)
+    api_key = request.api_key
+
+    def finish() -> Rendered:
+        cached = emu.commit_openai(body, tokens, api_key)
+        turn = emu.turn(str(body["model"]), Reply(), body)
+        return render_responses.render_prepared(turn, len(tokens), cached)
+
+    return Pending(Reply(), finish)
+
+
 def not_found(emu: Emulator, request: RecordedRequest) -> Pending:
     """Any other route: 404 in the shape of whichever protocol the caller seems to speak."""
     message = f"Not found: {request.method} {request.path}"

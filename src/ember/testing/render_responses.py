@@ -164,6 +164,19 @@ def render_stream(turn: Turn, prompt_tokens: int, cached_tokens: int) -> Rendere
     return sse_response(out.items, reply_headers(turn.reply))
 
 
+def render_prepared(turn: Turn, prompt_tokens: int, cached_tokens: int) -> Rendered:
+    """The answer to ``generate: false`` (WebSocket only): the request state is prepared and
+    the prompt cached, nothing is generated: ``response.created`` then ``response.completed``
+    with no output and no output tokens."""
+    out = _Events()
+    out.add("response.created", response=_response(turn, "in_progress", []))
+    final = _response(turn, "completed", [])
+    final["usage"] = {**_usage(turn, prompt_tokens, cached_tokens), "output_tokens": 0}
+    final["usage"]["total_tokens"] = prompt_tokens
+    out.add("response.completed", response=final)
+    return sse_response(out.items)
+
+
 def render_failure(turn: Turn, rendered: Rendered) -> Rendered:
     """``rendered`` failing after ``reply.error_after`` events with ``response.failed`` (the
     response with ``status: "failed"`` and ``error: {code, message}``); JSON: that failed

@@ -1,0 +1,277 @@
+"""One accepted Responses WebSocket: requests through the pipeline, events back as they arrive.
+
+Invariants:
+- Each ``response.create`` is an exchange exactly like a ``POST /v1/responses``: the same
+  adapter and request stages (their edits are splices into the client's message, whose ``type``
+  key the adapter ignores and the provider needs), one accounting row per create, and the
+  response stages run in the background once its last event is with the client. A
+  ``response.append`` (the older beta's continuation) is answered and accounted the same way
+  but not edited: it carries new input items only.
+- Client messages reach the provider in the order they were sent; provider events reach the
+  client in the order they arrive, each before ember looks at it.
+- An event belongs to the oldest unfinished create of its lane (``stream_id``; the provider
+  answers a lane first in, first out) and a terminal event finishes that create.
+- A client that goes away closes the provider's socket at once, so the provider stops
+  generating; its unfinished responses are ``cancelled``. A provider that goes away, or stays
+  silent for ``upstream_read_timeout`` while a response is unfinished, closes the client's
+  socket; unfinished responses are ``cut``.
+- A message ember cannot read (not a JSON object) is answered with an ``error`` event of status
+  400, as the HTTP path answers 400, and goes no further.
+- Codex sends only its first request of a thread with the whole history (later ones name a
+  ``previous_response_id`` and carry new items only), so the project found on a connection
+  stays the project of its later requests that name none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+import aiohttp
+
+from ember.errors import ProtocolError
+from ember.protocols import OPENAI_RESPONSES
+from ember.protocols.base import AssembledMessage
+from ember.protocols.responses_ws import (
+    ANSWERED,
+    CREATE,
+    error_event,
+    event_head,
+    lane,
+    message_type,
+)
+from ember.proxy.pipeline import Exchange, Outcome, OutcomeKind
+from ember.proxy.relay import Receive, Send
+from ember.proxy.verdict import judge
+
+if TYPE_CHECKING:
+    from ember.project import ProjectRef
+    from ember.proxy.app import ProxyApp
+
+log = logging.getLogger(__name__)
+
+PATH = "/v1/responses"
+#: Close codes a server may send on to its client (RFC 6455 7.4); others become 1011.
+_SENDABLE_CLOSE = frozenset({1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013})
+
+Ended = Literal["client", "provider", "ember"]
+
+
+@dataclass
+class _Flight:
+    """One ``response.create`` sent upstream and not yet finished."""
+
+    ex: Exchange
+    lane: str | None
+    sent: float = 0.0
+    ttfb_ms: float | None = None
+    started: bool = False
+    texts: list[str] = field(default_factory=list)
+
+
+class ResponsesSession:
+    def __init__(
+        self,
+        app: ProxyApp,
+        receive: Receive,
+        send: Send,
+        upstream: aiohttp.ClientWebSocketResponse,
+        headers: dict[str, str],
+        query: str,
+    ) -> None:
+        self.app = app
+        self.receive = receive
+        self.send = send
+        self.upstream = upstream
+        self.headers = headers
+        self.query = query
+        self.read_timeout = app.settings.upstream_read_timeout
+        self._lanes: dict[str | None, deque[_Flight]] = {}
+        self._project: ProjectRef | None = None
+        self._last_activity = time.monotonic()
+        self._error: str | None = None
+        self._faulted = False
+
+    async def run(self) -> None:
+        reader = asyncio.create_task(self._client_to_provider())
+        writer = asyncio.create_task(self._provider_to_client())
+        try:
+            done, _ = await asyncio.wait({reader, writer}, return_when=asyncio.FIRST_COMPLETED)
+            ended: Ended = (reader if reader in done else writer).result()
+        finally:
+            for task in (reader, writer):
+                task.cancel()
+            await asyncio.gather(reader, writer, return_exceptions=True)
+            with contextlib.suppress(Exception):
+                await self.upstream.close()
+        kind: OutcomeKind = "cancelled" if ended == "client" else "cut"
+        error = "client disconnected" if ended == "client" else self._error
+        for queue in self._lanes.values():
+            while queue:
+                self._finish(queue.popleft(), kind, error)
+        if ended != "client":
+            await self._close_client()
+
+    # -- client -> provider -----------------------------------------------------------------
+
+    async def _client_to_provider(self) -> Ended:
+        try:
+            while True:
+                message = await self.receive()
+                if message["type"] == "websocket.disconnect":
+                    return "client"
+                if message.get("text") is not None:
+                    await self._on_text(message["text"])
+                elif message.get("bytes") is not None:
+                    await self.upstream.send_bytes(message["bytes"])
+        except (aiohttp.ClientError, ConnectionError) as exc:
+            return self._fault(f"could not send to the provider: {exc!r}")
+        except OSError:  # the client went away while ember answered it
+            return "client"
+        except Exception:
+            log.exception("unexpected error relaying a client WebSocket message")
+            return self._fault("ember: internal error", "ember")
+
+    async def _on_text(self, text: str) -> None:
+        try:
+            ex = self._exchange(text.encode())
+        except ProtocolError as exc:
+            await self._to_client(error_event(400, f"ember: {exc}"))
+            return
+        kind = message_type(ex.doc.value)
+        if kind not in ANSWERED:
+            await self.upstream.send_str(text)  # response.processed, response.steer...: as sent
+            return
+        if kind == CREATE:  # an append has no instructions or tools for the stages to edit
+            await self.app.pipeline.run_request(ex)
+        flight = _Flight(ex, lane(ex.doc.value))
+        self._lanes.setdefault(flight.lane, deque()).append(flight)
+        flight.sent = self._last_activity = time.monotonic()
+        await self.upstream.send_str(ex.doc.to_bytes().decode() if ex.doc.edited else text)
+
+    def _exchange(self, raw: bytes) -> Exchange:
+        ex = self.app._exchange(OPENAI_RESPONSES, PATH, self.query, self.headers, raw)
+        if ex.project is not None:
+            self._project = ex.project
+        elif self._project is not None:
+            ex.project = self._project
+        return ex
+
+    # -- provider -> client -----------------------------------------------------------------
+
+    async def _provider_to_client(self) -> Ended:
+        try:
+            while True:
+                try:
+                    message = await self.upstream.receive(timeout=self._silence_budget())
+                except TimeoutError:
+                    if self._silent_too_long():
+                        return self._fault(f"the provider sent nothing for {self.read_timeout:g}s")
+                    continue
+                if message.type is aiohttp.WSMsgType.TEXT:
+                    await self._to_client(message.data)
+                    self._on_event(message.data)
+                elif message.type is aiohttp.WSMsgType.BINARY:
+                    await self.send({"type": "websocket.send", "bytes": message.data})
+                else:  # CLOSE, CLOSED, ERROR
+                    self._error = "the provider closed the socket before the response ended"
+                    if message.type is aiohttp.WSMsgType.ERROR:
+                        return self._fault(f"the provider's socket failed: {message.data!r}")
+                    return "provider"
+        except OSError:  # the client went away while ember answered it
+            return "client"
+        except Exception:
+            log.exception("unexpected error relaying a provider WebSocket event")
+            return self._fault("ember: internal error", "ember")
+
+    def _on_event(self, text: str) -> None:
+        now = time.monotonic()
+        self._last_activity = now
+        head = event_head(text)
+        queue = self._lanes.get(head.lane)
+        if not queue:
+            return  # an event of no request (rate limits, an acknowledgement): passed on only
+        flight = queue[0]
+        if flight.ttfb_ms is None:
+            flight.ttfb_ms = (now - flight.sent) * 1000
+        flight.started = flight.started or head.type == "response.created"
+        flight.texts.append(text)
+        if head.terminal:
+            queue.popleft()
+            self._finish(flight, "ok", None)
+
+    def _in_flight(self) -> bool:
+        return any(self._lanes.values())
+
+    def _silence_budget(self) -> float:
+        if not self._in_flight():
+            return self.read_timeout
+        return max(0.01, self.read_timeout - (time.monotonic() - self._last_activity))
+
+    def _silent_too_long(self) -> bool:
+        return self._in_flight() and time.monotonic() - self._last_activity >= self.read_timeout
+
+    # -- endings ----------------------------------------------------------------------------
+
+    async def _to_client(self, text: str) -> None:
+        await self.send({"type": "websocket.send", "text": text})
+
+    def _fault(self, error: str, ended: Ended = "provider") -> Ended:
+        """Record why the session failed (not a clean close by the provider)."""
+        self._error, self._faulted = error, True
+        log.warning("Responses WebSocket ended: %s", error)
+        return ended
+
+    async def _close_client(self) -> None:
+        """Close with the provider's own close code, or 1011 when the session failed."""
+        code = self.upstream.close_code
+        if self._faulted or code not in _SENDABLE_CLOSE:
+            code = 1011
+        with contextlib.suppress(Exception):
+            await self.send({"type": "websocket.close", "code": code})
+
+    def _finish(self, flight: _Flight, kind: OutcomeKind, error: str | None) -> None:
+        latency = (time.perf_counter() - flight.ex.started) * 1000
+        _in_background(self.app, _respond(self.app, flight, kind, error, latency))
+
+
+def _in_background(app: ProxyApp, work: Awaitable[None]) -> None:
+    """Run response stages like the HTTP path: tracked by the app, so ``drain`` and a clean
+    shutdown wait for them."""
+    task = asyncio.ensure_future(work)
+    app._background.add(task)
+    task.add_done_callback(app._background.discard)
+
+
+async def _respond(
+    app: ProxyApp, flight: _Flight, kind: OutcomeKind, error: str | None, latency_ms: float
+) -> None:
+    message: AssembledMessage | None = None
+    if flight.texts:
+        try:
+            assembler = flight.ex.adapter.assembler()
+            for text in flight.texts:
+                assembler.feed(None, text)
+            message = assembler.result()
+        except Exception:
+            log.exception("could not assemble the answer of session %s", flight.ex.session_id)
+    status = 200 if flight.texts else 0
+    if message is not None and message.error is not None and not flight.started:
+        # refused before it began (an ``error`` event with the status HTTP would have had)
+        status, kind, error = message.error.status, "upstream_error", message.error.describe()
+    outcome = Outcome(
+        status=status,
+        kind=kind,
+        message=message,
+        streamed=True,
+        latency_ms=latency_ms,
+        ttfb_ms=flight.ttfb_ms,
+        error=error,
+    )
+    await app.pipeline.run_response(flight.ex, judge(outcome))
