@@ -3,8 +3,9 @@
 Each ``response.create`` gets what ``POST /v1/responses`` with ``stream: true`` gets -- the
 same validation, scripted reply, prompt-cache model and events -- one JSON text message per
 event, echoing the create's ``stream_id``; ``generate: false`` caches the prompt and generates
-nothing. An error answer (a scripted ``Reply.error``, a 400) is one ``error`` event holding its
-status. Requests are answered in the order they arrive. As on the real API, the connection keeps
+nothing; a ``response.append`` continues the connection's last response with its new items.
+An error answer (a scripted ``Reply.error``, a 400) is one ``error`` event holding its status.
+Requests are answered in the order they arrive. As on the real API, the connection keeps
 its responses: a create naming a ``previous_response_id`` of this connection continues from that
 response's input and output, so the cache model sees the whole prompt.
 
@@ -39,6 +40,9 @@ PATH = "/v1/responses"
 MESSAGE = "WEBSOCKET"
 
 Record = Callable[[str, Scope, bytes], "RecordedRequest"]
+#: Client messages answered with a response (``response.append`` is the older beta's
+#: continuation: new input items after the connection's last response).
+_ANSWERED = ("response.create", "response.append")
 
 
 @dataclass
@@ -48,6 +52,8 @@ class _Socket:
     inbox: asyncio.Queue[str | bytes | None] = field(default_factory=asyncio.Queue)
     gone: asyncio.Event = field(default_factory=asyncio.Event)
     inputs: dict[str, list[Any]] = field(default_factory=dict)
+    last_create: dict[str, Any] | None = None
+    last_response: str | None = None
 
 
 async def serve(emu: Emulator, scope: Scope, receive: Receive, send: Send, record: Record) -> None:
@@ -93,7 +99,7 @@ async def _read(receive: Receive, sock: _Socket) -> None:
 async def _answer(emu: Emulator, sock: _Socket, request: RecordedRequest, send: Send) -> bool:
     """Answer one message; False when the connection is over (dropped, closed, client gone)."""
     seen, value = _continued(sock, request)
-    if isinstance(value, dict) and value.get("type") not in (None, "response.create"):
+    if isinstance(value, dict) and value.get("type") not in (None, *_ANSWERED):
         return True  # response.processed and the like: nothing to answer
     lane = value.get("stream_id") if isinstance(value, dict) else None
     pending = endpoints.responses_socket(emu, seen)
@@ -126,9 +132,16 @@ def _continued(sock: _Socket, request: RecordedRequest) -> tuple[RecordedRequest
         return request, None
     if not isinstance(value, dict):
         return request, value
+    if value.get("type") == "response.create":
+        sock.last_create = value
+    elif value.get("type") == "response.append" and sock.last_create is not None:
+        # the older beta's continuation: the last create's parameters, the new items after
+        # the last response
+        fields = {"input": value.get("input"), "previous_response_id": sock.last_response}
+        value = {**sock.last_create, **fields, "type": "response.append"}
     prior = sock.inputs.get(str(value.get("previous_response_id")))
     if prior is None:
-        return request, value
+        return dataclasses.replace(request, body=json.dumps(value).encode()), value
     body = json.dumps({**value, "input": prior + _items(value.get("input"))}).encode()
     return dataclasses.replace(request, body=body), value
 
@@ -144,6 +157,7 @@ def _keep(sock: _Socket, request: RecordedRequest, last: str) -> None:
     if isinstance(response, dict):
         items = _items(json.loads(request.body).get("input"))
         sock.inputs[str(response["id"])] = items + list(response.get("output") or [])
+        sock.last_response = str(response["id"])
 
 
 def _events(rendered: Rendered, lane: Any) -> list[str]:
