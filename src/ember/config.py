@@ -102,6 +102,11 @@ class Settings(BaseModel):
     #: Project stores kept open by the router (least recently used are closed first).
     memory_open_stores: int = Field(default=16, ge=1, le=256)
 
+    # -- models cache (issue #7) ------------------------------------------------------------
+    #: Where built embedder graphs are kept (~87 MB each), shared by every EMBER_HOME; unset =
+    #: $XDG_CACHE_HOME/ember/models, else ~/.cache/ember/models.
+    models_dir: Path | None = None
+
     @field_validator("anthropic_url", "openai_url")
     @classmethod
     def _url(cls, v: str) -> str:
