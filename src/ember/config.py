@@ -111,6 +111,11 @@ class Settings(BaseModel):
     #: provider's listen backlog and its kernel drops the excess, retried on TCP's backoff.
     upstream_max_opening: int = Field(default=8, ge=0)
 
+    # -- models cache (issue #7) ------------------------------------------------------------
+    #: Where built embedder graphs are kept (~87 MB each), shared by every EMBER_HOME; unset =
+    #: $XDG_CACHE_HOME/ember/models, else ~/.cache/ember/models.
+    models_dir: Path | None = None
+
     @field_validator("anthropic_url", "openai_url")
     @classmethod
     def _url(cls, v: str) -> str:
