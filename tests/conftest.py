@@ -20,6 +20,16 @@ from ember.store.registry import Storage
 from ember.testing import Emulator
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _models_cache_of_the_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Built embedder graphs go to a cache of this test run, never the user's own (the default
+    models cache is per user: $XDG_CACHE_HOME/ember/models)."""
+    cache = tmp_path_factory.mktemp("xdg-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(cache))
+        yield cache
+
+
 @dataclass
 class Stack:
     """The emulator behind the real proxy, both served by uvicorn on loopback."""

@@ -111,6 +111,11 @@ class Settings(BaseModel):
     #: provider's listen backlog and its kernel drops the excess, retried on TCP's backoff.
     upstream_max_opening: int = Field(default=8, ge=0)
 
+    # -- models cache (issue #7) ------------------------------------------------------------
+    #: Where built embedder graphs are kept (~87 MB each), shared by every EMBER_HOME; unset =
+    #: $XDG_CACHE_HOME/ember/models, else ~/.cache/ember/models.
+    models_dir: Path | None = None
+
     # -- Responses over WebSocket (issue #8; rules and sources: ember/proxy/ws_support.py) -----
     #: auto: relay WebSocket upgrades on /v1/responses when the provider accepts them, and
     #: answer 426 (the client falls back to HTTP at once) when it does not, remembering that for

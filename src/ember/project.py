@@ -4,8 +4,9 @@ Order of evidence, first match wins:
 1. ``x-ember-project-id`` header (an opaque id chosen by the user),
 2. ``x-ember-cwd`` header (a path),
 3. ``--project-root`` / ``EMBER_PROJECT_ROOT``,
-4. the working directory named in the system prompt (Claude Code's ``<env>`` block:
-   ``Working directory: /path``; Codex's ``<environment_context><cwd>/path</cwd>``),
+4. the working directory named in the system prompt (Claude Code 2.1's ``# Environment``
+   list: `` - Primary working directory: /path``; its sub-agents' and older versions' ``<env>``
+   block: ``Working directory: /path``; Codex's ``<environment_context><cwd>/path</cwd>``),
 5. the same inside the messages (some Claude Code versions send the environment in a
    ``<system-reminder>`` block of a user message; Codex sends ``<environment_context>`` as one).
 
@@ -25,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _CWD_PATTERNS = (
-    re.compile(r"(?im)^\s*(?:primary\s+)?working directory:\s*(\S[^\n\r]*?)\s*$"),
+    # A line of its own, maybe a list item ("- " or "* "): never a mention inside a sentence.
+    re.compile(r"(?im)^\s*(?:[-*]\s+)?(?:primary\s+)?working directory:\s*(\S[^\n\r]*?)\s*$"),
     re.compile(r"<cwd>\s*([^<\n]+?)\s*</cwd>"),
 )
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

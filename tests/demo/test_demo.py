@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from ember.demo import DemoResult, run_demo
+from ember.demo.memory import RULE, run_memory_demo
+from ember.memory.embed import (
+    Embedder,
+    EmbedderCache,
+    EmbedderNotReady,
+    EmbedderUnavailable,
+    get_embedder,
+)
+from ember.memory.embed import factory as factory_module
 
 
 @pytest.fixture(scope="module")
@@ -52,3 +62,50 @@ def test_memory_saved_in_one_session_is_injected_in_the_next_only_in_its_project
     assert "must answer 400, never 500" in memory.injected_block
     assert memory.other_project_block is None
     assert "Cross-session memory" in text and "nothing injected (another project" in text
+
+
+class LoadsOnlyForAPatientCaller:
+    """An embedder load that outlasts the longest wait a request may be configured to take
+    (``memory_embedder_wait`` <= 60 s) but finishes for a caller who waits as a demo may:
+    a busy machine, without sleeping through it in the test."""
+
+    def __init__(self, model: Embedder) -> None:
+        self.model = model
+        self.loaded = False
+        self.waits: list[float | None] = []
+
+    def preload(self, *args: object) -> LoadsOnlyForAPatientCaller:
+        return self
+
+    def get(self, timeout: float | None = None) -> Embedder:
+        self.waits.append(timeout)
+        if not self.loaded and timeout is not None and timeout <= 60:
+            raise EmbedderNotReady("still loading")
+        self.loaded = True
+        return self.model
+
+
+def test_the_demo_waits_for_a_slow_embedder_instead_of_printing_nothing_injected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slow = LoadsOnlyForAPatientCaller(get_embedder())  # the real model, loaded once per run
+    monkeypatch.setattr(factory_module, "DEFAULT", slow)
+    out = io.StringIO()
+    memory = run_memory_demo(tmp_path / "home", Console(file=out, width=200))
+    assert memory.injected_block is not None and RULE in memory.injected_block
+    assert memory.embedder_error is None
+    assert "nothing was injected" not in out.getvalue()
+    assert any(w is None or w > 60 for w in slow.waits)
+
+
+def test_without_weights_the_demo_says_why_nothing_was_injected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_weights(*args: object) -> Embedder:
+        raise EmbedderUnavailable("no weights for all-MiniLM-L6-v2; pip install ...")
+
+    monkeypatch.setattr(factory_module, "DEFAULT", EmbedderCache(no_weights))
+    out = io.StringIO()
+    memory = run_memory_demo(tmp_path / "home", Console(file=out, width=200))
+    assert memory.injected_block is None and memory.other_project_block is None
+    assert "the embedder is unavailable: no weights for all-MiniLM-L6-v2" in out.getvalue()

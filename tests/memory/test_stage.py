@@ -1,8 +1,18 @@
-"""Pure parts of the memory stage."""
+"""The memory stage on its own: pure parts, and its rules with a fake store."""
 
 from __future__ import annotations
 
-from ember.memory.stage import ask_text
+import json
+from pathlib import Path
+
+from ember.memory.drafting import draft, new_id
+from ember.memory.models import Memory, MemoryHit, NewMemory
+from ember.memory.stage import MemoryStage, ask_text
+from ember.project import ProjectRef
+from ember.protocols import ANTHROPIC
+from ember.protocols.jsonedit import JsonDoc
+from ember.proxy.pipeline import Exchange
+from ember.store.registry import Storage
 
 
 def test_the_query_leaves_out_client_context_blocks() -> None:
@@ -12,3 +22,64 @@ def test_the_query_leaves_out_client_context_blocks() -> None:
     )
     assert ask_text(text) == "why does login return 500?"
     assert ask_text("<environment_context><cwd>/x</cwd></environment_context>") == ""
+
+
+class _FakeStore:
+    """Finds the same two facts for every ask."""
+
+    def __init__(self, memories: list[Memory]) -> None:
+        self.memories = memories
+        self.embedder_ready = True
+
+    def count(self) -> int:
+        return len(self.memories)
+
+    def search(self, query: object, **kw: object) -> list[MemoryHit]:
+        return [MemoryHit(m, 0.9, 0.9, None, 1.0) for m in self.memories]
+
+
+class _FakeRouter:
+    def __init__(self, store: _FakeStore, path: Path) -> None:
+        self.store, self.path = store, path
+
+    def path_for(self, project: object) -> Path:
+        return self.path
+
+    def open_store(self, project: object) -> _FakeStore:
+        return self.store
+
+    def close(self) -> None:
+        pass
+
+
+def _ask(history: list[dict[str, object]], text: str) -> Exchange:
+    from ember.config import load_settings
+
+    history.append({"role": "user", "content": text})
+    body = json.dumps({"model": "m", "max_tokens": 10, "messages": history}).encode()
+    return Exchange(
+        ANTHROPIC, "/v1/messages", "", {}, JsonDoc(body), load_settings(env={}), "s1",
+        ProjectRef("/p", "header:x-ember-cwd"),
+    )  # fmt: skip
+
+
+async def test_a_fact_already_injected_in_the_session_is_not_injected_again(
+    tmp_path: Path,
+) -> None:
+    from ember.config import load_settings
+
+    facts = [draft(NewMemory(t), new_id(), 1.0) for t in ("Builds use ninja", "CI is GitHub")]
+    storage = Storage(tmp_path)
+    router = _FakeRouter(_FakeStore(facts), tmp_path / "p" / "ember.db")
+    stage = MemoryStage(load_settings(env={}), storage, router=router)  # type: ignore[arg-type]
+    history: list[dict[str, object]] = []
+    first = _ask(history, "how do we build?")
+    await stage.on_request(first)
+    assert all(f"[{m.id}]" in first.doc.to_bytes().decode() for m in facts)
+    history.append({"role": "assistant", "content": "With ninja."})
+    second = _ask(history, "and how do we build the docs?")
+    await stage.on_request(second)
+    sent = second.doc.to_bytes().decode()
+    for m in facts:  # replayed once with the first ask, never added to the second
+        assert sent.count(f"[{m.id}]") == 1
+    storage.close()

@@ -80,14 +80,27 @@ def test_four_agents_round_after_round_never_corrupt_or_drop_a_row(
     assert injected > 0  # memory really was on the path under load
 
 
-def warm_up(url: str, emulator: Emulator) -> None:
+def warm_up(url: str, emulator: Emulator) -> int:
     """Ask until the proxy's embedder has loaded (an ask that finds no model yet is answered
-    without memory and records no ledger entry, by design): bounded to 60 s."""
+    without memory and records no ledger entry, by design): bounded to 60 s. Returns how
+    many requests were answered."""
     deadline = time.monotonic() + 60
+    answered = 0
     for i in range(1000):
-        run_agents(url, LoadPlan(agents=1, turns=1, cwd=CWD, session_prefix=f"warm{url}{i}"))
+        plan = LoadPlan(agents=1, turns=1, cwd=CWD, session_prefix=f"warm{url}{i}")
+        answered += run_agents(url, plan).answered
         if b"<ember-memory>" in emulator.requests[-1].body or time.monotonic() > deadline:
-            return
+            break
+    return answered
+
+
+def settled(db: Path, rows: int) -> tuple[str, int, int]:
+    """``inspect`` once ``rows`` accounting rows are in (a process commits them a moment
+    after its answers); bounded to 10 s."""
+    deadline = time.monotonic() + 10
+    while (found := inspect(db))[1] < rows and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
 
 
 def test_two_proxies_sharing_one_home_never_corrupt_or_drop_a_row(tmp_path: Path) -> None:
@@ -102,9 +115,8 @@ def test_two_proxies_sharing_one_home_never_corrupt_or_drop_a_row(tmp_path: Path
         proxy_process(home, upstream.url) as (one, url_one),
         proxy_process(home, upstream.url) as (two, url_two),
     ):
-        for url in (url_one, url_two):
-            warm_up(url, emulator)
-        _, answered, asks = inspect(db)
+        answered = sum(warm_up(url, emulator) for url in (url_one, url_two))
+        _, _, asks = settled(db, answered)
         for round_ in range(2):
             results: list[LoadResult] = []
 

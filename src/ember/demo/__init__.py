@@ -18,6 +18,7 @@ from rich.table import Table
 from ember.config import Settings, load_settings
 from ember.demo.memory import MemorySummary, run_memory_demo
 from ember.demo.shaping import ShapingSummary, print_shaping, shaping_summary
+from ember.memory.embed import preload_from
 from ember.project import resolve_project
 from ember.proxy.app import ProxyApp
 from ember.proxy.stages import build_app
@@ -44,6 +45,8 @@ def run_demo(home: Path | None = None, console: Console | None = None) -> DemoRe
         settings = load_settings(
             env={}, home=home, anthropic_url=upstream.url, openai_url=upstream.url + "/v1"
         )
+        # The memory part below waits for the embedder: start loading it now, beside session 1.
+        preload_from(settings)
         app = build_app(settings)
         with BackgroundServer(app) as proxy:
             console.print(

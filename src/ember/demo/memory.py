@@ -7,6 +7,11 @@ Three short sessions against a fresh emulator, each through a real proxy:
    client's own text block, framed READ-ONLY, with its ``[id]``;
 3. another project: the same ask gets nothing (one database per project).
 What is shown is read from the bytes the provider received.
+
+The demo waits for the embedder before these sessions. The proxy does not (a request waits at
+most ``memory_embedder_wait`` and goes on without memory), but a demo is not a request path: on
+a busy machine the model took longer than that, session 2 printed "nothing was injected", and
+the demo's output depended on the load of the machine.
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from typing import Any
 import anthropic
 from rich.console import Console
 
-from ember.config import load_settings
+from ember.config import Settings, load_settings
+from ember.memory.embed import EmbedderError, preload_from
 from ember.proxy.stages import build_app
 from ember.server import BackgroundServer
 from ember.testing import Emulator
@@ -38,6 +44,9 @@ SAVE: dict[str, Any] = {
     ],
     "entities": [{"name": "login endpoint", "type": "endpoint"}],
 }
+#: How long the demo waits for the model: far past a load on a busy machine (~2-10 s), and past
+#: the longest wait a request may be configured to take (``memory_embedder_wait`` <= 60 s).
+EMBEDDER_WAIT = 300.0
 
 
 @dataclass
@@ -45,6 +54,7 @@ class MemorySummary:
     saved_tool_calls_seen_by_client: int
     injected_block: str | None
     other_project_block: str | None
+    embedder_error: str | None = None
 
 
 def _session(proxy_url: str, emulator: Emulator, cwd: str, session: str, task: Task) -> int:
@@ -69,11 +79,21 @@ def _block(emulator: Emulator) -> str | None:
     return extra[0] if extra else None
 
 
+def wait_for_embedder(settings: Settings) -> str | None:
+    """Block until the embedder is loaded; None then, else why it cannot be (no weights)."""
+    try:
+        preload_from(settings).get(timeout=EMBEDDER_WAIT)
+    except EmbedderError as exc:
+        return str(exc)
+    return None
+
+
 def run_memory_demo(home: Path, console: Console) -> MemorySummary:
     emulator = Emulator()
     with BackgroundServer(emulator) as upstream:
         urls: dict[str, Any] = {"anthropic_url": upstream.url, "openai_url": upstream.url + "/v1"}
         tool = load_settings(None, {}, home=home, memory_mode="tool", **urls)
+        embedder_error = wait_for_embedder(tool)
         tool_app = build_app(tool)
         with BackgroundServer(tool_app) as proxy:
             seen = _session(
@@ -100,7 +120,7 @@ def run_memory_demo(home: Path, console: Console) -> MemorySummary:
             injected = _block(emulator)
             _session(proxy.url, emulator, BILLING, "demo-memory-3", ask)
             other = _block(emulator)
-    summary = MemorySummary(seen, injected, other)
+    summary = MemorySummary(seen, injected, other, embedder_error)
     _print(summary, console)
     return summary
 
@@ -114,6 +134,12 @@ def _print(s: MemorySummary, console: Console) -> None:
     )
     if s.injected_block:
         console.print(s.injected_block, style="dim", markup=False, highlight=False)
+    elif s.embedder_error is not None:
+        console.print(
+            f"  (nothing: the embedder is unavailable: {s.embedder_error})",
+            markup=False,
+            highlight=False,
+        )
     else:
         console.print("  (nothing was injected)")
     console.print(

@@ -23,13 +23,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from ember.config import Settings
 from ember.errors import EmberError
 from ember.memory.embed import Embedder, EmbedderLoader, preload_from
 from ember.memory.ledger import InjectionLedger, LedgerEntry, message_digest
-from ember.memory.models import MemoryFilter
+from ember.memory.models import MemoryFilter, MemoryHit
 from ember.memory.retrieval.budget import InjectionBudget
 from ember.memory.retrieval.query import MemoryQuery
 from ember.memory.router import MemoryRouter
@@ -38,6 +39,7 @@ from ember.protocols.base import ProtocolAdapter
 from ember.protocols.tooling import TOOLING
 from ember.proxy.pipeline import Exchange, Stage
 from ember.store.registry import Storage
+from ember.threads import is_compaction
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +100,8 @@ class MemoryStage(Stage):
         return True
 
     async def on_request(self, ex: Exchange) -> None:
-        if self.mode == "off":
-            return
+        if self.mode == "off" or not ex.is_main_thread:
+            return  # title requests, compaction summaries' side calls and sub-agents: untouched
         db = self.router.path_for(ex.project)
         if db is None:
             return  # unresolved project: fail closed
@@ -130,12 +132,12 @@ class MemoryStage(Stage):
         for e in entries:
             if e.block and digests.get(e.message_index) == e.message_digest:
                 adapter.append_user_tail(ex.doc, e.message_index, e.block)
-        if not new_ask or ask is None:
-            return
+        if not new_ask or ask is None or is_compaction(adapter.user_text(body, ask)):
+            return  # a compaction's instructions are the client's, not an ask of the user's
         # From here on a failure costs only this ask's new block: the replays above stay, so
         # the session's cached prefix keeps its bytes.
         try:
-            entry = await self._retrieve(ex, adapter, ask, digests[ask])
+            entry = await self._retrieve(ex, adapter, ask, digests[ask], injected(entries))
             if entry is None:
                 return
             await self.ledger.record(db, ex.session_id, entry)
@@ -147,10 +149,11 @@ class MemoryStage(Stage):
         ex.state[self.name] = entry
 
     async def _retrieve(
-        self, ex: Exchange, adapter: ProtocolAdapter, ask: int, digest: str
+        self, ex: Exchange, adapter: ProtocolAdapter, ask: int, digest: str, already: set[str]
     ) -> LedgerEntry | None:
         """The entry for a new ask; None when retrieval could not run (nothing recorded, so
-        a later retry may still get memories)."""
+        a later retry may still get memories). Facts ``already`` injected in this session
+        are left out: they are still in the conversation, a second copy only costs tokens."""
         body = ex.doc.value
         tools, turns = adapter.recent_context(body, ask)
         query = MemoryQuery.build(ask_text(adapter.user_text(body, ask)), tools, turns)
@@ -172,12 +175,29 @@ class MemoryStage(Stage):
             top_k=self.budget.max_items * 3,
             memory_filter=MemoryFilter(session_id=ex.session_id),
         )
-        chosen = self.budget.select(hits)
-        return LedgerEntry(ask, digest, chosen.text, chosen.ids)
+        chosen = self.budget.select(not_yet_injected(hits, already))
+        return LedgerEntry(ask, digest, chosen.text, fact_keys(chosen.hits))
 
     async def close(self) -> None:
         await asyncio.to_thread(self.router.close)
         self.ledger.close()
+
+
+def fact_keys(hits: Sequence[MemoryHit]) -> tuple[str, ...]:
+    """The ids a ledger entry keeps for its block: each memory's and, for a user-wide copy,
+    the fact it was promoted from — the same fact under two ids."""
+    keys = dict.fromkeys(
+        k for h in hits for k in (h.memory.id, h.memory.promoted_from) if k is not None
+    )
+    return tuple(keys)
+
+
+def injected(entries: Sequence[LedgerEntry]) -> set[str]:
+    return {k for e in entries for k in e.memory_ids}
+
+
+def not_yet_injected(hits: Sequence[MemoryHit], already: set[str]) -> list[MemoryHit]:
+    return [h for h in hits if h.memory.id not in already and h.memory.promoted_from not in already]
 
 
 def _indices(entries: list[LedgerEntry], ask: int | None) -> set[int]:

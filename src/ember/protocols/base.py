@@ -209,6 +209,10 @@ class ProtocolAdapter(Protocol):
 
     def has_tools(self, body: Any) -> bool: ...
 
+    def tool_names(self, body: Any) -> tuple[str, ...]: ...
+
+    def wants_structured_output(self, body: Any) -> bool: ...
+
     def cache_ttl(self, body: Any) -> float: ...
 
     def effort_fields(self, body: Any) -> EffortFields: ...
@@ -338,6 +342,39 @@ class AdapterBase:
 
     def has_tools(self, body: Any) -> bool:
         return offers_tools(body)
+
+    def tool_names(self, body: Any) -> tuple[str, ...]:
+        """Names of the tools offered (Anthropic ``name``, OpenAI Chat ``function.name``,
+        Responses ``name``, or a built-in tool's ``type``), sorted."""
+        tools = body.get("tools") if isinstance(body, dict) else None
+        if not isinstance(tools, list):
+            return ()
+        names = []
+        for t in tools:
+            if not isinstance(t, dict):
+                continue
+            fn = t.get("function")
+            name = t.get("name") or (fn.get("name") if isinstance(fn, dict) else None)
+            name = name or t.get("type")
+            if isinstance(name, str):
+                names.append(name)
+        return tuple(sorted(names))
+
+    def wants_structured_output(self, body: Any) -> bool:
+        """The request asks for an answer in a JSON schema (Anthropic ``output_config.format``,
+        Chat ``response_format``, Responses ``text.format``): what a title generator or a
+        classifier asks for, never a coding agent's conversation."""
+        if not isinstance(body, dict):
+            return False
+        found = []
+        for outer, inner in (("output_config", "format"), ("text", "format")):
+            holder = body.get(outer)
+            if isinstance(holder, dict):
+                found.append(holder.get(inner))
+        found.append(body.get("response_format"))
+        return any(
+            isinstance(f, dict) and f.get("type") in ("json_schema", "json_object") for f in found
+        )
 
 
 def part_kinds(content: Any, table: dict[str, PartKind]) -> tuple[PartKind, ...]:

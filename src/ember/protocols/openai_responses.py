@@ -220,23 +220,71 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
         return True
 
     def owned_system_block(self, body: Any, open_tag: str, close_tag: str) -> str | None:
-        text = body.get("instructions") if isinstance(body, dict) else None
-        if not isinstance(text, str):
-            return None
-        span = find_region(text, open_tag, close_tag)
-        return None if span is None else text[span[0] : span[1]]
+        texts: list[str] = []
+        if isinstance(body, dict) and isinstance(body.get("instructions"), str):
+            texts.append(body["instructions"])
+        head = _leading_system(_items(body)) if isinstance(body, dict) else None
+        if head is not None:
+            content = _items(body)[head].get("content")
+            texts += [
+                p["text"]
+                for p in (content if isinstance(content, list) else [])
+                if isinstance(p, dict) and isinstance(p.get("text"), str)
+            ]
+        for text in texts:
+            span = find_region(text, open_tag, close_tag)
+            if span is not None:
+                return text[span[0] : span[1]]
+        return None
 
     def put_system_block(self, doc: JsonDoc, open_tag: str, close_tag: str, block: str) -> bool:
-        """Put ember's block at the end of ``instructions`` (after a blank line), or replace
-        ember's region there; ``instructions`` is created when absent. Instructions of another
-        shape are left alone rather than overwritten."""
+        """Put ember's block at the tail of the system prompt, wherever the client keeps it:
+        at the end of ``instructions`` (after a blank line); else, when the input opens with
+        system/developer items (Codex sends its prompt that way and no instructions), as one
+        more text part of the last of them; else in a new ``instructions``. Creating
+        ``instructions`` in front of a client's developer items put ember's rules *before*
+        the client's own prompt. Instructions of another shape are left alone."""
         current = doc.value.get("instructions")
+        if isinstance(current, str) and current:
+            return replace_region(doc, ["instructions"], current, open_tag, close_tag, block)
+        items = _items(doc.value)
+        head = _leading_system(items) if current is None else None
+        parts = items[head].get("content") if head is not None else None
+        if head is not None and isinstance(parts, list):
+            path: list[str | int] = ["input", head, "content"]
+            return _put_in_parts(doc, path, parts, open_tag, close_tag, block)
         if current is None:
             doc.set_key([], "instructions", block)
             return True
         if not isinstance(current, str):
             return False
         return replace_region(doc, ["instructions"], current, open_tag, close_tag, block)
+
+
+def _leading_system(items: list[Any]) -> int | None:
+    """The last system/developer item of the run the input opens with."""
+    head = None
+    for i, item in enumerate(items):
+        if not _is_role(item, _SYSTEM_ROLES):
+            break
+        head = i
+    return head
+
+
+def _put_in_parts(
+    doc: JsonDoc,
+    path: list[str | int],
+    parts: list[Any],
+    open_tag: str,
+    close_tag: str,
+    block: str,
+) -> bool:
+    for j in range(len(parts) - 1, -1, -1):
+        text = parts[j].get("text") if isinstance(parts[j], dict) else None
+        if isinstance(text, str) and find_region(text, open_tag, close_tag) is not None:
+            return replace_region(doc, [*path, j, "text"], text, open_tag, close_tag, block)
+    doc.append(path, {"type": "input_text", "text": block})
+    return True
 
 
 def _is_output(item: Any) -> bool:

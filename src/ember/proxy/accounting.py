@@ -4,16 +4,28 @@ Where rows go: the project's ``ember.db`` when the request names a project, else
 ``$EMBER_HOME/stats.db`` — accounting holds token counts and costs, not content, so keeping it
 for unresolved requests leaks nothing across projects. The row is queued on the database's
 writer and never awaited: the answer is already with the client.
+
+One session, one database: a request that names no project takes its session's. Claude Code
+sends its title request (no working directory in it) beside the session's first turn, and its
+answer can be back before the turn that names the project arrives; so in a session's first
+``HOLD_SECONDS`` such a row is held until the session names its project (or the time is up,
+then it goes to ``stats.db``). A ``kill -9`` can lose those held rows too.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
+from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 
 from ember.errors import StorageError
 from ember.prices import PriceTable
-from ember.proxy.pipeline import Exchange, Outcome, Stage
+from ember.project import ProjectRef
+from ember.proxy.pipeline import Exchange, Outcome, Services, Stage
+from ember.sessions import SessionRegistry
 from ember.store.accounting import ExchangeRecord
 from ember.store.database import Database
 from ember.store.registry import Storage
@@ -21,16 +33,83 @@ from ember.store.registry import Storage
 log = logging.getLogger(__name__)
 
 
+#: How long into a session a row that names no project waits for the session to name one.
+HOLD_SECONDS = 10.0
+
+
 class AccountingStage(Stage):
     name = "accounting"
 
-    def __init__(self, storage: Storage, prices: PriceTable) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        prices: PriceTable,
+        sessions: SessionRegistry | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.storage = storage
         self.prices = prices
+        self.sessions = sessions
+        self._clock = clock
+        self._held: dict[str, tuple[float, list[ExchangeRecord]]] = {}
+        self._sweeper: asyncio.Task[None] | None = None
 
-    def database(self, ex: Exchange) -> Database:
-        if ex.project is not None:
-            return self.storage.database(ex.project.db_path(self.storage.home))
+    async def start(self, services: Services) -> None:
+        self._sweeper = asyncio.create_task(self._sweep(), name="accounting-hold")
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            now = self._clock()
+            for session_id in [s for s, (until, _) in self._held.items() if until <= now]:
+                self._release(session_id, None)
+
+    async def on_request(self, ex: Exchange) -> None:
+        if ex.session_id in self._held and ex.project is not None:
+            self._release(ex.session_id, ex.project)
+
+    def _release(self, session_id: str, project: ProjectRef | None) -> None:
+        _, records = self._held.pop(session_id, (0.0, []))
+        identity = project.identity if project is not None else None
+        for record in records:
+            self._write(replace(record, project=identity), project)
+
+    def _hold(self, record: ExchangeRecord) -> bool:
+        """Keep a row that names no project while its session is young (True when held)."""
+        age = self.sessions.age(record.session_id) if self.sessions is not None else None
+        if age is None or age >= HOLD_SECONDS:
+            return False
+        until, records = self._held.get(record.session_id, (0.0, []))
+        records.append(record)
+        self._held[record.session_id] = (until or self._clock() + HOLD_SECONDS - age, records)
+        return True
+
+    def _write(self, record: ExchangeRecord, project: ProjectRef | None) -> None:
+        done = self.database(project).submit(record.insert, label="accounting")
+        done.add_done_callback(_log_failure)
+
+    async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        await self.settle()
+
+    async def settle(self) -> None:
+        """Write the held rows now, where their sessions went (shutdown, tests, the demo)."""
+        for session_id in list(self._held):
+            bound = self.sessions.project_of(session_id) if self.sessions is not None else None
+            self._release(session_id, bound)
+
+    def project(self, ex: Exchange) -> ProjectRef | None:
+        """The project, decided after the answer: a request that named none (Claude Code's
+        title request, sent beside the session's first turn) goes where its session went, so
+        one session never lands in two databases."""
+        if ex.project is None and self.sessions is not None:
+            return self.sessions.project_of(ex.session_id)
+        return ex.project
+
+    def database(self, project: ProjectRef | None) -> Database:
+        if project is not None:
+            return self.storage.database(project.db_path(self.storage.home))
         return self.storage.stats()
 
     async def on_response(self, ex: Exchange, outcome: Outcome) -> None:
@@ -43,10 +122,11 @@ class AccountingStage(Stage):
             cost = 0.0  # the provider refused before generating: nothing billed
         # A stream that failed midway may have generated (and billed) tokens it never
         # reported: without usage its cost stays unknown rather than a made-up $0.
+        project = self.project(ex)
         record = ExchangeRecord(
             ts=ex.wall_started,
             session_id=ex.session_id,
-            project=ex.project.identity if ex.project else None,
+            project=project.identity if project else None,
             protocol=ex.adapter.name,
             model=model,
             status=outcome.status,
@@ -57,9 +137,13 @@ class AccountingStage(Stage):
             price_snapshot=self.prices.snapshot,
             latency_ms=outcome.latency_ms,
             ttfb_ms=outcome.ttfb_ms,
+            thread=ex.thread.id if ex.thread else ex.session_id,
+            thread_kind=ex.thread.kind if ex.thread else "main",
+            error_type=msg.error.type if msg is not None and msg.error is not None else None,
         )
-        done = self.database(ex).submit(record.insert, label="accounting")
-        done.add_done_callback(_log_failure)
+        if project is None and self._hold(record):
+            return
+        self._write(record, project)
 
 
 def _log_failure(done: Future[None]) -> None:

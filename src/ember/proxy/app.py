@@ -22,11 +22,10 @@ from typing import Any
 
 from ember.config import Settings
 from ember.errors import ProtocolError
-from ember.project import resolve_project
 from ember.protocols import ADAPTERS, ANTHROPIC, OPENAI_CHAT
 from ember.protocols.base import ProtocolAdapter, Usage
-from ember.protocols.jsonedit import JsonDoc
 from ember.proxy.accounting import AccountingStage
+from ember.proxy.intake import build_exchange
 from ember.proxy.owned import relay_owned
 from ember.proxy.pipeline import Exchange, Outcome, Pipeline, Services, Stage
 from ember.proxy.relay import Receive, Relayed, Send, relay, send_json
@@ -34,16 +33,14 @@ from ember.proxy.tee import assemble
 from ember.proxy.upstream import Upstream, forward_headers
 from ember.proxy.verdict import judge
 from ember.proxy.websocket import serve as serve_websocket
-from ember.session import derive_session_id
+from ember.sessions import SessionRegistry
 from ember.store.registry import Storage
 
 log = logging.getLogger(__name__)
 
 _HEALTH_OK = b'{"status":"ok"}'
+_ROOT = b'{"service":"ember"}'
 _HEALTH_STARTING = b'{"status":"starting"}'
-#: How many leading messages are searched for a working directory (Claude Code and Codex put
-#: their environment block in the first user turn; scanning a long history every turn is waste).
-_CWD_SCAN_MESSAGES = 3
 
 
 def _headers(scope: dict[str, Any]) -> list[tuple[str, str]]:
@@ -72,9 +69,10 @@ class ProxyApp:
         self.settings = settings
         self.upstream = Upstream.from_settings(settings)
         self.storage = storage or Storage(settings.home, vec=settings.memory_vector_index != "hnsw")
+        self.sessions = SessionRegistry()
         all_stages = list(stages)
         if settings.accounting:
-            all_stages.append(AccountingStage(self.storage, settings.price_table()))
+            all_stages.append(AccountingStage(self.storage, settings.price_table(), self.sessions))
         self.pipeline = Pipeline(all_stages)
         self.ready = False
         self._background: set[asyncio.Task[None]] = set()
@@ -125,9 +123,11 @@ class ProxyApp:
         await self.upstream.close()
 
     async def drain(self) -> None:
-        """Wait for outstanding response stages (tests and shutdown)."""
+        """Wait for outstanding response stages, then let stages write what they hold back
+        (tests, the demo, benchmarks)."""
         while self._background:
             await asyncio.wait(set(self._background))
+        await self.pipeline.settle()
 
     # -- routing ----------------------------------------------------------------------------
 
@@ -136,6 +136,11 @@ class ProxyApp:
         if path == "/healthz" and method in ("GET", "HEAD"):
             status, body = (200, self._health()) if self.ready else (503, _HEALTH_STARTING)
             await send_json(send, status, body)
+            return
+        if path == "/" and method in ("GET", "HEAD"):
+            # Claude Code checks it can reach its base URL with a bare ``HEAD /`` (no key, no
+            # version header): ember answers it; forwarding it guessed a provider at random.
+            await send_json(send, 200, _ROOT)
             return
         headers = _headers(scope)
         hmap = dict(headers)
@@ -192,25 +197,7 @@ class ProxyApp:
     def _exchange(
         self, adapter: ProtocolAdapter, path: str, query: str, hmap: dict[str, str], body: bytes
     ) -> Exchange:
-        doc = JsonDoc(body)
-        if not isinstance(doc.value, dict):
-            raise ProtocolError("request body must be a JSON object")
-        value = doc.value
-        texts = (
-            adapter.user_text(value, i)
-            for i in range(min(adapter.message_count(value), _CWD_SCAN_MESSAGES))
-        )
-        project = resolve_project(
-            hmap, self.settings.project_root, adapter.system_text(value), texts
-        )
-        session = derive_session_id(
-            hmap,
-            value,
-            project.identity if project else None,
-            adapter.model(value),
-            adapter.first_user_text(value),
-        )
-        return Exchange(adapter, path, query, hmap, doc, self.settings, session, project)
+        return build_exchange(adapter, path, query, hmap, body, self.settings, self.sessions)
 
     async def _exchange_flow(
         self, ex: Exchange, headers: list[tuple[str, str]], receive: Receive, send: Send

@@ -22,6 +22,7 @@ from ember.project import ProjectRef
 from ember.protocols.base import AssembledMessage, ProtocolAdapter
 from ember.protocols.jsonedit import JsonDoc
 from ember.store.registry import Storage
+from ember.threads import Thread
 
 if TYPE_CHECKING:
     from ember.proxy.owned import OwnedTools
@@ -57,6 +58,14 @@ class Exchange:
     #: tools ember offers the model and runs itself (set by a stage that also added their
     #: definitions to the request); the answer is then buffered until no owned call is left
     owned_tools: OwnedTools | None = None
+    #: which conversation of the session this is (``ember.threads``); None counts as main
+    thread: Thread | None = None
+
+    @property
+    def is_main_thread(self) -> bool:
+        """The user's own conversation: where shaping and memory act (never a title request,
+        a compaction's summary or a sub-agent)."""
+        return self.thread is None or self.thread.is_main
 
     @property
     def body(self) -> Any:
@@ -107,6 +116,10 @@ class Stage:
     async def start(self, services: Services) -> None:
         return None
 
+    async def settle(self) -> None:
+        """Finish what is held back for later (``ProxyApp.drain``: tests, the demo)."""
+        return None
+
     async def on_request(self, ex: Exchange) -> None:
         return None
 
@@ -145,6 +158,13 @@ class Pipeline:
                 log.exception(
                     "stage %s failed to start; it stays in, and may do nothing", stage.name
                 )
+
+    async def settle(self) -> None:
+        for stage in self.stages:
+            try:
+                await stage.settle()
+            except Exception:
+                log.exception("stage %s failed to settle", stage.name)
 
     async def close(self) -> None:
         for stage in self.stages:

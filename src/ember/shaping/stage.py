@@ -119,6 +119,8 @@ class ShapingStage(Stage):
     # -- request path -------------------------------------------------------------------
 
     async def on_request(self, ex: Exchange) -> None:
+        if not ex.is_main_thread:
+            return  # a title request or a sub-agent: forwarded as sent, not in the savings
         now = self.clock()
         body = ex.doc.value
         kind = classify_turn(ex.adapter.turn_parts(body))

@@ -21,8 +21,9 @@ from ember.store.schema import PROJECT, STATS
 
 _INSERT = """INSERT INTO exchanges (ts, session_id, project, protocol, model, status, outcome,
     stream, input_tokens, cache_read_tokens, cache_write_tokens, cache_write_1h_tokens,
-    output_tokens, usage_known, cost_usd, price_snapshot, latency_ms, ttfb_ms)
-    VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"""
+    output_tokens, usage_known, cost_usd, price_snapshot, latency_ms, ttfb_ms, thread,
+    thread_kind, origin, error_type)
+    VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"""
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,10 @@ class ExchangeRecord:
     price_snapshot: str
     latency_ms: float
     ttfb_ms: float | None
+    thread: str | None = None
+    thread_kind: str | None = None
+    origin: str = "client"
+    error_type: str | None = None
 
     def row(self) -> tuple[Any, ...]:
         u = self.usage or Usage()
@@ -62,6 +67,10 @@ class ExchangeRecord:
             self.price_snapshot,
             self.latency_ms,
             self.ttfb_ms,
+            self.thread,
+            self.thread_kind,
+            self.origin,
+            self.error_type,
         )
 
     def insert(self, conn: Connection) -> None:

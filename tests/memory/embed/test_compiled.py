@@ -1,4 +1,4 @@
-"""The built graph cached on disk: reused, equivalent, and never a reason to fail."""
+"""The real graph cached on disk: reused, equivalent, and never a reason to fail."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from ember.memory.embed import Embedder, ModelFiles
 from ember.memory.embed import compiled as compiled_module
-from ember.memory.embed.compiled import DATA_FILE, MODEL_FILE, cache_key
+from ember.memory.embed.compiled import DATA_FILE, MODEL_FILE, cache_key, entry_name
 from ember.memory.embed.runtime import load_onnx_embedder
 
 TEXTS = ["the cached graph is the same model", "", "数据库连接池"]
@@ -26,7 +26,7 @@ def test_first_load_writes_the_graph_and_vectors_are_unchanged(
 ) -> None:
     cached = load_onnx_embedder(package_files, NAME, cache_dir=tmp_path)
     (entry,) = _entries(tmp_path)  # one entry, no staging directory left behind
-    assert entry.name == cache_key(package_files, fused_attention=True)
+    assert entry.name == entry_name("all-MiniLM-L6-v2", cache_key(package_files, True))
     assert (entry / MODEL_FILE).is_file() and (entry / DATA_FILE).stat().st_size > 80e6
     assert cached.embed(TEXTS).tobytes() == minilm.embed(TEXTS).tobytes()
 

@@ -28,6 +28,7 @@ from ember.memory.embed import (
 )
 from ember.memory.embed import factory as factory_module
 from ember.memory.embed import files as files_module
+from ember.memory.embed.compiled import user_models_dir
 from ember.memory.embed.files import Backend
 
 
@@ -164,7 +165,7 @@ def test_missing_weights_error_says_how_to_install(monkeypatch: pytest.MonkeyPat
 
 def test_settings_choose_the_process_wide_embedder(tmp_path: Path, minilm: Embedder) -> None:
     settings = load_settings(env={"EMBER_HOME": str(tmp_path)})
-    assert models_dir(settings) == tmp_path / "models"
+    assert models_dir(settings) == user_models_dir()  # per user, not per EMBER_HOME
     assert preload_from(settings).get(timeout=60) is minilm
     assert embedder_from(settings) is minilm
 

@@ -1,4 +1,4 @@
-"""The built ONNX graph, kept on disk (``$EMBER_HOME/models/<key>/``) and memory-mapped.
+"""The built ONNX graph, kept on disk in the per-user models cache and memory-mapped.
 
 Why on disk rather than built in memory at every start:
 
@@ -10,32 +10,69 @@ Why on disk rather than built in memory at every start:
 - Start-up. A cache hit skips reading the safetensors, building the graph and importing the
   ``onnx`` package (about 0.6 s of import alone).
 
+Where: one cache per user (``user_models_dir``: ``$XDG_CACHE_HOME/ember/models``, else
+``~/.cache/ember/models``; the ``models_dir`` setting overrides it), shared by every
+``EMBER_HOME``, so the demo's throw-away homes, tests and a user's several homes reuse one
+87 MB entry instead of building and keeping one each.
+
+An entry is ``<model>-<key>/`` holding ``model.onnx``, ``model.onnx.data`` and ``last-used``.
 The key is a digest of ``GRAPH_VERSION``, ``config.json`` and ``model.safetensors``: a different
-checkpoint, or a change to ``graph.py`` (which must bump ``GRAPH_VERSION``), gets a new
-directory instead of a stale graph. An entry is written in a temporary directory and renamed
-into place, so a crash mid-write, or two processes building at once, never leave a half-written
-model that a later start would load.
+checkpoint, or a change to ``graph.py`` (which must bump ``GRAPH_VERSION``), gets a new entry
+instead of a stale graph; the model name in front lets ``prune`` tell an older entry of the same
+model from another model's.
+
+Atomic: an entry is written in a ``.build-*`` directory beside it, flushed to disk (``fsync``),
+and renamed into place; it is removed by renaming it to ``.trash-*`` first. So a process sees an
+entry complete or not at all: a crash mid-write, or two processes building at once, never leave
+a half-written model that a later start would load. ``last-used`` is touched by every process
+that opens the entry; ``prune`` reads it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
+import re
+import secrets
 import shutil
+import sys
 import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ember.memory.embed.checkpoint import read_weights
 from ember.memory.embed.files import ModelFiles
 from ember.memory.embed.spec import ModelSpec
 
 if TYPE_CHECKING:
     import onnx
 
+log = logging.getLogger(__name__)
+
 #: Bump whenever graph.py changes what it builds.
 GRAPH_VERSION = "1"
 MODEL_FILE = "model.onnx"
 DATA_FILE = "model.onnx.data"
+LAST_USED = "last-used"
+STAGING_PREFIX = ".build-"
+TRASH_PREFIX = ".trash-"
+#: Writes the files of an entry into the directory it is given.
+WriteEntry = Callable[[Path], None]
+_ENTRY = re.compile(r"(?P<model>[A-Za-z0-9._-]+)-(?P<key>[0-9a-f]{32})")
+
+
+def user_models_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    """The per-user cache: ``$XDG_CACHE_HOME/ember/models`` (an absolute one, as the XDG spec
+    requires), ``%LOCALAPPDATA%\\ember\\models`` on Windows, else ``~/.cache/ember/models``."""
+    xdg = environ.get("XDG_CACHE_HOME", "")
+    if xdg and Path(xdg).is_absolute():
+        base = Path(xdg)
+    elif sys.platform == "win32" and environ.get("LOCALAPPDATA"):
+        base = Path(environ["LOCALAPPDATA"])
+    else:
+        base = Path("~/.cache").expanduser()
+    return base / "ember" / "models"
 
 
 def cache_key(files: ModelFiles, fused_attention: bool) -> str:
@@ -49,50 +86,140 @@ def cache_key(files: ModelFiles, fused_attention: bool) -> str:
     return digest.hexdigest()[:32]
 
 
+def entry_name(model: str, key: str) -> str:
+    """``all-MiniLM-L6-v2-<key>``; characters a file name cannot safely hold become ``_``."""
+    return f"{re.sub(r'[^A-Za-z0-9._-]', '_', model)[:64].lstrip('.') or 'model'}-{key}"
+
+
+def entry_model(name: str) -> str | None:
+    """The model part of an entry's name; ``None`` for anything that is not an entry."""
+    match = _ENTRY.fullmatch(name)
+    return match["model"] if match and not name.startswith(".") else None
+
+
+def is_complete(entry: Path) -> bool:
+    """Both files present. Entries only ever appear by rename of a finished build, so
+    presence is completeness; a ``.build-*`` directory is never looked up."""
+    return (entry / MODEL_FILE).is_file() and (entry / DATA_FILE).is_file()
+
+
 def build_model(files: ModelFiles, spec: ModelSpec, fused_attention: bool) -> onnx.ModelProto:
     """Build the graph in memory. ``graph`` (and with it ``onnx``) is imported only here, so a
     start-up that finds its graph on disk never pays for that import."""
+    from ember.memory.embed.checkpoint import read_weights
     from ember.memory.embed.graph import build_graph
 
     return build_graph(spec, read_weights(files.weights), fused_attention)
 
 
 def compiled_model(
-    files: ModelFiles, spec: ModelSpec, cache_dir: Path, fused_attention: bool
+    files: ModelFiles,
+    spec: ModelSpec,
+    cache_dir: Path,
+    fused_attention: bool,
+    model: str = "model",
 ) -> Path:
-    """Path of the cached ``model.onnx``, building it first when absent.
+    """Path of the cached ``model.onnx``, building and publishing the entry first when absent;
+    marks the entry used.
 
     Raises ``OSError`` when ``cache_dir`` cannot be written (the caller builds in memory
     instead) and ``EmbedderUnavailable`` when the weights themselves are unusable.
     """
-    target = cache_dir / cache_key(files, fused_attention)
-    model_path = target / MODEL_FILE
-    if model_path.is_file() and (target / DATA_FILE).is_file():
-        return model_path
+    target = cache_dir / entry_name(model, cache_key(files, fused_attention))
+    if not is_complete(target):
+        _publish(target, lambda staging: _write_graph(staging, files, spec, fused_attention))
+    touch(target)
+    return target / MODEL_FILE
+
+
+def _write_graph(staging: Path, files: ModelFiles, spec: ModelSpec, fused: bool) -> None:
     import onnx  # only on a miss: see build_model
 
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".build-", dir=cache_dir))
+    onnx.save_model(
+        build_model(files, spec, fused),
+        str(staging / MODEL_FILE),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location=DATA_FILE,
+        size_threshold=1024,
+    )
+
+
+def _publish(target: Path, write: WriteEntry) -> None:
+    """Write an entry in a staging directory beside ``target``, flush it, rename it into place.
+
+    Two processes publishing the same entry at once: the first rename wins; the second finds
+    the (identical) entry complete and drops its own copy.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=target.parent))
     try:
-        onnx.save_model(
-            build_model(files, spec, fused_attention),
-            str(staging / MODEL_FILE),
-            save_as_external_data=True,
-            all_tensors_to_one_file=True,
-            location=DATA_FILE,
-            size_threshold=1024,
-        )
+        write(staging)
+        (staging / LAST_USED).touch()
+        for path in staging.iterdir():
+            _fsync(path)
+        _fsync(staging)
         try:
             staging.rename(target)
         except OSError:
-            if not model_path.is_file():
+            if not is_complete(target):
                 raise
-            # Another process renamed its (identical) build into place first: use theirs.
+        else:
+            _fsync(target.parent)  # the rename itself survives a power cut
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return model_path
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file's data (or a directory's entries, where the OS allows it) to disk: without
+    it a power cut after the rename can leave an entry whose data file is empty or short."""
+    if path.is_dir():
+        if sys.platform == "win32":
+            return  # directories cannot be opened for fsync on Windows
+        fd = os.open(path, os.O_RDONLY)
+    else:
+        fd = os.open(path, os.O_RDWR | getattr(os, "O_BINARY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def touch(entry: Path) -> None:
+    """Record that a process uses ``entry`` now (what ``prune`` reads); a read-only cache
+    is used as it is."""
+    try:
+        (entry / LAST_USED).touch()
+    except OSError as exc:
+        log.debug("cannot mark %s as used: %s", entry, exc)
+
+
+def last_used(entry: Path) -> float:
+    """When a process last opened (or built) ``entry``: the newest mtime among ``last-used``,
+    the entry's files and the directory itself (a build in progress writes its files)."""
+    times = [entry.stat().st_mtime]
+    for path in entry.iterdir():
+        try:
+            times.append(path.stat().st_mtime)
+        except OSError:
+            continue
+    return max(times)
+
+
+def remove_entry(entry: Path) -> bool:
+    """Take ``entry`` away atomically (renamed to ``.trash-*``, then deleted), so no process
+    ever finds it half deleted. False if it could not be moved (gone already, or in use on a
+    system that forbids that)."""
+    trash = entry.with_name(f"{TRASH_PREFIX}{entry.name}-{secrets.token_hex(4)}")
+    try:
+        entry.rename(trash)
+    except OSError as exc:
+        log.debug("cannot remove %s: %s", entry, exc)
+        return False
+    shutil.rmtree(trash, ignore_errors=True)
+    return True
 
 
 def discard(model_path: Path) -> None:
     """Remove a cache entry that onnxruntime refused, so the next start rebuilds it."""
-    shutil.rmtree(model_path.parent, ignore_errors=True)
+    remove_entry(model_path.parent)

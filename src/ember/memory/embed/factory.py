@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ember.config import Settings
 from ember.memory.embed.base import Embedder
+from ember.memory.embed.compiled import user_models_dir
 from ember.memory.embed.errors import EmbedderError, EmbedderNotReady, EmbedderUnavailable
 from ember.memory.embed.files import DEFAULT_MODEL, Backend, canonical_model, locate
 
@@ -53,6 +54,10 @@ def load_embedder(backend: Backend, model: str, cache_dir: Path | None = None) -
 
 class EmbedderLoader:
     """A handle on one load running in a daemon thread.
+
+    A daemon thread, so a download that hangs never holds up the process's exit; the load's
+    onnxruntime part is waited for at exit instead of being cut off mid-call (``exitguard``:
+    that cut-off aborted ``make demo``).
 
     ``ready()`` never blocks: it is what a request path checks before doing memory work.
     ``get(timeout)`` waits, then returns the embedder or raises what the load raised
@@ -188,13 +193,16 @@ def preload(
 
 
 def models_dir(settings: Settings) -> Path:
-    """Where built graphs are cached: ``$EMBER_HOME/models``."""
-    return settings.home / "models"
+    """Where built graphs are cached: the ``models_dir`` setting, else the per-user cache
+    (``$XDG_CACHE_HOME/ember/models``), the same for every ``EMBER_HOME``."""
+    if settings.models_dir is not None:
+        return settings.models_dir.expanduser()
+    return user_models_dir()
 
 
 def preload_from(settings: Settings) -> EmbedderLoader:
     """What the proxy calls at start-up: the configured model, loading in the background,
-    its graph cached under ``$EMBER_HOME/models``."""
+    its graph cached in ``models_dir(settings)``."""
     return preload(settings.embed_backend, settings.embed_model, models_dir(settings))
 
 

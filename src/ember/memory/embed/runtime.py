@@ -24,7 +24,9 @@ from ember.memory.embed.batching import plan_batches
 from ember.memory.embed.checkpoint import read_spec
 from ember.memory.embed.compiled import build_model, compiled_model, discard
 from ember.memory.embed.errors import EmbedderUnavailable
+from ember.memory.embed.exitguard import native_work
 from ember.memory.embed.files import ModelFiles
+from ember.memory.embed.prune import prune
 from ember.memory.embed.spec import ATTENTION_MASK, INPUT_IDS, OUTPUT, ModelSpec
 
 log = logging.getLogger(__name__)
@@ -61,7 +63,8 @@ class OnnxEmbedder:
     Rows are unit length and in input order. A text longer than the model's window is cut at
     ``max_seq_length`` word pieces (256 for all-MiniLM-L6-v2, as sentence-transformers does);
     the empty string (and whitespace) embeds as the model's vector for ``[CLS] [SEP]``, a
-    valid unit vector, exactly as the reference implementation returns it.
+    valid unit vector, exactly as the reference implementation returns it. Once the process
+    has begun to exit, ``embed`` raises ``EmbedderUnavailable`` instead of starting onnxruntime.
     """
 
     def __init__(
@@ -88,6 +91,11 @@ class OnnxEmbedder:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
+        with native_work():  # may run on a daemon thread: never across interpreter exit
+            self._run(texts, out)
+        return out
+
+    def _run(self, texts: Sequence[str], out: npt.NDArray[np.float32]) -> None:
         # sentence-transformers strips each text before tokenising; keep the same input.
         encodings = self._tokenizer.encode_batch([t.strip() for t in texts])
         lengths = [len(e.ids) for e in encodings]
@@ -100,7 +108,6 @@ class OnnxEmbedder:
                 mask[row, : lengths[i]] = 1
             (vectors,) = self._session.run([OUTPUT], {INPUT_IDS: ids, ATTENTION_MASK: mask})
             out[batch] = vectors
-        return out
 
 
 def _session_options(tuning: Tuning) -> ort.SessionOptions:
@@ -153,20 +160,24 @@ def _open_session(
     onnxruntime refuses is logged and the graph is built in memory for this run.
     """
     if cache_dir is not None:
+        model = name.removeprefix("onnx:")
         try:
-            path = compiled_model(files, spec, cache_dir, tuning.fused_attention)
+            path = compiled_model(files, spec, cache_dir, tuning.fused_attention, model)
         except OSError as exc:
             log.warning(
                 "cannot cache the embedder graph in %s (%s); building it in memory", cache_dir, exc
             )
         else:
             try:
-                return _session(str(path), tuning, name)
+                session = _session(str(path), tuning, name)
             except EmbedderUnavailable as exc:
                 log.warning("discarding the cached embedder graph %s: %s", path, exc)
                 discard(path)
-    model = build_model(files, spec, tuning.fused_attention)
-    return _session(model.SerializeToString(), tuning, name)
+            else:
+                prune(cache_dir, keep=path.parent.name)
+                return session
+    built = build_model(files, spec, tuning.fused_attention)
+    return _session(built.SerializeToString(), tuning, name)
 
 
 def load_onnx_embedder(
@@ -177,14 +188,18 @@ def load_onnx_embedder(
 ) -> OnnxEmbedder:
     """Open ``files`` as an embedder; raises ``EmbedderUnavailable``.
 
-    ``cache_dir`` (normally ``$EMBER_HOME/models``) keeps the built graph on disk: pass it in
-    long-running processes, where it saves ~180 MB of RSS and most of the load time.
+    ``cache_dir`` (normally the per-user models cache) keeps the built graph on disk: pass it
+    in long-running processes, where it saves ~180 MB of RSS and most of the load time. Raises
+    ``EmbedderUnavailable`` too when the process is already exiting (see ``exitguard``).
     """
     tuning = tuning or Tuning()
     started = time.perf_counter()
-    spec = read_spec(files)
-    tokenizer = load_tokenizer(files.tokenizer, spec)
-    session = _open_session(files, spec, tuning, name, cache_dir)
+    # The whole load, not only the session: it runs on the loader's daemon thread, and an exit
+    # that lets it finish also leaves a complete cache entry instead of a stray build.
+    with native_work():
+        spec = read_spec(files)
+        tokenizer = load_tokenizer(files.tokenizer, spec)
+        session = _open_session(files, spec, tuning, name, cache_dir)
     log.info(
         "embedder %s loaded from %s in %.2fs", name, files.source, time.perf_counter() - started
     )

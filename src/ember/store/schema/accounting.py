@@ -49,4 +49,19 @@ ACCOUNTING: tuple[Migration, ...] = (
         FROM exchanges GROUP BY session_id;
         """,
     ),
+    Migration(
+        "0003_exchanges_thread_origin",
+        """
+        -- Which conversation of the session (ember.threads): the user's own (main), a
+        -- sub-agent, or a side request (title generation...). Rows from before: unknown.
+        ALTER TABLE exchanges ADD COLUMN thread TEXT;
+        ALTER TABLE exchanges ADD COLUMN thread_kind TEXT;
+        -- Who made the call: the client ('client') or ember on its own (shadow memory, the
+        -- steward...), so a session's totals stay the user's own spend.
+        ALTER TABLE exchanges ADD COLUMN origin TEXT NOT NULL DEFAULT 'client';
+        -- The provider's error type for an answer that failed after a 200 (overloaded_error...):
+        -- the type only, never the message, which can echo the request.
+        ALTER TABLE exchanges ADD COLUMN error_type TEXT;
+        """,
+    ),
 )

@@ -1,0 +1,86 @@
+"""The proxy's book of live sessions: their threads, their project, when they were last seen.
+
+One registry per proxy, shared by every feature, so shaping, memory, accounting (and shadow
+memory next) agree on what a session is. Bounded: the least recently seen sessions are
+forgotten past ``capacity``; a forgotten session that comes back starts afresh, which only
+costs the first request's thread guess.
+
+A session is bound to the first project it resolves to, so one session never lands in two
+databases: Claude Code's title request names no working directory, and its sub-agents name
+it in another place than the main thread. Explicit headers (``x-ember-project-id``,
+``x-ember-cwd``) always win, as they do for a single request.
+
+Runs on the event loop only: plain dictionary work, no locks, no I/O.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ember.project import ProjectRef
+from ember.threads import RequestShape, SessionThreads, Thread, classify
+
+DEFAULT_CAPACITY = 8192
+
+
+@dataclass
+class SessionInfo:
+    threads: SessionThreads = field(default_factory=SessionThreads)
+    project: ProjectRef | None = None
+    first_seen: float = 0.0
+    last_seen: float = 0.0
+    requests: int = 0
+
+
+class SessionRegistry:
+    def __init__(
+        self, capacity: int = DEFAULT_CAPACITY, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.capacity = capacity
+        self._clock = clock
+        self._sessions: OrderedDict[str, SessionInfo] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def observe(
+        self, session_id: str, shape: RequestShape, project: ProjectRef | None
+    ) -> tuple[Thread, ProjectRef | None]:
+        """Record one request; returns its thread and the project it belongs to."""
+        info = self._sessions.get(session_id)
+        if info is None:
+            info = SessionInfo(first_seen=self._clock())
+            self._sessions[session_id] = info
+            while len(self._sessions) > self.capacity:
+                self._sessions.popitem(last=False)
+        else:
+            self._sessions.move_to_end(session_id)
+        thread, info.threads = classify(session_id, shape, info.threads)
+        info.last_seen = self._clock()
+        info.requests += 1
+        return thread, self._bind(info, project)
+
+    @staticmethod
+    def _bind(info: SessionInfo, project: ProjectRef | None) -> ProjectRef | None:
+        if project is not None and project.source.startswith("header:"):
+            info.project = info.project or project
+            return project
+        if info.project is None:
+            info.project = project
+        return info.project
+
+    def project_of(self, session_id: str) -> ProjectRef | None:
+        """The project a session is bound to (for a request that named none itself)."""
+        info = self._sessions.get(session_id)
+        return info.project if info is not None else None
+
+    def get(self, session_id: str) -> SessionInfo | None:
+        return self._sessions.get(session_id)
+
+    def age(self, session_id: str) -> float | None:
+        """Seconds since the session's first request (None: not seen, or forgotten)."""
+        info = self._sessions.get(session_id)
+        return None if info is None else self._clock() - info.first_seen

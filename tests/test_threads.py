@@ -1,0 +1,92 @@
+"""Which conversation of a session a request is (pure), on synthetic shapes and on what the
+real clients sent."""
+
+from __future__ import annotations
+
+import pytest
+
+from ember.protocols import ADAPTERS
+from ember.sessions import SessionRegistry
+from ember.threads import RequestShape, SessionThreads, classify, is_compaction
+from tests.client_fixtures import load_scenario, scenarios
+
+MAIN = RequestShape.of(
+    "main prompt", ("Bash", "Read"), "fix it", structured=False, subagent_marker=False
+)
+TITLE = RequestShape.of(
+    "title prompt", (), "<session>fix it</session>", structured=True, subagent_marker=False
+)
+EXPLORE = RequestShape.of(
+    "explore prompt", ("Bash",), "find files", structured=False, subagent_marker=False
+)
+
+
+def run(*shapes: RequestShape) -> list[str]:
+    state = SessionThreads()
+    kinds = []
+    for shape in shapes:
+        thread, state = classify("s", shape, state)
+        kinds.append(thread.kind)
+    return kinds
+
+
+def test_a_title_request_sent_before_the_first_turn_is_a_side_request() -> None:
+    assert run(TITLE, MAIN, MAIN) == ["side", "main", "main"]
+
+
+def test_another_agent_under_the_session_is_a_subagent_with_its_own_thread() -> None:
+    assert run(MAIN, EXPLORE, EXPLORE, MAIN) == ["main", "subagent", "subagent", "main"]
+    state = classify("s", MAIN, SessionThreads())[1]
+    a = classify("s", EXPLORE, state)[0]
+    b = classify(
+        "s",
+        RequestShape.of(
+            "explore prompt", ("Bash",), "other task", structured=False, subagent_marker=False
+        ),
+        state,
+    )[0]
+    assert a.id != b.id != "s"
+
+
+def test_a_plain_chat_without_tools_is_the_main_thread() -> None:
+    chat = RequestShape.of("be nice", (), "hello", structured=False, subagent_marker=False)
+    assert run(chat, chat) == ["main", "main"]
+
+
+def test_a_changed_system_prompt_with_the_same_first_message_stays_main() -> None:
+    later = RequestShape.of(
+        "main prompt, new date", ("Bash", "Read"), "fix it", structured=False, subagent_marker=False
+    )
+    assert run(MAIN, later) == ["main", "main"]
+
+
+def test_the_client_marking_a_subagent_wins() -> None:
+    marked = RequestShape.of(
+        "main prompt", ("Bash", "Read"), "x", structured=False, subagent_marker=True
+    )
+    assert run(MAIN, marked) == ["main", "subagent"]
+
+
+def test_compaction_is_recognised_by_claude_codes_instructions() -> None:
+    assert is_compaction("...\nCRITICAL: Respond with TEXT ONLY. Do NOT call any tools.\n...")
+    assert not is_compaction("Please read notes.txt and tell me what it says.")
+
+
+@pytest.mark.parametrize(("client", "scenario"), scenarios())
+def test_recorded_requests_get_the_thread_kind_they_are(client: str, scenario: str) -> None:
+    expected = {"main": "main", "compaction": "main", "subagent": "subagent", "title": "side"}
+    registry = SessionRegistry()
+    for req in load_scenario(client, scenario):
+        if not req.is_model_call:
+            continue
+        adapter = ADAPTERS[req.path.split("?")[0]]
+        body = req.json()
+        shape = RequestShape.of(
+            adapter.system_text(body),
+            adapter.tool_names(body),
+            adapter.first_user_text(body) or "",
+            structured=adapter.wants_structured_output(body),
+            subagent_marker=bool(req.headers.get("x-claude-code-agent-id")),
+        )
+        thread, _ = registry.observe(str(req.session_id()), shape, None)
+        assert thread.kind == expected[req.kind], req.name
