@@ -233,3 +233,13 @@ def test_responses_block_goes_to_instructions() -> None:
     assert sent(d) == {"input": "hi", "instructions": BLOCK}
     d = doc({"instructions": [{"role": "system", "content": "x"}]})
     assert not OPENAI_RESPONSES.put_system_block(d, OPEN, CLOSE, BLOCK) and not d.edited
+
+
+def test_responses_continuation_without_a_system_prompt_gets_no_new_instructions() -> None:
+    """The continued response carries the block in its developer items; a new
+    ``instructions`` would repeat it and change the front of the cached prompt."""
+    d = doc({"previous_response_id": "resp_1", "input": [{"role": "user", "content": "more"}]})
+    assert not OPENAI_RESPONSES.put_system_block(d, OPEN, CLOSE, BLOCK) and not d.edited
+    d = doc({"previous_response_id": "resp_1", "instructions": "be good", "input": "more"})
+    assert OPENAI_RESPONSES.put_system_block(d, OPEN, CLOSE, BLOCK)  # its own prompt: as always
+    assert sent(d)["instructions"] == "be good\n\n" + BLOCK

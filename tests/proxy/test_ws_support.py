@@ -66,8 +66,10 @@ def test_handshake_headers_of_one_hop_are_not_forwarded() -> None:
 
 
 def test_event_head_reads_type_and_lane() -> None:
-    head = event_head('{"type":"response.completed","stream_id":"a","response":{}}')
+    head = event_head('{"type":"response.completed","stream_id":"a","response":{"id":"r1"}}')
     assert (head.type, head.lane, head.terminal) == ("response.completed", "a", True)
+    assert head.response_id == "r1"
+    assert event_head('{"type":"response.output_text.delta","item_id":"m"}').response_id is None
     assert not event_head('{"type":"response.output_text.delta"}').terminal
     assert event_head("not json").type is None
 

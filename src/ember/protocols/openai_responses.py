@@ -243,7 +243,13 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
         system/developer items (Codex sends its prompt that way and no instructions), as one
         more text part of the last of them; else in a new ``instructions``. Creating
         ``instructions`` in front of a client's developer items put ember's rules *before*
-        the client's own prompt. Instructions of another shape are left alone."""
+        the client's own prompt. Instructions of another shape are left alone.
+
+        A continuation (``previous_response_id``) that carries no system prompt of its own gets
+        no block: the response it continues carries its input, ember's block in the developer
+        items included (Codex over WebSocket sends only new items after its first request),
+        while ``instructions`` are not carried over, so the client chose to send none. A new
+        ``instructions`` there repeated the block and changed the front of a cached prompt."""
         current = doc.value.get("instructions")
         if isinstance(current, str) and current:
             return replace_region(doc, ["instructions"], current, open_tag, close_tag, block)
@@ -253,6 +259,8 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
         if head is not None and isinstance(parts, list):
             path: list[str | int] = ["input", head, "content"]
             return _put_in_parts(doc, path, parts, open_tag, close_tag, block)
+        if doc.value.get("previous_response_id"):
+            return False
         if current is None:
             doc.set_key([], "instructions", block)
             return True

@@ -42,10 +42,12 @@ TERMINAL_EVENTS = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class EventHead:
-    """What the relay needs from a server event: its ``type`` and lane (``stream_id``)."""
+    """What the relay needs from a server event: its ``type``, lane (``stream_id``) and the id
+    of the response it carries (lifecycle events: ``response.created``, ``...completed``)."""
 
     type: str | None
     lane: str | None
+    response_id: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -70,7 +72,15 @@ def event_head(text: str) -> EventHead:
         value = orjson.loads(text)
     except orjson.JSONDecodeError:
         return EventHead(None, None)
-    return EventHead(message_type(value), lane(value))
+    response = value.get("response") if isinstance(value, dict) else None
+    rid = response.get("id") if isinstance(response, dict) else None
+    return EventHead(message_type(value), lane(value), rid if isinstance(rid, str) else None)
+
+
+def previous_response(value: Any) -> str | None:
+    """The ``previous_response_id`` a request continues from, if any."""
+    prev = value.get("previous_response_id") if isinstance(value, dict) else None
+    return prev if isinstance(prev, str) and prev else None
 
 
 def error_event(status: int, message: str, stream_id: str | None = None) -> str:

@@ -18,8 +18,10 @@ Invariants:
 - A message ember cannot read (not a JSON object) is answered with an ``error`` event of status
   400, as the HTTP path answers 400, and goes no further.
 - Codex sends only its first request of a thread with the whole history (later ones name a
-  ``previous_response_id`` and carry new items only), so the project found on a connection
-  stays the project of its later requests that name none.
+  ``previous_response_id`` and carry new items only: no developer prompt, another first
+  message). A request continuing a response of this socket is therefore of that response's
+  thread (read alone it would pass for another agent, which shaping and memory leave alone),
+  and the project found on a socket stays the project of its later requests that name none.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -45,6 +47,7 @@ from ember.protocols.responses_ws import (
     event_head,
     lane,
     message_type,
+    previous_response,
 )
 from ember.proxy.pipeline import Exchange, Outcome, OutcomeKind
 from ember.proxy.relay import Receive, Send
@@ -53,12 +56,16 @@ from ember.proxy.verdict import judge
 if TYPE_CHECKING:
     from ember.project import ProjectRef
     from ember.proxy.app import ProxyApp
+    from ember.threads import Thread
 
 log = logging.getLogger(__name__)
 
 PATH = "/v1/responses"
 #: Close codes a server may send on to its client (RFC 6455 7.4); others become 1011.
 _SENDABLE_CLOSE = frozenset({1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013})
+
+#: Responses whose thread is remembered (Codex continues the last one; a few spare for lanes).
+_THREADS_KEPT = 64
 
 Ended = Literal["client", "provider", "ember"]
 
@@ -94,6 +101,8 @@ class ResponsesSession:
         self.read_timeout = app.settings.upstream_read_timeout
         self._lanes: dict[str | None, deque[_Flight]] = {}
         self._project: ProjectRef | None = None
+        #: thread of each recent response created on this socket, by response id
+        self._threads: OrderedDict[str, Thread] = OrderedDict()
         self._last_activity = time.monotonic()
         self._error: str | None = None
         self._faulted = False
@@ -148,12 +157,23 @@ class ResponsesSession:
         if kind not in ANSWERED:
             await self.upstream.send_str(text)  # response.processed, response.steer...: as sent
             return
+        self._continue_thread(ex, kind)
         if kind == CREATE:  # an append has no instructions or tools for the stages to edit
             await self.app.pipeline.run_request(ex)
         flight = _Flight(ex, lane(ex.doc.value))
         self._lanes.setdefault(flight.lane, deque()).append(flight)
         flight.sent = self._last_activity = time.monotonic()
         await self.upstream.send_str(ex.doc.to_bytes().decode() if ex.doc.edited else text)
+
+    def _continue_thread(self, ex: Exchange, kind: str | None) -> None:
+        """A continuation of a response of this socket is of that response's thread; an
+        append continues the socket's last response."""
+        if kind == CREATE:
+            prior = self._threads.get(previous_response(ex.doc.value) or "")
+        else:
+            prior = next(reversed(self._threads.values()), None)
+        if prior is not None:
+            ex.thread = prior
 
     def _exchange(self, raw: bytes) -> Exchange:
         ex = self.app._exchange(OPENAI_RESPONSES, PATH, self.query, self.headers, raw)
@@ -200,7 +220,12 @@ class ResponsesSession:
         flight = queue[0]
         if flight.ttfb_ms is None:
             flight.ttfb_ms = (now - flight.sent) * 1000
-        flight.started = flight.started or head.type == "response.created"
+        if head.type == "response.created":
+            flight.started = True
+            if head.response_id is not None and flight.ex.thread is not None:
+                self._threads[head.response_id] = flight.ex.thread
+                while len(self._threads) > _THREADS_KEPT:
+                    self._threads.popitem(last=False)
         flight.texts.append(text)
         if head.terminal:
             queue.popleft()
