@@ -235,10 +235,16 @@ def test_responses_block_goes_to_instructions() -> None:
     assert not OPENAI_RESPONSES.put_system_block(d, OPEN, CLOSE, BLOCK) and not d.edited
 
 
-def test_responses_continuation_without_a_system_prompt_gets_no_new_instructions() -> None:
-    """The continued response carries the block in its developer items; a new
-    ``instructions`` would repeat it and change the front of the cached prompt."""
+def test_responses_continuation_gets_the_block_only_in_its_own_instructions() -> None:
+    """The continued response carries the block in its developer items: one in the new items'
+    developer item (Codex's continuation opens with one) or in a new ``instructions`` would be
+    a second copy in the model's prompt."""
     d = doc({"previous_response_id": "resp_1", "input": [{"role": "user", "content": "more"}]})
+    assert not OPENAI_RESPONSES.put_system_block(d, OPEN, CLOSE, BLOCK) and not d.edited
+    developer = {"role": "developer", "content": [{"type": "input_text", "text": "skills"}]}
+    d = doc(
+        {"previous_response_id": "resp_1", "input": [developer, {"role": "user", "content": "x"}]}
+    )
     assert not OPENAI_RESPONSES.put_system_block(d, OPEN, CLOSE, BLOCK) and not d.edited
     d = doc({"previous_response_id": "resp_1", "instructions": "be good", "input": "more"})
     assert OPENAI_RESPONSES.put_system_block(d, OPEN, CLOSE, BLOCK)  # its own prompt: as always

@@ -211,44 +211,39 @@ def test_a_continuation_without_a_working_directory_stays_in_the_project(
     assert not (stack.home / "stats.db").exists() or rows(stack) == []
 
 
-def test_a_codex_continuation_stays_in_the_main_thread(
+def test_a_codex_continuation_stays_in_the_main_thread_with_one_shaping_block(
     make_stack: StackFactory,
 ) -> None:
-    """Codex's later requests on a socket carry only new items after ``previous_response_id``:
-    no developer prompt, another first message. Read alone they look like another agent of the
-    session, which shaping and memory leave alone."""
+    """What Codex 0.171.0 sends on a socket (seen with the real CLI through this proxy): a
+    prewarm (``generate: false``) holding its base developer prompt, then the turn continuing
+    it with new items only, opening with another developer item. Read alone the turn looks like
+    another agent of the session (which shaping and memory leave alone), and a block in its
+    developer item would be a second copy in the model's prompt."""
     stack = make_stack(stages="features")
     tools = [{"type": "function", "name": "exec_command", "parameters": {"type": "object"}}]
-    first_input = [
-        {"role": "developer", "content": [{"type": "input_text", "text": "You are Codex."}]},
-        {
-            "role": "user",
-            "content": [
-                {
-                    "type": "input_text",
-                    "text": f"<environment_context><cwd>{ACME}</cwd></environment_context>",
-                }
-            ],
-        },
-        {"role": "user", "content": [{"type": "input_text", "text": "read notes.txt"}]},
+
+    def item(role: str, text: str) -> dict[str, Any]:
+        return {"role": role, "content": [{"type": "input_text", "text": text}]}
+
+    base = {"tools": tools, "prompt_cache_key": "codex-thread", "store": False, "stream": True}
+    turn = [
+        item("developer", "<permissions instructions>read-only</permissions instructions>"),
+        item("user", f"<environment_context><cwd>{ACME}</cwd></environment_context>"),
+        item("user", "read notes.txt"),
     ]
-    base = {"tools": tools, "prompt_cache_key": "codex-thread", "store": False}
     with sdk(stack) as client, client.responses.connect() as conn, bounded(conn):
-        conn.send(create(first_input, **base))
-        first = answer(conn)[-1].response.id
-        more = [{"role": "user", "content": [{"type": "input_text", "text": "and now?"}]}]
-        conn.send(create(more, previous_response_id=first, **base))
+        conn.send(create([item("developer", "You are Codex.")], generate=False, **base))
+        prepared = answer(conn)[-1].response.id
+        conn.send(create(turn, previous_response_id=prepared, **base))
         assert answer(conn)[-1].type == "response.completed"
-    first_body, continued = sent(stack)
-    # The block rides in the developer item, which the continued response carries: the
-    # continuation is not given one of its own (a new ``instructions`` would change the front
-    # of the cached prompt and repeat the block).
-    assert first_body["input"][0]["content"][-1]["text"].startswith(SHAPING_TAG)
-    assert "instructions" not in continued and SHAPING_TAG not in json.dumps(continued)
+    prewarm, continued = sent(stack)
+    assert prewarm["input"][0]["content"][-1]["text"].startswith(SHAPING_TAG)
+    assert continued["input"] == turn and "instructions" not in continued  # carried, not repeated
     ref = resolve_project({}, None, f"Working directory: {ACME}")
     assert ref is not None
     recorded = rows(stack, ref.db_path(stack.home))
     assert [(r["thread"], r["thread_kind"]) for r in recorded] == [("codex-thread", "main")] * 2
+    assert [r["output_tokens"] > 0 for r in recorded] == [False, True]
 
 
 def test_an_append_of_the_older_beta_is_answered_and_accounted_but_not_edited(

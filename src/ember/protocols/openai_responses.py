@@ -245,22 +245,24 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
         ``instructions`` in front of a client's developer items put ember's rules *before*
         the client's own prompt. Instructions of another shape are left alone.
 
-        A continuation (``previous_response_id``) that carries no system prompt of its own gets
-        no block: the response it continues carries its input, ember's block in the developer
-        items included (Codex over WebSocket sends only new items after its first request),
-        while ``instructions`` are not carried over, so the client chose to send none. A new
-        ``instructions`` there repeated the block and changed the front of a cached prompt."""
+        A continuation (``previous_response_id``) gets the block in its own ``instructions``
+        only (they are not carried over, so a client resends them every time) and nowhere else:
+        the response it continues carries its input, ember's block in the developer items
+        included. Codex over WebSocket prewarms with its base prompt (which gets the block) and
+        then continues with new items that open with another developer item: a block there
+        too was a second copy in the model's prompt, and a new ``instructions`` a second copy
+        in front of the cached prefix."""
         current = doc.value.get("instructions")
         if isinstance(current, str) and current:
             return replace_region(doc, ["instructions"], current, open_tag, close_tag, block)
+        if doc.value.get("previous_response_id"):
+            return False
         items = _items(doc.value)
         head = _leading_system(items) if current is None else None
         parts = items[head].get("content") if head is not None else None
         if head is not None and isinstance(parts, list):
             path: list[str | int] = ["input", head, "content"]
             return _put_in_parts(doc, path, parts, open_tag, close_tag, block)
-        if doc.value.get("previous_response_id"):
-            return False
         if current is None:
             doc.set_key([], "instructions", block)
             return True
