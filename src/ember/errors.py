@@ -4,6 +4,8 @@
      +-- ConfigError          bad setting: names the key (file key or EMBER_* variable) and the fix
      +-- ProjectError         the project cannot be resolved or its store cannot be opened
      +-- ProtocolError        a request body ember cannot read (malformed JSON, wrong shape)
+     |    +-- RequestTooLarge a body past the size limit (answered 413, read no further)
+     |    +-- NestingTooDeep  JSON nested deeper than the depth limit (answered 400)
      +-- UpstreamError        the provider could not be reached
           +-- UpstreamTimeout the provider did not answer in time
 
@@ -33,6 +35,23 @@ class ProjectError(EmberError):
 
 class ProtocolError(EmberError):
     """A request body that does not parse as the protocol's JSON."""
+
+
+class RequestTooLarge(ProtocolError):
+    """A request body longer than ``limit`` bytes; reading stopped at the limit."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(f"request body is larger than {limit} bytes")
+
+
+class NestingTooDeep(ProtocolError):
+    """JSON nested deeper than ``limit`` levels (``None``: deeper than any parser here takes)."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        where = f"more than {limit} levels" if limit is not None else "too deeply to parse"
+        super().__init__(f"request body is nested {where}")
 
 
 class UpstreamError(EmberError):
