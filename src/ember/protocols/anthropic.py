@@ -21,6 +21,7 @@ from ember.protocols.base import (
     ToolResult,
     Usage,
     as_int,
+    as_str,
     find_region,
     replace_region,
     text_of,
@@ -195,7 +196,7 @@ class AnthropicAdapter(AdapterBase):
         if body.get("type") == "error":
             msg.error = dumps(body.get("error"))
             return msg
-        msg.id, msg.model = body.get("id"), body.get("model")
+        msg.id, msg.model = as_str(body.get("id")), as_str(body.get("model"))
         msg.stop_reason = body.get("stop_reason")
         msg.usage = self.usage(body.get("usage"))
         for b in body.get("content") or []:
@@ -360,7 +361,7 @@ class AnthropicAssembler:
 
     def _on_message_start(self, p: dict[str, Any]) -> None:
         m = p.get("message") or {}
-        self.msg.id, self.msg.model = m.get("id"), m.get("model")
+        self.msg.id, self.msg.model = as_str(m.get("id")), as_str(m.get("model"))
         self._usage.update(m.get("usage") or {})
 
     def _on_content_block_start(self, p: dict[str, Any]) -> None:

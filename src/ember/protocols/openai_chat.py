@@ -20,6 +20,7 @@ from ember.protocols.base import (
     ToolResult,
     Usage,
     as_int,
+    as_str,
     find_region,
     part_kinds,
     replace_region,
@@ -163,7 +164,7 @@ class OpenAIChatAdapter(OpenAIAdapterBase):
         if not isinstance(body, dict) or "error" in body:
             msg.error = dumps(body.get("error")) if isinstance(body, dict) else "not an object"
             return msg
-        msg.id, msg.model = body.get("id"), body.get("model")
+        msg.id, msg.model = as_str(body.get("id")), as_str(body.get("model"))
         msg.usage = self.usage(body.get("usage"))
         choices = body.get("choices") or []
         if choices and isinstance(choices[0], dict):
@@ -341,8 +342,8 @@ class ChatAssembler:
         if "error" in chunk:
             self.msg.error = dumps(chunk["error"])
             return
-        self.msg.id = self.msg.id or chunk.get("id")
-        self.msg.model = self.msg.model or chunk.get("model")
+        self.msg.id = self.msg.id or as_str(chunk.get("id"))
+        self.msg.model = self.msg.model or as_str(chunk.get("model"))
         if chunk.get("usage"):
             self.msg.usage = OpenAIChatAdapter().usage(chunk["usage"])
         for choice in chunk.get("choices") or []:

@@ -17,6 +17,7 @@ from ember.protocols.base import (
     PartKind,
     ToolResult,
     Usage,
+    as_str,
     find_region,
     part_kinds,
     replace_region,
@@ -148,7 +149,7 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
             msg.error = dumps(body.get("error")) if isinstance(body, dict) else "not an object"
             if not isinstance(body, dict) or body.get("object") != "response":
                 return msg
-        msg.id, msg.model = body.get("id"), body.get("model")
+        msg.id, msg.model = as_str(body.get("id")), as_str(body.get("model"))
         msg.stop_reason = body.get("status")
         msg.usage = self.usage(body.get("usage")) if body.get("usage") else None
         for item in body.get("output") or []:
@@ -288,7 +289,8 @@ class ResponsesAssembler:
         if kind in _FINAL_EVENTS and isinstance(p.get("response"), dict):
             self._final = OpenAIResponsesAdapter().parse_response(p["response"])
         elif kind == "response.created" and isinstance(p.get("response"), dict):
-            self.msg.id, self.msg.model = p["response"].get("id"), p["response"].get("model")
+            response = p["response"]
+            self.msg.id, self.msg.model = as_str(response.get("id")), as_str(response.get("model"))
         elif kind == "response.output_text.delta":
             self._text.append(str(p.get("delta", "")))
         elif kind == "response.output_item.done":
