@@ -21,7 +21,8 @@ from ember.config import load_settings
 @click.option(
     "--openai-url",
     default=None,
-    help="OpenAI API base, ending in /v1 (EMBER_OPENAI_URL, default https://api.openai.com/v1).",
+    help="OpenAI API base, ending in /v1 (EMBER_OPENAI_URL, default https://api.openai.com/v1); "
+    "a bare host gets /v1 appended.",
 )
 @click.option(
     "--project-root",
@@ -67,7 +68,10 @@ def proxy(
     from ember import logs
     from ember.proxy.app import ProxyApp
     from ember.proxy.stages import build_stages
+    from ember.proxy.startup import review
     from ember.server import serve_forever
+
+    settings, warnings = review(settings)
 
     logs.configure(settings.log_level)
     url = f"http://{settings.host}:{settings.port}"
@@ -77,6 +81,8 @@ def proxy(
         f"  export ANTHROPIC_BASE_URL={url}\n  export OPENAI_BASE_URL={url}/v1",
         err=True,
     )
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
     serve_forever(
         ProxyApp(settings, build_stages(settings)), settings.host, settings.port, settings.log_level
     )
