@@ -6,6 +6,8 @@
  +-- StorageError         a database cannot be opened, read or written
  |    +-- StorageUnavailable  switched off after a file-level failure (corrupt, read-only, full)
      +-- ProtocolError        a request body ember cannot read (malformed JSON, wrong shape)
+     |    +-- RequestTooLarge a body past the size limit (answered 413, read no further)
+     |    +-- NestingTooDeep  JSON nested deeper than the depth limit (answered 400)
      +-- UpstreamError        the provider could not be reached
           +-- UpstreamTimeout the provider did not answer in time
 
@@ -44,6 +46,23 @@ class StorageUnavailable(StorageError):
 
 class ProtocolError(EmberError):
     """A request body that does not parse as the protocol's JSON."""
+
+
+class RequestTooLarge(ProtocolError):
+    """A request body longer than ``limit`` bytes; reading stopped at the limit."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(f"request body is larger than {limit} bytes")
+
+
+class NestingTooDeep(ProtocolError):
+    """JSON nested deeper than ``limit`` levels (``None``: deeper than any parser here takes)."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        where = f"more than {limit} levels" if limit is not None else "too deeply to parse"
+        super().__init__(f"request body is nested {where}")
 
 
 class UpstreamError(EmberError):
