@@ -6,7 +6,6 @@ import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -131,5 +130,5 @@ def _find(spec: ClientSpec, binary: str | None) -> str:
     )
 
 
-def _say(message: str, **kwargs: Any) -> None:
-    click.echo(f"ember: {message}", err=True, **kwargs)
+def _say(message: str) -> None:
+    click.echo(f"ember: {message}", err=True)

@@ -41,7 +41,6 @@ class _State:
 class Lease:
     """This wrap's use of the proxy; ``started`` when this very wrap started it."""
 
-    address: ProxyAddress
     started: bool
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
@@ -73,7 +72,7 @@ class SharedProxy:
                     f"the ember proxy on {self.address.origin} has been starting for "
                     f"{timeout:.0f} s and does not serve yet; see {self.log_path}"
                 )
-            lease = Lease(self.address, started=found.state == "free", log_path=self.log_path)
+            lease = Lease(started=found.state == "free", log_path=self.log_path)
             if lease.started:
                 proc = proxyproc.start(self.host, self.address.port, config_file, self.log_path)
                 try:
@@ -82,7 +81,7 @@ class SharedProxy:
                     proxyproc.stop(proc.pid, proc)
                     raise
                 lease.proc = proc
-                state = _State(proxy_pid=proc.pid)
+                state.proxy_pid = proc.pid  # wraps still registered keep their place
             state.users.append(os.getpid())
             self._save(state)
             return lease
@@ -97,7 +96,9 @@ class SharedProxy:
                 self._save(state)
                 return False
             pid = state.proxy_pid
-            if probe(self.address.host, self.address.port).state in ("ember", "starting"):
+            # Nothing on the port: the recorded proxy died and its pid may belong to another
+            # process by now, which must not get our SIGTERM. A wedged proxy is still stopped.
+            if probe(self.address.host, self.address.port).state != "free":
                 mine = lease.proc if lease.proc is not None and lease.proc.pid == pid else None
                 proxyproc.stop(pid, mine)
             self._save(_State())
