@@ -18,10 +18,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import tomlkit
-from tomlkit.exceptions import TOMLKitError
-from tomlkit.items import InlineTable, Table
-
 from ember.clients import Launch
 from ember.clients.address import ProxyAddress, bypass_proxies, project_header
 from ember.errors import ClientError
@@ -83,6 +79,8 @@ def launch(
     project = None if _moves_cwd(args) else project_header(project_dir)
     if project:
         overrides.append((f"{table}.http_headers.x-ember-cwd", project))
+    import tomlkit  # only `wrap codex` and `setup codex` need it, not every ember command
+
     argv = [binary]
     for key, value in overrides:
         argv += ["-c", f"{key}={tomlkit.item(value).as_string()}"]
@@ -117,6 +115,10 @@ def merge(
 
     Every other key, table and comment is kept as written (tomlkit edits the parsed document in
     place); only keys whose value differs are set, so a second run returns the same text."""
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+    from tomlkit.items import InlineTable, Table
+
     try:
         doc = tomlkit.parse(text or "")
     except TOMLKitError as exc:
