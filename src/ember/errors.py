@@ -10,6 +10,8 @@
      |    +-- NestingTooDeep  JSON nested deeper than the depth limit (answered 400)
      +-- UpstreamError        the provider could not be reached
           +-- UpstreamTimeout the provider did not answer in time
+     +-- ClientError          an agent CLI cannot be launched through ember, or its own config
+                              file cannot be read (``ember wrap``, ``ember setup``)
 
 Lower-layer exceptions (aiohttp, sqlite3, pydantic) are mapped onto these at the boundary
 with ``raise ... from`` so callers never have to know which library failed.
@@ -71,3 +73,8 @@ class UpstreamError(EmberError):
 
 class UpstreamTimeout(UpstreamError):
     """The provider did not answer (or stopped streaming) within the configured timeout."""
+
+
+class ClientError(EmberError):
+    """An agent CLI (Claude Code, Codex) cannot be launched through ember, or its configuration
+    file cannot be read or merged; the message says what to do."""
