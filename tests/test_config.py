@@ -72,3 +72,14 @@ def test_price_overrides_reach_the_price_table(tmp_path: Path) -> None:
     table = load_settings(cfg, env={}).price_table()
     assert table.lookup("local-llm") is not None
     assert table.snapshot.startswith("builtin-") and "+config-" in table.snapshot
+
+
+def test_request_limits_come_from_env_and_refuse_values_past_their_caps(tmp_path: Path) -> None:
+    home = {"EMBER_HOME": str(tmp_path)}
+    s = load_settings(env={**home, "EMBER_MAX_BODY_MB": "8", "EMBER_MAX_JSON_DEPTH": "64"})
+    assert (s.max_body_mb, s.max_json_depth) == (8, 64)
+    # past 512 the stdlib scanner that locates edits would hit Python's recursion limit
+    for key, value in (("EMBER_MAX_JSON_DEPTH", "600"), ("EMBER_MAX_BODY_MB", "0")):
+        with pytest.raises(ConfigError) as err:
+            load_settings(env={**home, key: value})
+        assert err.value.key == key

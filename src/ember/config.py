@@ -116,6 +116,16 @@ class Settings(BaseModel):
     #: $XDG_CACHE_HOME/ember/models, else ~/.cache/ember/models.
     models_dir: Path | None = None
 
+    # -- request limits (issue #7) ---------------------------------------------------------
+    #: Largest request body, in MiB; past it the client gets a 413 and the body is not read.
+    #: 64: twice Anthropic's documented 32 MB Messages limit, headroom for image-heavy agents
+    #: and OpenAI-compatible providers; the proxy holds a whole body (and its parse) in memory.
+    max_body_mb: int = Field(default=64, ge=1, le=1024)
+    #: Deepest JSON nesting accepted (``{}`` is 1); deeper is a 400. Agent bodies are about 10
+    #: deep; 256 leaves room for deeply nested tool schemas. Capped at 512: the stdlib scanner
+    #: ember locates its edits with recurses once per level, and Python stops it near 1000.
+    max_json_depth: int = Field(default=256, ge=1, le=512)
+
     # -- Responses over WebSocket (issue #8; rules and sources: ember/proxy/ws_support.py) -----
     #: auto: relay WebSocket upgrades on /v1/responses when the provider accepts them, and
     #: answer 426 (the client falls back to HTTP at once) when it does not, remembering that for

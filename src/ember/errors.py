@@ -6,9 +6,13 @@
  +-- StorageError         a database cannot be opened, read or written
  |    +-- StorageUnavailable  switched off after a file-level failure (corrupt, read-only, full)
      +-- ProtocolError        a request body ember cannot read (malformed JSON, wrong shape)
+     |    +-- RequestTooLarge a body past the size limit (answered 413, read no further)
+     |    +-- NestingTooDeep  JSON nested deeper than the depth limit (answered 400)
      +-- UpstreamError        the provider could not be reached
           +-- UpstreamTimeout the provider did not answer in time
           +-- WebSocketRefused the provider answered a WebSocket upgrade without upgrading
+     +-- ClientError          an agent CLI cannot be launched through ember, or its own config
+                              file cannot be read (``ember wrap``, ``ember setup``)
 
 Lower-layer exceptions (aiohttp, sqlite3, pydantic) are mapped onto these at the boundary
 with ``raise ... from`` so callers never have to know which library failed.
@@ -47,6 +51,23 @@ class ProtocolError(EmberError):
     """A request body that does not parse as the protocol's JSON."""
 
 
+class RequestTooLarge(ProtocolError):
+    """A request body longer than ``limit`` bytes; reading stopped at the limit."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(f"request body is larger than {limit} bytes")
+
+
+class NestingTooDeep(ProtocolError):
+    """JSON nested deeper than ``limit`` levels (``None``: deeper than any parser here takes)."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        where = f"more than {limit} levels" if limit is not None else "too deeply to parse"
+        super().__init__(f"request body is nested {where}")
+
+
 class UpstreamError(EmberError):
     """The provider could not be reached (connection refused, DNS, reset before an answer)."""
 
@@ -61,3 +82,8 @@ class WebSocketRefused(UpstreamError):
     def __init__(self, status: int, url: str) -> None:
         self.status = status
         super().__init__(f"the provider answered the WebSocket upgrade at {url} with {status}")
+
+
+class ClientError(EmberError):
+    """An agent CLI (Claude Code, Codex) cannot be launched through ember, or its configuration
+    file cannot be read or merged; the message says what to do."""

@@ -389,3 +389,17 @@ def test_a_malformed_message_gets_a_400_event_and_the_socket_goes_on(
     assert error["error"]["message"].startswith("ember: ")
     assert [r.method for r in stack.emulator.requests] == ["GET", "WEBSOCKET"]
     assert [r["outcome"] for r in rows(stack)] == ["ok"]
+
+
+def test_a_message_over_max_body_mb_gets_a_413_event_and_goes_no_further(
+    make_stack: StackFactory,
+) -> None:
+    stack = make_stack(max_body_mb=1)
+    with raw(stack) as ws:
+        ws.send(json.dumps(create("x" * (1 << 20))))
+        error = json.loads(ws.recv(timeout=5))
+        ws.send(json.dumps(create("a small one")))
+        assert json.loads(ws.recv(timeout=5))["type"] == "response.created"
+    assert (error["type"], error["status"]) == ("error", 413)
+    assert "EMBER_MAX_BODY_MB" in error["error"]["message"]
+    assert [r.method for r in stack.emulator.requests] == ["GET", "WEBSOCKET"]

@@ -111,11 +111,17 @@ def test_holdout_sessions_are_forwarded_byte_for_byte_and_both_arms_recorded(
     for sid, raw in sent.items():
         # control: the very bytes the client sent; treatment: shaped
         assert (raw in received) == (arms[sid] == "control"), sid
+    deadline = time.monotonic() + 10  # flushed at 25, the rest by the 2-second timer
+    while (recorded := _recorded(stage)) < 30 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert recorded == 30
     ledger = read_state(ShapingFiles(stage.settings.home)).ledger
-    recorded = sum(s.n for s in ledger.treatment.values())
-    recorded += sum(s.n for s in ledger.control.values())
-    assert recorded == 25  # flushed at 25; the other 5 wait for the next flush or shutdown
     assert ledger.control and ledger.treatment
+
+
+def _recorded(stage: ShapingStage) -> int:
+    ledger = read_state(ShapingFiles(stage.settings.home)).ledger
+    return sum(s.n for s in ledger.treatment.values()) + sum(s.n for s in ledger.control.values())
 
 
 @pytest.fixture

@@ -17,7 +17,9 @@ from ember.cli.doctor import doctor
 from ember.cli.memory import memory
 from ember.cli.output_savings import output_savings
 from ember.cli.proxy import proxy
+from ember.cli.setup import setup
 from ember.cli.stats import stats
+from ember.cli.wrap import wrap
 from ember.errors import EmberError
 
 
@@ -28,6 +30,7 @@ def cli() -> None:
 
     \b
     Quick start:
+      ember wrap claude                        # Claude Code through ember (or: codex)
       ember proxy                              # listen on 127.0.0.1:8787
       export ANTHROPIC_BASE_URL=http://127.0.0.1:8787
       export OPENAI_BASE_URL=http://127.0.0.1:8787/v1
@@ -44,6 +47,8 @@ cli.add_command(stats)
 cli.add_command(memory)
 cli.add_command(output_savings)
 cli.add_command(doctor)
+cli.add_command(wrap)
+cli.add_command(setup)
 
 
 def main() -> None:

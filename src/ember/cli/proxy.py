@@ -21,7 +21,8 @@ from ember.config import load_settings
 @click.option(
     "--openai-url",
     default=None,
-    help="OpenAI API base, ending in /v1 (EMBER_OPENAI_URL, default https://api.openai.com/v1).",
+    help="OpenAI API base, ending in /v1 (EMBER_OPENAI_URL, default https://api.openai.com/v1); "
+    "a bare host gets /v1 appended.",
 )
 @click.option(
     "--project-root",
@@ -66,9 +67,11 @@ def proxy(
     )
     from ember import logs
     from ember.proxy.stages import build_app
+    from ember.proxy.startup import review
     from ember.server import serve_forever
     from ember.store.home import check_home
 
+    settings, warnings = review(settings)
     check_home(settings.home)  # refuse at once, in one line, rather than fail per request
     logs.configure(settings.log_level)
     url = f"http://{settings.host}:{settings.port}"
@@ -78,4 +81,6 @@ def proxy(
         f"  export ANTHROPIC_BASE_URL={url}\n  export OPENAI_BASE_URL={url}/v1",
         err=True,
     )
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
     serve_forever(build_app(settings), settings.host, settings.port, settings.log_level)

@@ -22,6 +22,7 @@ from ember.protocols.base import (
     ToolResult,
     Usage,
     as_int,
+    as_str,
     find_region,
     not_an_object,
     replace_region,
@@ -223,7 +224,7 @@ class AnthropicAdapter(AdapterBase):
         if body.get("type") == "error":
             msg.error = answer_error(body.get("error"))
             return msg
-        msg.id, msg.model = body.get("id"), body.get("model")
+        msg.id, msg.model = as_str(body.get("id")), as_str(body.get("model"))
         msg.stop_reason = body.get("stop_reason")
         msg.usage = self.usage(body.get("usage"))
         for b in body.get("content") or []:
@@ -391,7 +392,7 @@ class AnthropicAssembler:
 
     def _on_message_start(self, p: dict[str, Any]) -> None:
         m = p.get("message") or {}
-        self.msg.id, self.msg.model = m.get("id"), m.get("model")
+        self.msg.id, self.msg.model = as_str(m.get("id")), as_str(m.get("model"))
         self._usage.update(m.get("usage") or {})
 
     def _on_content_block_start(self, p: dict[str, Any]) -> None:

@@ -233,6 +233,12 @@ def as_int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+def as_str(value: Any) -> str | None:
+    """A name field (model, id) as a string; anything else a client or provider sends there --
+    a number, an object, null -- is ``None``, so pricing and accounting never see it."""
+    return value if isinstance(value, str) else None
+
+
 def text_of(content: Any, text_types: tuple[str, ...] = ("text",)) -> str:
     """The plain text of a string or a list of content blocks (non-text blocks skipped)."""
     if isinstance(content, str):
@@ -334,8 +340,7 @@ class AdapterBase:
     """Reads that every wire format spells the same way."""
 
     def model(self, body: Any) -> str | None:
-        m = body.get("model") if isinstance(body, dict) else None
-        return m if isinstance(m, str) else None
+        return as_str(body.get("model")) if isinstance(body, dict) else None
 
     def is_stream(self, body: Any) -> bool:
         return isinstance(body, dict) and body.get("stream") is True

@@ -21,6 +21,7 @@ from ember.protocols.base import (
     ToolResult,
     Usage,
     as_int,
+    as_str,
     find_region,
     not_an_object,
     part_kinds,
@@ -216,7 +217,7 @@ class OpenAIChatAdapter(OpenAIAdapterBase):
         if body.get("error"):
             msg.error = openai_answer_error(body["error"])
             return msg
-        msg.id, msg.model = body.get("id"), body.get("model")
+        msg.id, msg.model = as_str(body.get("id")), as_str(body.get("model"))
         msg.usage = self.usage(body.get("usage"))
         choices = body.get("choices") or []
         if choices and isinstance(choices[0], dict):
@@ -401,8 +402,8 @@ class ChatAssembler:
         if chunk.get("error"):
             self.msg.error = openai_answer_error(chunk["error"])
             return
-        self.msg.id = self.msg.id or chunk.get("id")
-        self.msg.model = self.msg.model or chunk.get("model")
+        self.msg.id = self.msg.id or as_str(chunk.get("id"))
+        self.msg.model = self.msg.model or as_str(chunk.get("model"))
         if chunk.get("usage"):
             self.msg.usage = OpenAIChatAdapter().usage(chunk["usage"])
         for choice in chunk.get("choices") or []:

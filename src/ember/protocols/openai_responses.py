@@ -19,6 +19,7 @@ from ember.protocols.base import (
     PartKind,
     ToolResult,
     Usage,
+    as_str,
     find_region,
     not_an_object,
     part_kinds,
@@ -156,7 +157,7 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
                 return msg
         elif body.get("status") == "failed":
             msg.error = AnswerError("server_error", "response failed", 500)
-        msg.id, msg.model = body.get("id"), body.get("model")
+        msg.id, msg.model = as_str(body.get("id")), as_str(body.get("model"))
         msg.stop_reason = body.get("status")
         msg.usage = self.usage(body.get("usage")) if body.get("usage") else None
         for item in body.get("output") or []:
@@ -362,7 +363,8 @@ class ResponsesAssembler:
         if kind in _FINAL_EVENTS:
             self._on_final(kind, p.get("response"))
         elif kind == "response.created" and isinstance(p.get("response"), dict):
-            self.msg.id, self.msg.model = p["response"].get("id"), p["response"].get("model")
+            response = p["response"]
+            self.msg.id, self.msg.model = as_str(response.get("id")), as_str(response.get("model"))
         elif kind == "response.output_text.delta":
             self._text.append(str(p.get("delta", "")))
         elif kind == "response.output_item.done":

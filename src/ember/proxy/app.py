@@ -5,9 +5,10 @@ Routes: ``POST /v1/messages`` (Anthropic), ``POST /v1/chat/completions`` and
 WebSocket to ``/v1/responses`` (``proxy/websocket.py``); ``GET /healthz`` answers once the app
 is started; any other path is passed through untouched to the provider the headers point at.
 
-The proxy itself never crashes on input: a body that is not JSON gets a 400 in the protocol's
-error shape, a provider that cannot be reached a 502/504, and an unexpected exception in ember's
-own code a 500 in the same shape — never an HTML page or a dropped connection.
+The proxy itself never crashes on input: a body that is not JSON (or is nested past
+``max_json_depth``) gets a 400 in the protocol's error shape, one past ``max_body_mb`` a 413, a
+provider that cannot be reached a 502/504, and an unexpected exception in ember's own code a 500
+in the same shape — never an HTML page or a dropped connection.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ember.config import Settings
-from ember.errors import ProtocolError
+from ember.errors import ProtocolError, RequestTooLarge
 from ember.protocols import ADAPTERS, ANTHROPIC, OPENAI_CHAT
 from ember.protocols.base import ProtocolAdapter, Usage
+from ember.proxy import limits
 from ember.proxy.accounting import AccountingStage
 from ember.proxy.intake import build_exchange
 from ember.proxy.owned import relay_owned
@@ -45,17 +47,6 @@ _HEALTH_STARTING = b'{"status":"starting"}'
 
 def _headers(scope: dict[str, Any]) -> list[tuple[str, str]]:
     return [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope["headers"]]
-
-
-async def _read_body(receive: Receive) -> bytes:
-    parts: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ConnectionAbortedError("client disconnected while sending the request")
-        parts.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(parts)
 
 
 class ProxyApp:
@@ -145,8 +136,15 @@ class ProxyApp:
         headers = _headers(scope)
         hmap = dict(headers)
         query = scope.get("query_string", b"").decode("latin-1")
-        body = await _read_body(receive)
         adapter = ADAPTERS.get(path) if method == "POST" else None
+        try:
+            body = await limits.read_body(receive, hmap, limits.body_limit(self.settings))
+        except RequestTooLarge:
+            log.warning("refused a request body over max_body_mb on %s %s", method, path)
+            message = f"ember: {limits.too_large_message(self.settings)}"
+            error = (adapter or self._guess_adapter(hmap)).error_body(413, message)
+            await send_json(send, 413, error)
+            return
         if adapter is None or hmap.get("x-ember-bypass", "").strip() == "1":
             target = adapter or self._guess_adapter(hmap)
             url = self._url(target, path, query)

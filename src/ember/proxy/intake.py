@@ -12,7 +12,7 @@ from ember.config import Settings
 from ember.errors import ProtocolError
 from ember.project import resolve_project
 from ember.protocols.base import ProtocolAdapter
-from ember.protocols.jsonedit import JsonDoc
+from ember.proxy.limits import parse_body
 from ember.proxy.pipeline import Exchange
 from ember.session import derive_session_id
 from ember.sessions import SessionRegistry
@@ -34,8 +34,9 @@ def build_exchange(
     settings: Settings,
     sessions: SessionRegistry,
 ) -> Exchange:
-    """Raises ``ProtocolError`` for a body that is not a JSON object."""
-    doc = JsonDoc(body)
+    """Raises ``ProtocolError`` (a 400) for a body that is not a JSON object or is nested past
+    ``max_json_depth``."""
+    doc = parse_body(body, settings)
     if not isinstance(doc.value, dict):
         raise ProtocolError("request body must be a JSON object")
     value = doc.value

@@ -15,8 +15,9 @@ Invariants:
   generating; its unfinished responses are ``cancelled``. A provider that goes away, or stays
   silent for ``upstream_read_timeout`` while a response is unfinished, closes the client's
   socket; unfinished responses are ``cut``.
-- A message ember cannot read (not a JSON object) is answered with an ``error`` event of status
-  400, as the HTTP path answers 400, and goes no further.
+- A message ember cannot read (not a JSON object, nested past ``max_json_depth``) is answered
+  with an ``error`` event of status 400, one past ``max_body_mb`` with status 413, as the HTTP
+  path answers them, and goes no further.
 - Codex sends only its first request of a thread with the whole history (later ones name a
   ``previous_response_id`` and carry new items only: no developer prompt, another first
   message). A request continuing a response of this socket is therefore of that response's
@@ -49,6 +50,7 @@ from ember.protocols.responses_ws import (
     message_type,
     previous_response,
 )
+from ember.proxy import limits
 from ember.proxy.pipeline import Exchange, Outcome, OutcomeKind
 from ember.proxy.relay import Receive, Send
 from ember.proxy.verdict import judge
@@ -148,8 +150,15 @@ class ResponsesSession:
             return self._fault("ember: internal error", "ember")
 
     async def _on_text(self, text: str) -> None:
+        raw = text.encode()
+        if len(raw) > limits.body_limit(self.app.settings):
+            log.warning("refused a WebSocket message over max_body_mb")
+            await self._to_client(
+                error_event(413, f"ember: {limits.too_large_message(self.app.settings)}")
+            )
+            return
         try:
-            ex = self._exchange(text.encode())
+            ex = self._exchange(raw)
         except ProtocolError as exc:
             await self._to_client(error_event(400, f"ember: {exc}"))
             return

@@ -1,0 +1,145 @@
+"""``ember setup claude|codex [--write]``: the lasting configuration that points a client at ember.
+
+Without ``--write`` nothing is written: it prints the configuration, the file it belongs in and
+the change it would make there. With ``--write`` it merges into that file: every other setting
+(and, in TOML, every comment) stays as it was, the previous file is kept as ``<file>.bak``, the
+diff is printed, and a second run changes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import os
+import tempfile
+from pathlib import Path
+
+import click
+
+from ember.cli.options import config_option
+from ember.clients import CLIENTS, claude, codex
+from ember.clients.address import ProxyAddress
+from ember.config import load_settings
+from ember.errors import ClientError
+
+
+@click.command()
+@click.argument("client", type=click.Choice(sorted(CLIENTS)))
+@click.option("--write", is_flag=True, help="Merge it into the client's file (backup kept).")
+@click.option("--port", type=int, default=None, help="The proxy's port (EMBER_PORT, default 8787).")
+@click.option(
+    "--env-key",
+    default=None,
+    help=f"Codex only: the variable holding your OpenAI API key (default {codex.DEFAULT_ENV_KEY}).",
+)
+@config_option
+def setup(
+    client: str, write: bool, port: int | None, env_key: str | None, config_file: Path | None
+) -> None:
+    """Print (or with --write, merge) the configuration that sends a client through ember.
+
+    \b
+      ember setup claude            # ~/.claude/settings.json: env.ANTHROPIC_BASE_URL
+      ember setup codex --write     # ~/.codex/config.toml: the "ember" model provider
+
+    Afterwards the client needs the proxy running (`ember proxy`). `ember wrap` needs no setup.
+    """
+    spec = CLIENTS[client]
+    if env_key is not None and client != "codex":
+        raise click.UsageError("--env-key is for codex only")
+    settings = load_settings(config_file, port=port)
+    address = ProxyAddress.for_listener(settings.host, settings.port)
+    env = dict(os.environ)
+    if client == "claude":
+        path = claude.config_path(env, Path.home())
+        snippet = claude.snippet(address)
+        current = _read(path)
+        merged = claude.merge(current, address, str(path))
+        after = "Claude Code then needs the proxy running: `ember proxy`."
+    else:
+        key = codex.check_env_key(env_key or codex.DEFAULT_ENV_KEY)
+        path = codex.config_path(env, Path.home())
+        snippet = codex.snippet(address, key)
+        current = _read(path)
+        merged = codex.merge(current, address, key, str(path))
+        after = f"Codex then needs the proxy running (`ember proxy`) and your key in ${key}."
+    if merged == current:
+        click.echo(f"{path} already sends {spec.title} through ember at {address.origin}.")
+        return
+    diff = _diff(current, merged, path)
+    if not write:
+        click.echo(f"{spec.title} reads {path}. This goes in it:\n\n{snippet}")
+        if current is not None:
+            click.echo(f"The change `ember setup {client} --write` would make:\n\n{diff}")
+        click.echo(f"Run `ember setup {client} --write` to merge it; other settings are kept.")
+        return
+    backup = _write(path, merged, current)
+    click.echo(diff)
+    if backup is not None:
+        click.echo(f"Merged into {path}; the previous file is {backup}.")
+    else:
+        click.echo(f"Wrote {path}.")
+    click.echo(after)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ClientError(f"cannot read {path}: {exc}") from exc
+
+
+def _diff(before: str | None, after: str, path: Path) -> str:
+    lines = difflib.unified_diff(
+        (before or "").splitlines(keepends=True),
+        after.splitlines(keepends=True),
+        fromfile=str(path) if before is not None else "/dev/null",
+        tofile=str(path),
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def _write(path: Path, text: str, previous: str | None) -> Path | None:
+    """Replace the file atomically, keeping its mode; a symlinked file (dotfiles kept in a
+    repository) is written through the link rather than replaced by a plain file. Returns the
+    backup of the previous content, never overwriting an older backup."""
+    target = path.resolve()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    backup = None
+    if previous is not None:
+        backup = _free_backup_name(target)
+        backup.write_text(previous, encoding="utf-8")
+    mode = target.stat().st_mode & 0o7777 if target.exists() else None
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        else:
+            os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return backup
+
+
+def _free_backup_name(target: Path) -> Path:
+    candidate = target.with_name(target.name + ".bak")
+    n = 1
+    while candidate.exists():
+        candidate = target.with_name(f"{target.name}.bak.{n}")
+        n += 1
+    return candidate
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,0 +1,134 @@
+"""``ember wrap claude|codex [-- client args]``: run an agent through the proxy, one command."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from ember.cli.options import config_option
+from ember.clients import CLIENTS, ClientSpec, Launch, claude, codex
+from ember.clients.address import ProxyAddress
+from ember.config import load_settings
+from ember.errors import ClientError
+
+
+class _WrapCommand(click.Command):
+    """Say where the client's own options go when one is given before ``--``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            hint = "Options for the client go after --: `ember wrap claude -- -p hi`."
+            raise click.UsageError(f"{exc.format_message()} {hint}", ctx) from exc
+
+
+@click.command(cls=_WrapCommand)
+@click.argument("client", type=click.Choice(sorted(CLIENTS)))
+@click.argument("client_args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--port", type=int, default=None, help="The proxy's port (EMBER_PORT, default 8787).")
+@click.option(
+    "--cwd",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="The project directory: the client starts there (default: the current directory).",
+)
+@click.option(
+    "--bin",
+    "binary",
+    default=None,
+    help="The client executable (default: claude / codex found on PATH).",
+)
+@click.option(
+    "--env-key",
+    default=None,
+    help=f"Codex only: the variable holding your OpenAI API key (default {codex.DEFAULT_ENV_KEY}).",
+)
+@config_option
+def wrap(
+    client: str,
+    client_args: tuple[str, ...],
+    port: int | None,
+    cwd: Path | None,
+    binary: str | None,
+    env_key: str | None,
+    config_file: Path | None,
+) -> None:
+    """Run Claude Code or Codex with every request going through the ember proxy.
+
+    \b
+      ember wrap claude                      # interactive Claude Code
+      ember wrap claude -- -p "fix the test" # arguments for the client go after --
+      ember wrap codex -- exec "hello"
+
+    Uses the ember proxy answering on the port, or starts one in the background (log in
+    $EMBER_HOME/run/) and stops it when the last `ember wrap` using it exits; a proxy you started
+    yourself is left running. Your configuration files are not touched (see `ember setup`).
+    The exit status is the client's.
+    """
+    from ember.launch import client as client_proc
+    from ember.launch.proxyproc import READY_TIMEOUT
+    from ember.launch.shared import SharedProxy
+    from ember.store.home import check_home
+
+    spec = CLIENTS[client]
+    if env_key is not None and spec is not CLIENTS["codex"]:
+        raise click.UsageError("--env-key is for codex only")
+    settings = load_settings(config_file, port=port)
+    if settings.port == 0:
+        raise click.UsageError("ember wrap needs a fixed port: set --port or EMBER_PORT")
+    project = (cwd or Path.cwd()).resolve()
+    address = ProxyAddress.for_listener(settings.host, settings.port)
+    plan = _plan(spec, _find(spec, binary), client_args, address, project, env_key)
+    check_home(settings.home)
+    shared = SharedProxy(settings.home / "run", settings.host, address)
+    lease = shared.acquire(config_file, READY_TIMEOUT)
+    try:
+        if lease.started:
+            _say(f"started the ember proxy on {address.origin} (log: {lease.log_path})")
+        else:
+            _say(f"using the ember proxy on {address.origin} (its own settings apply)")
+        for note in plan.notes:
+            _say(note)
+        code = client_proc.run(plan.argv, plan.env, project)
+    finally:
+        if shared.release(lease):
+            _say("stopped the ember proxy")
+    raise click.exceptions.Exit(code)
+
+
+def _plan(
+    spec: ClientSpec,
+    binary: str,
+    args: Sequence[str],
+    address: ProxyAddress,
+    project: Path,
+    env_key: str | None,
+) -> Launch:
+    env = dict(os.environ)
+    if spec is CLIENTS["claude"]:
+        return claude.launch(binary, args, address, str(project), env)
+    key = codex.check_env_key(env_key or codex.DEFAULT_ENV_KEY)
+    return codex.launch(binary, args, address, str(project), env, env_key=key)
+
+
+def _find(spec: ClientSpec, binary: str | None) -> str:
+    """The client's executable, or a ``ClientError`` that says how to install it."""
+    name = binary or spec.binary
+    found = shutil.which(name)
+    if found:
+        return found
+    if binary:
+        raise ClientError(f"--bin {binary}: no such executable")
+    raise ClientError(
+        f"{spec.title} is not installed (no `{spec.binary}` on PATH). Install it with "
+        f"`{spec.install}`, or name the executable with --bin PATH"
+    )
+
+
+def _say(message: str) -> None:
+    click.echo(f"ember: {message}", err=True)

@@ -1,0 +1,147 @@
+"""Codex CLI through ember (pure).
+
+Facts this relies on (Codex CLI 0.171.0, recorded in tests/fixtures/clients/README.md):
+
+- ``OPENAI_BASE_URL`` is ignored; requests go to the selected *model provider*:
+  ``model_provider = "<id>"`` and a ``[model_providers.<id>]`` table with ``base_url`` (ending in
+  ``/v1``), ``env_key`` (the variable holding the API key), ``wire_api = "responses"`` and
+  optional ``http_headers``, in ``$CODEX_HOME/config.toml`` (default ``~/.codex``).
+- ``-c key.path=value`` on the command line overrides one key, the value parsed as TOML; a
+  dotted path merges into the table instead of replacing it, so a user's extra keys under
+  ``[model_providers.ember]`` (timeouts, retries) still apply.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ember.clients import Launch
+from ember.clients.address import ProxyAddress, bypass_proxies, project_header
+from ember.errors import ClientError
+
+PROVIDER_ID = "ember"
+DEFAULT_ENV_KEY = "OPENAI_API_KEY"
+#: Whether Codex may try the Responses API over a WebSocket first. Ember refuses WebSocket
+#: upgrades today, and each refused attempt costs a Codex that tries about 6 s of back-off
+#: before it falls back to HTTP (7 attempts recorded with ``true``). Flip this to True once
+#: ember proxies WebSockets; ``wrap`` and ``setup`` both follow it.
+SUPPORTS_WEBSOCKETS = False
+_CD_FLAGS = ("-C", "--cd")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def provider(address: ProxyAddress, env_key: str = DEFAULT_ENV_KEY) -> dict[str, Any]:
+    """The ``[model_providers.ember]`` keys ember sets, in the order they are written."""
+    return {
+        "name": "Ember",
+        "base_url": address.openai_base,
+        "env_key": check_env_key(env_key),
+        "wire_api": "responses",
+        "supports_websockets": SUPPORTS_WEBSOCKETS,
+    }
+
+
+def check_env_key(name: str) -> str:
+    if not _ENV_NAME.match(name):
+        raise ClientError(
+            f"--env-key {name!r} is not an environment variable name; give the name of the "
+            "variable that holds your OpenAI API key, e.g. OPENAI_API_KEY"
+        )
+    return name
+
+
+def launch(
+    binary: str,
+    args: Sequence[str],
+    address: ProxyAddress,
+    project_dir: str | None,
+    env: Mapping[str, str],
+    env_key: str = DEFAULT_ENV_KEY,
+) -> Launch:
+    """Codex with ``-c`` overrides selecting the ember provider, before the user's arguments
+    (root options apply to every subcommand: ``codex -c ... exec "..."``).
+
+    The user's config file is never touched. The project goes as an ``x-ember-cwd`` provider
+    header, except when the user's arguments move Codex elsewhere (``-C``/``--cd``): then ember
+    reads the directory Codex writes into its prompt."""
+    if not env.get(env_key):
+        raise ClientError(
+            f"Codex through ember reads your OpenAI API key from ${env_key}, which is not set. "
+            f"Set it (ember forwards it to OpenAI and never stores it), or name the variable "
+            "that holds it with --env-key"
+        )
+    table = f"model_providers.{PROVIDER_ID}"
+    overrides = [("model_provider", PROVIDER_ID)]
+    overrides += [(f"{table}.{k}", v) for k, v in provider(address, env_key).items()]
+    project = None if _moves_cwd(args) else project_header(project_dir)
+    if project:
+        overrides.append((f"{table}.http_headers.x-ember-cwd", project))
+    import tomlkit  # only `wrap codex` and `setup codex` need it, not every ember command
+
+    argv = [binary]
+    for key, value in overrides:
+        argv += ["-c", f"{key}={tomlkit.item(value).as_string()}"]
+    out = dict(env)
+    out.update(bypass_proxies(env, address.host))
+    return Launch([*argv, *args], out)
+
+
+def _moves_cwd(args: Sequence[str]) -> bool:
+    return any(a in _CD_FLAGS or a.startswith(("--cd=", "-C")) for a in args)
+
+
+# -- lasting configuration (``ember setup codex``) -------------------------------------------
+
+
+def config_path(env: Mapping[str, str], home: Path) -> Path:
+    folder = env.get("CODEX_HOME")
+    return (Path(folder).expanduser() if folder else home / ".codex") / "config.toml"
+
+
+def snippet(address: ProxyAddress, env_key: str = DEFAULT_ENV_KEY) -> str:
+    return merge(None, address, env_key)
+
+
+def merge(
+    text: str | None,
+    address: ProxyAddress,
+    env_key: str = DEFAULT_ENV_KEY,
+    where: str = "config.toml",
+) -> str:
+    """``text`` (the config file, None when absent) selecting the ember provider.
+
+    Every other key, table and comment is kept as written (tomlkit edits the parsed document in
+    place); only keys whose value differs are set, so a second run returns the same text."""
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+    from tomlkit.items import InlineTable, Table
+
+    try:
+        doc = tomlkit.parse(text or "")
+    except TOMLKitError as exc:
+        raise ClientError(f"{where} is not valid TOML ({exc}); fix it, then run again") from exc
+    if doc.get("model_provider") != PROVIDER_ID:
+        doc["model_provider"] = PROVIDER_ID
+    providers = doc.get("model_providers")
+    if providers is None:
+        providers = tomlkit.table(is_super_table=True)
+        doc["model_providers"] = providers
+    if not isinstance(providers, Table | InlineTable):
+        raise ClientError(
+            f"{where}: model_providers is not a table; fix it by hand, then run again"
+        )
+    ours = providers.get(PROVIDER_ID)
+    if ours is None:
+        ours = tomlkit.inline_table() if isinstance(providers, InlineTable) else tomlkit.table()
+        providers[PROVIDER_ID] = ours
+    if not isinstance(ours, Table | InlineTable):
+        raise ClientError(
+            f"{where}: model_providers.{PROVIDER_ID} is not a table; fix it by hand, then run again"
+        )
+    for key, value in provider(address, env_key).items():
+        if ours.get(key) != value:
+            ours[key] = value
+    return doc.as_string()

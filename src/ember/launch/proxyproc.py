@@ -1,0 +1,114 @@
+"""Start ``ember proxy`` in the background for ``ember wrap``, wait until it serves, stop it.
+
+The proxy runs in a session of its own: the Ctrl-C a user types at the agent reaches the agent
+(whose job it is to interrupt a turn), not the proxy under it, and the proxy can outlive the
+``ember wrap`` that started it while another wrap still uses it. Its output goes to a log file,
+never the terminal, where it would scribble over the agent's screen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ember.clients.address import ProxyAddress
+from ember.errors import ClientError
+from ember.launch.probe import probe
+
+READY_TIMEOUT = 30.0  #: seconds a new proxy may take to serve ``/healthz``
+STOP_TIMEOUT = 20.0  #: seconds a stopping proxy may take to flush before it is killed
+_LOG_TAIL_LINES = 12
+
+
+def start(
+    host: str, port: int, config_file: Path | None, log_path: Path
+) -> subprocess.Popen[bytes]:
+    """``python -m ember proxy`` with the user's environment and ``--config``, detached."""
+    argv = [sys.executable, "-m", "ember", "proxy", "--host", host, "--port", str(port)]
+    if config_file is not None:
+        argv += ["--config", str(config_file)]
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+        )
+
+
+def wait_ready(
+    proc: subprocess.Popen[bytes], address: ProxyAddress, log_path: Path, timeout: float
+) -> None:
+    """Return once the proxy serves; otherwise raise ``ClientError`` with the end of its log,
+    which says why (a bad setting, a port taken meanwhile, an unusable home)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        code = proc.poll()
+        if code is not None:
+            raise ClientError(
+                f"the ember proxy did not start (exit status {code}); its last lines "
+                f"({log_path}):\n{tail(log_path)}"
+            )
+        state = probe(address.host, address.port, timeout=1.0).state
+        if state == "ember":
+            return
+        time.sleep(0.05)
+    raise ClientError(
+        f"the ember proxy did not answer on {address.origin} within {timeout:.0f} s; its last "
+        f"lines ({log_path}):\n{tail(log_path)}"
+    )
+
+
+def stop(pid: int, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """SIGTERM (the proxy finishes what it accepted and flushes its databases), wait up to
+    ``STOP_TIMEOUT``, then SIGKILL. ``proc`` is given when the proxy is our own child, so it is
+    reaped; otherwise the pid is watched until it is gone."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    if _wait_gone(pid, proc, STOP_TIMEOUT):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    _wait_gone(pid, proc, 5.0)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a running process (a zombie, dead but not yet reaped, is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no procfs (macOS): trust kill(0)
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "  (no log)"
+    last = [line for line in text.splitlines() if line.strip()][-lines:]
+    return "\n".join("  " + line for line in last) or "  (empty log)"
+
+
+def _wait_gone(pid: int, proc: subprocess.Popen[bytes] | None, timeout: float) -> bool:
+    if proc is not None:
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.05)
+    return False

@@ -1,0 +1,147 @@
+"""One proxy per port, shared by every ``ember wrap`` that uses it.
+
+A user runs two agents in two terminals: the second ``ember wrap`` finds the proxy the first one
+started and uses it. If the first wrap stopped "its" proxy when its agent exited, the second
+agent would lose its proxy mid-session (connection refused on its next turn). So the wraps
+using a port are registered in ``$EMBER_HOME/run/wrap-<port>.json``, and the last one out stops
+the proxy, and only a proxy some wrap started: one the user started themselves is never
+stopped. Every look-and-change happens under an exclusive ``flock`` on ``wrap-<port>.lock``, so
+two wraps starting at once start one proxy, and none starts while another is stopping.
+
+A wrap killed with SIGKILL leaves its pid behind; dead pids are dropped on every visit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ember.clients.address import ProxyAddress
+from ember.errors import ClientError
+from ember.launch import proxyproc
+from ember.launch.probe import probe, settle
+
+LOCK_TIMEOUT = 60.0  #: seconds to wait for another wrap that is starting or stopping a proxy
+
+
+@dataclass
+class _State:
+    proxy_pid: int | None = None  #: the proxy a wrap started; None: none, or the user's own
+    users: list[int] = field(default_factory=list)  #: pids of the wraps using the port
+
+
+@dataclass
+class Lease:
+    """This wrap's use of the proxy; ``started`` when this very wrap started it."""
+
+    started: bool
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+
+class SharedProxy:
+    def __init__(self, run_dir: Path, host: str, address: ProxyAddress) -> None:
+        self.run_dir = run_dir
+        self.host = host  #: what the proxy binds (may be a wildcard)
+        self.address = address  #: what clients dial
+        self.log_path = run_dir / f"proxy-{address.port}.log"
+        self._state_path = run_dir / f"wrap-{address.port}.json"
+        self._lock_path = run_dir / f"wrap-{address.port}.lock"
+
+    def acquire(self, config_file: Path | None, timeout: float) -> Lease:
+        """Use the ember proxy answering on the port, or start one; raise ``ClientError``
+        when the port is held by something that is not ember."""
+        with self._locked():
+            state = self._load()
+            found = settle(self.address.host, self.address.port, timeout)
+            if found.state == "other":
+                raise ClientError(
+                    f"{self.address.origin} is taken by something that is not an ember proxy "
+                    f"({found.detail}). Stop it, or run ember on another port: --port N or "
+                    "EMBER_PORT"
+                )
+            if found.state == "starting":
+                raise ClientError(
+                    f"the ember proxy on {self.address.origin} has been starting for "
+                    f"{timeout:.0f} s and does not serve yet; see {self.log_path}"
+                )
+            lease = Lease(started=found.state == "free", log_path=self.log_path)
+            if lease.started:
+                proc = proxyproc.start(self.host, self.address.port, config_file, self.log_path)
+                try:
+                    proxyproc.wait_ready(proc, self.address, self.log_path, timeout)
+                except BaseException:  # Ctrl-C while waiting included: leave no proxy behind
+                    proxyproc.stop(proc.pid, proc)
+                    raise
+                lease.proc = proc
+                state.proxy_pid = proc.pid  # wraps still registered keep their place
+            state.users.append(os.getpid())
+            self._save(state)
+            return lease
+
+    def release(self, lease: Lease) -> bool:
+        """Drop this wrap; stop the proxy when no wrap uses it any more and a wrap started it.
+        Returns whether it was stopped."""
+        with self._locked():
+            state = self._load()
+            state.users = [pid for pid in state.users if pid != os.getpid()]
+            if state.users or state.proxy_pid is None:
+                self._save(state)
+                return False
+            pid = state.proxy_pid
+            # Nothing on the port: the recorded proxy died and its pid may belong to another
+            # process by now, which must not get our SIGTERM. A wedged proxy is still stopped.
+            if probe(self.address.host, self.address.port).state != "free":
+                mine = lease.proc if lease.proc is not None and lease.proc.pid == pid else None
+                proxyproc.stop(pid, mine)
+            self._save(_State())
+            return True
+
+    def _load(self) -> _State:
+        """The registry without dead wraps, and without a recorded proxy that has died."""
+        try:
+            raw = json.loads(self._state_path.read_text())
+            state = _State(raw.get("proxy_pid"), [int(p) for p in raw.get("users", [])])
+        except (OSError, ValueError, TypeError, AttributeError):
+            state = _State()
+        state.users = [pid for pid in state.users if proxyproc.alive(pid)]
+        if state.proxy_pid is not None and not proxyproc.alive(state.proxy_pid):
+            state.proxy_pid = None
+        return state
+
+    def _save(self, state: _State) -> None:
+        tmp = self._state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"proxy_pid": state.proxy_pid, "users": state.users}))
+        os.replace(tmp, self._state_path)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with open(self._lock_path, "a+b") as handle:
+            _flock(handle.fileno(), LOCK_TIMEOUT, self._lock_path)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _flock(fd: int, timeout: float, path: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise ClientError(
+                    f"another ember wrap has held {path} for {timeout:.0f} s (starting or "
+                    "stopping the proxy); try again, or remove the file if no ember runs"
+                ) from None
+            time.sleep(0.05)
