@@ -202,7 +202,7 @@ def test_codex_gets_the_ember_provider_by_overrides_and_its_config_file_is_untou
                 "base_url": agents.origin + "/v1",
                 "env_key": "OPENAI_API_KEY",
                 "wire_api": "responses",
-                "supports_websockets": False,
+                "supports_websockets": True,
                 "http_headers": {"x-ember-cwd": str(agents.project)},
             }
         },

@@ -24,11 +24,12 @@ from ember.errors import ClientError
 
 PROVIDER_ID = "ember"
 DEFAULT_ENV_KEY = "OPENAI_API_KEY"
-#: Whether Codex may try the Responses API over a WebSocket first. Ember refuses WebSocket
-#: upgrades today, and each refused attempt costs a Codex that tries about 6 s of back-off
-#: before it falls back to HTTP (7 attempts recorded with ``true``). Flip this to True once
-#: ember proxies WebSockets; ``wrap`` and ``setup`` both follow it.
-SUPPORTS_WEBSOCKETS = False
+#: Whether Codex may try the Responses API over a WebSocket first; ``wrap`` and ``setup`` both
+#: follow it. Ember relays it (``ember.proxy.websocket``) and, when the provider does not serve
+#: WebSocket (or ``openai_websocket = off``), answers the upgrade 426, on which Codex switches
+#: to HTTP at once; before that, each refused attempt cost about 6 s of back-off (7 attempts
+#: recorded with ``true`` against a 404).
+SUPPORTS_WEBSOCKETS = True
 _CD_FLAGS = ("-C", "--cd")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
