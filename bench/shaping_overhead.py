@@ -37,10 +37,10 @@ import anthropic
 import ember.testing.prompt_anthropic as prompt_anthropic
 from common import EMBER, process, wait_healthy
 from ember.config import load_settings
+from ember.exchange import Exchange
 from ember.protocols import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES
 from ember.protocols.base import ProtocolAdapter
 from ember.protocols.jsonedit import JsonDoc
-from ember.proxy.pipeline import Exchange
 from ember.server import BackgroundServer, free_port
 from ember.shaping.policy import TurnKind, classify_turn, params_broke_cache
 from ember.shaping.stage import ShapingStage
@@ -204,12 +204,12 @@ def table_stage(n: int, home: Path) -> list[tuple[str, float]]:
 _PROXY = """
 import sys
 from ember.config import load_settings
-from ember.proxy.app import ProxyApp
+from ember.compose import build_app
 from ember.server import serve_forever
 from ember.shaping.stage import ShapingStage
 s = load_settings()
 stages = [ShapingStage(s)] if sys.argv[2] == "on" else []
-serve_forever(ProxyApp(s, stages), "127.0.0.1", int(sys.argv[1]), "warning")
+serve_forever(build_app(s, stages), "127.0.0.1", int(sys.argv[1]), "warning")
 """
 
 

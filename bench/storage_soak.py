@@ -21,11 +21,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from ember.compose import build_app
 from ember.config import load_settings
 from ember.memory import HierarchicalMemory
 from ember.memory.embed import get_embedder
 from ember.project import resolve_project
-from ember.proxy.stages import build_app
 from ember.server import BackgroundServer
 from ember.store.driver import connect
 from ember.testing import Emulator

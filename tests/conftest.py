@@ -11,10 +11,10 @@ from typing import Any, Literal
 
 import pytest
 
+from ember.compose import build_app
 from ember.config import Settings, load_settings
+from ember.exchange import Stage
 from ember.proxy.app import ProxyApp
-from ember.proxy.pipeline import Stage
-from ember.proxy.stages import build_stages, build_storage
 from ember.server import BackgroundServer
 from ember.store.registry import Storage
 from ember.testing import Emulator
@@ -74,14 +74,8 @@ def make_stack(tmp_path: Path) -> Iterator[StackFactory]:
                 openai_url=upstream + "/v1",
                 **overrides,
             )
-            storage = build_storage(settings)
-            if stages == "features":
-                chosen = build_stages(settings, storage)
-            elif callable(stages):
-                chosen = stages(settings, storage)
-            else:
-                chosen = list(stages)
-            app = ProxyApp(settings, chosen, storage=storage)
+            features = None if stages == "features" else stages
+            app = build_app(settings, features)  # type: ignore[arg-type]
             proxy = resources.enter_context(BackgroundServer(app))
             return Stack(emu, upstream, app, proxy, settings.home)
 

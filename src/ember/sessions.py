@@ -10,6 +10,10 @@ databases: Claude Code's title request names no working directory, and its sub-a
 it in another place than the main thread. Explicit headers (``x-ember-project-id``,
 ``x-ember-cwd``) always win, as they do for a single request.
 
+Features keep their per-session state here too (``feature``/``put_feature``), so it is
+bounded and forgotten together, and background work can ask whether a session is ``busy``
+(a request in flight) or how long it has been idle.
+
 Runs on the event loop only: plain dictionary work, no locks, no I/O.
 """
 
@@ -19,6 +23,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ember.project import ProjectRef
 from ember.threads import RequestShape, SessionThreads, Thread, classify
@@ -33,6 +38,10 @@ class SessionInfo:
     first_seen: float = 0.0
     last_seen: float = 0.0
     requests: int = 0
+    #: requests of the session being answered right now (background work waits for zero)
+    in_flight: int = 0
+    #: each feature's own state for the session, by feature name (forgotten with the session)
+    features: dict[str, Any] = field(default_factory=dict)
 
 
 class SessionRegistry:
@@ -50,14 +59,7 @@ class SessionRegistry:
         self, session_id: str, shape: RequestShape, project: ProjectRef | None
     ) -> tuple[Thread, ProjectRef | None]:
         """Record one request; returns its thread and the project it belongs to."""
-        info = self._sessions.get(session_id)
-        if info is None:
-            info = SessionInfo(first_seen=self._clock())
-            self._sessions[session_id] = info
-            while len(self._sessions) > self.capacity:
-                self._sessions.popitem(last=False)
-        else:
-            self._sessions.move_to_end(session_id)
+        info = self._touch(session_id)
         thread, info.threads = classify(session_id, shape, info.threads)
         info.last_seen = self._clock()
         info.requests += 1
@@ -79,6 +81,57 @@ class SessionRegistry:
 
     def get(self, session_id: str) -> SessionInfo | None:
         return self._sessions.get(session_id)
+
+    def _touch(self, session_id: str) -> SessionInfo:
+        info = self._sessions.get(session_id)
+        if info is None:
+            now = self._clock()
+            info = SessionInfo(first_seen=now, last_seen=now)
+            self._sessions[session_id] = info
+            while len(self._sessions) > self.capacity:
+                self._sessions.popitem(last=False)
+        else:
+            self._sessions.move_to_end(session_id)
+        return info
+
+    def feature(self, session_id: str, name: str, *, touch: bool = True) -> Any:
+        """A feature's state for the session (None when it has none); ``touch`` marks the
+        session as just active."""
+        info = self._sessions.get(session_id)
+        if info is None:
+            return None
+        if touch:
+            self._sessions.move_to_end(session_id)
+        return info.features.get(name)
+
+    def put_feature(self, session_id: str, name: str, value: Any) -> None:
+        self._touch(session_id).features[name] = value
+
+    def holding(self, name: str) -> int:
+        """How many sessions hold state for feature ``name``."""
+        return sum(1 for info in self._sessions.values() if name in info.features)
+
+    def begin(self, session_id: str) -> None:
+        """A request of the session is on its way upstream."""
+        self._touch(session_id).in_flight += 1
+
+    def end(self, session_id: str) -> None:
+        """That request was answered (or failed); the session is idle from now on."""
+        info = self._sessions.get(session_id)
+        if info is not None:
+            info.in_flight = max(0, info.in_flight - 1)
+            info.last_seen = self._clock()
+
+    def busy(self, session_id: str) -> bool:
+        info = self._sessions.get(session_id)
+        return info is not None and info.in_flight > 0
+
+    def idle_for(self, session_id: str) -> float | None:
+        """Seconds since the session's last request ended (None: unknown or busy)."""
+        info = self._sessions.get(session_id)
+        if info is None or info.in_flight:
+            return None
+        return self._clock() - info.last_seen
 
     def age(self, session_id: str) -> float | None:
         """Seconds since the session's first request (None: not seen, or forgotten)."""

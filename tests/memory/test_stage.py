@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ember.exchange import Exchange
 from ember.memory.drafting import draft, new_id
 from ember.memory.models import Memory, MemoryHit, NewMemory
 from ember.memory.stage import MemoryStage, ask_text
 from ember.project import ProjectRef
 from ember.protocols import ANTHROPIC
 from ember.protocols.jsonedit import JsonDoc
-from ember.proxy.pipeline import Exchange
 from ember.store.registry import Storage
 
 

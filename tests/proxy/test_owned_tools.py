@@ -10,10 +10,10 @@ import anthropic
 import openai
 import pytest
 
+from ember.exchange import Exchange, Stage
 from ember.protocols.tooling import TOOLING, ToolSpec
 from ember.proxy.owned import MAX_ROUNDS
-from ember.proxy.pipeline import Exchange, Stage
-from ember.store.accounting import exchanges
+from ember.store.accounting import exchanges, session_totals
 from ember.testing import Reply
 from tests.conftest import Stack, StackFactory
 
@@ -99,9 +99,13 @@ def test_hidden_rounds_are_billed(owned: Stack) -> None:
     with anthropic.Anthropic(base_url=owned.url, api_key="k", max_retries=0) as c:
         final = c.messages.create(**MSG)
     owned.settle()
-    [row] = exchanges(owned.home / "stats.db")
-    # The client saw one answer; the provider billed two.
-    assert row["output_tokens"] > final.usage.output_tokens
+    row, hidden = exchanges(owned.home / "stats.db")
+    # The client saw one answer; the provider billed two: the hidden round has its own row,
+    # with its origin, and stays out of the session's own totals.
+    assert row["origin"] == "client" and row["output_tokens"] == final.usage.output_tokens
+    assert hidden["origin"] == "owned_tools" and hidden["output_tokens"] > 0
+    [total] = session_totals(owned.home / "stats.db")
+    assert total["requests"] == 1
 
 
 def test_mixed_turn_runs_ember_tools_and_asks_again_for_the_clients(

@@ -7,7 +7,7 @@ import json
 import anthropic
 import httpx2
 
-from ember.proxy.pipeline import Exchange, Outcome, Stage
+from ember.exchange import Exchange, Outcome, Stage
 from ember.testing import Reply
 from tests.conftest import StackFactory
 

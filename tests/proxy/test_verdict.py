@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from ember.exchange import Outcome, OutcomeKind
 from ember.protocols.base import AnswerError, AssembledMessage
-from ember.proxy.pipeline import Outcome, OutcomeKind
 from ember.proxy.verdict import judge
 
 OVERLOADED = AnswerError("overloaded_error", "Overloaded", 529)

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from ember.config import Settings, load_settings
+from ember.exchange import Exchange, Outcome
 from ember.protocols import ANTHROPIC
 from ember.protocols.base import AssembledMessage, Block, ProtocolAdapter, Usage
 from ember.protocols.jsonedit import JsonDoc
-from ember.proxy.pipeline import Exchange, Outcome
 from ember.shaping.controller import ControllerState, Signal
 from ember.shaping.stage import ShapingNote, ShapingStage
 from ember.shaping.verbosity import steering_text

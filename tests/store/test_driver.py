@@ -59,7 +59,7 @@ def test_the_proxy_never_loads_a_second_sqlite_library(tmp_path: Path) -> None:
         import anthropic
         from ember.config import load_settings
         from ember.memory import HierarchicalMemory
-        from ember.proxy.stages import build_app
+        from ember.compose import build_app
         from ember.server import BackgroundServer
         from ember.testing import Emulator
         from ember.testing.agent import system_prompt

@@ -66,7 +66,7 @@ def proxy(
         log_level=log_level,
     )
     from ember import logs
-    from ember.proxy.stages import build_app
+    from ember.compose import build_app
     from ember.proxy.startup import review
     from ember.server import serve_forever
     from ember.store.home import check_home

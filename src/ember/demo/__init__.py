@@ -15,13 +15,13 @@ import anthropic
 from rich.console import Console
 from rich.table import Table
 
+from ember.compose import build_app
 from ember.config import Settings, load_settings
 from ember.demo.memory import MemorySummary, run_memory_demo
 from ember.demo.shaping import ShapingSummary, print_shaping, shaping_summary
 from ember.memory.embed import preload_from
 from ember.project import resolve_project
 from ember.proxy.app import ProxyApp
-from ember.proxy.stages import build_app
 from ember.server import BackgroundServer
 from ember.store.accounting import session_totals
 from ember.testing import Emulator

@@ -23,9 +23,9 @@ from typing import Any
 import anthropic
 from rich.console import Console
 
+from ember.compose import build_app
 from ember.config import Settings, load_settings
 from ember.memory.embed import EmbedderError, preload_from
-from ember.proxy.stages import build_app
 from ember.server import BackgroundServer
 from ember.testing import Emulator
 from ember.testing.agent import ScriptedAgent, Task

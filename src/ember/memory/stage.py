@@ -28,6 +28,7 @@ from pathlib import Path
 
 from ember.config import Settings
 from ember.errors import EmberError
+from ember.exchange import Exchange, Stage
 from ember.memory.embed import Embedder, EmbedderLoader, preload_from
 from ember.memory.ledger import InjectionLedger, LedgerEntry, message_digest
 from ember.memory.models import MemoryFilter, MemoryHit
@@ -37,7 +38,6 @@ from ember.memory.router import MemoryRouter
 from ember.memory.tools import MEMORY_TOOL_SPECS, MemoryTools
 from ember.protocols.base import ProtocolAdapter
 from ember.protocols.tooling import TOOLING
-from ember.proxy.pipeline import Exchange, Stage
 from ember.store.registry import Storage
 from ember.threads import is_compaction
 

@@ -23,13 +23,13 @@ from typing import Any
 
 from ember.config import Settings
 from ember.errors import ProtocolError, RequestTooLarge
+from ember.exchange import Exchange, Outcome, Services, Stage, TaskSet
 from ember.protocols import ADAPTERS, ANTHROPIC, OPENAI_CHAT
-from ember.protocols.base import ProtocolAdapter, Usage
+from ember.protocols.base import ProtocolAdapter
 from ember.proxy import limits
-from ember.proxy.accounting import AccountingStage
 from ember.proxy.intake import build_exchange
 from ember.proxy.owned import relay_owned
-from ember.proxy.pipeline import Exchange, Outcome, Pipeline, Services, Stage
+from ember.proxy.pipeline import Pipeline
 from ember.proxy.relay import Receive, Relayed, Send, relay, send_json
 from ember.proxy.tee import assemble
 from ember.proxy.upstream import Upstream, forward_headers
@@ -56,15 +56,15 @@ class ProxyApp:
         stages: Sequence[Stage] = (),
         *,
         storage: Storage | None = None,
+        sessions: SessionRegistry | None = None,
     ) -> None:
+        """``stages`` is the whole list, accounting included (``ember.compose`` builds it)."""
         self.settings = settings
         self.upstream = Upstream.from_settings(settings)
         self.storage = storage or Storage(settings.home, vec=settings.memory_vector_index != "hnsw")
-        self.sessions = SessionRegistry()
-        all_stages = list(stages)
-        if settings.accounting:
-            all_stages.append(AccountingStage(self.storage, settings.price_table(), self.sessions))
-        self.pipeline = Pipeline(all_stages)
+        self.sessions = sessions if sessions is not None else SessionRegistry()
+        self.pipeline = Pipeline(stages)
+        self.tasks = TaskSet()
         self.ready = False
         self._background: set[asyncio.Task[None]] = set()
 
@@ -100,13 +100,18 @@ class ProxyApp:
 
     async def startup(self) -> None:
         await self.upstream.start()
-        await self.pipeline.start(Services(self.settings, self.storage))
+        services = Services(
+            self.settings, self.storage, self.sessions, self.upstream, self._url, self.tasks
+        )
+        await self.pipeline.start(services)
         self.ready = True
 
     async def shutdown(self) -> None:
         """Finish what was accepted: response stages of answered requests, then every stage's
-        own flush, then every queued database write (a clean stop loses no row)."""
+        own flush, then every queued database write (a clean stop loses no row). Features'
+        own background work (a shadow run) is cancelled, never waited for."""
         self.ready = False
+        await self.tasks.cancel_all()
         if self._background:
             await asyncio.wait(self._background, timeout=30)
         await self.pipeline.close()
@@ -200,6 +205,15 @@ class ProxyApp:
     async def _exchange_flow(
         self, ex: Exchange, headers: list[tuple[str, str]], receive: Receive, send: Send
     ) -> None:
+        self.sessions.begin(ex.session_id)
+        try:
+            await self._relay_exchange(ex, headers, receive, send)
+        finally:
+            self.sessions.end(ex.session_id)
+
+    async def _relay_exchange(
+        self, ex: Exchange, headers: list[tuple[str, str]], receive: Receive, send: Send
+    ) -> None:
         await self.pipeline.run_request(ex)
         url = self._url(ex.adapter, ex.path, ex.query)
         if ex.owned_tools is not None:
@@ -239,11 +253,12 @@ class ProxyApp:
             ttfb_ms=relayed.ttfb_ms,
             error=relayed.error,
             hidden_rounds=relayed.hidden_rounds,
+            sent=relayed.sent,
+            chunks=relayed.chunks,
+            hidden=relayed.hidden,
         )
         try:
             outcome.message = assemble(ex.adapter, relayed.chunks, relayed.streamed)
         except Exception:
             log.exception("could not assemble the answer of session %s", ex.session_id)
-        if relayed.hidden_usage is not None and outcome.message is not None:
-            outcome.message.usage = (outcome.message.usage or Usage()) + relayed.hidden_usage
         await self.pipeline.run_response(ex, judge(outcome))

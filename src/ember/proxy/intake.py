@@ -10,10 +10,10 @@ from collections.abc import Mapping
 
 from ember.config import Settings
 from ember.errors import ProtocolError
+from ember.exchange import Exchange
 from ember.project import resolve_project
 from ember.protocols.base import ProtocolAdapter
 from ember.proxy.limits import parse_body
-from ember.proxy.pipeline import Exchange
 from ember.session import derive_session_id
 from ember.sessions import SessionRegistry
 from ember.threads import RequestShape

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import aiohttp
 
-from ember.protocols.base import AssembledMessage, ProtocolAdapter, Usage
+from ember.exchange import HiddenRound, OwnedTools
+from ember.protocols.base import AssembledMessage, ProtocolAdapter
 from ember.protocols.jsonedit import JsonDoc
-from ember.protocols.tooling import TOOLING, ToolOutcome, ToolSpec, parse_arguments
+from ember.protocols.tooling import TOOLING, ToolOutcome, parse_arguments
 from ember.proxy.relay import (
     STREAM_ERRORS,
     Receive,
@@ -39,17 +39,6 @@ from ember.proxy.upstream import Upstream, response_headers
 log = logging.getLogger(__name__)
 
 MAX_ROUNDS = 4
-
-
-class OwnedTools(Protocol):
-    """A set of tools ember offers the model and runs itself."""
-
-    @property
-    def specs(self) -> Sequence[ToolSpec]: ...
-
-    async def call(self, name: str, arguments: Any) -> tuple[str, bool]:
-        """The tool's result text and whether it is an error; must not raise."""
-        ...
 
 
 @dataclass
@@ -108,8 +97,9 @@ async def relay_owned(
         for round_no in range(MAX_ROUNDS + 1):
             if round_no == MAX_ROUNDS:
                 ops.forbid_tools(current)
+            result.sent = current.to_bytes()
             resp = await open_upstream(
-                upstream, send, "POST", url, headers, current.to_bytes(), adapter.error_body, result
+                upstream, send, "POST", url, headers, result.sent, adapter.error_body, result
             )
             if resp is None:
                 return
@@ -139,9 +129,7 @@ async def relay_owned(
 
 
 def _add_hidden_usage(result: Relayed, answer: AssembledMessage) -> None:
-    if answer.usage is not None:
-        result.hidden_usage = (result.hidden_usage or Usage()) + answer.usage
-    result.hidden_rounds += 1
+    result.hidden.append(HiddenRound(answer.model, answer.usage))
 
 
 async def _finish(send: Send, buf: _Buffered, result: Relayed) -> None:

@@ -24,8 +24,7 @@ from typing import Any
 import aiohttp
 
 from ember.errors import UpstreamError, UpstreamTimeout
-from ember.protocols.base import Usage
-from ember.proxy.pipeline import OutcomeKind
+from ember.exchange import HiddenRound, OutcomeKind
 from ember.proxy.upstream import Upstream, response_headers
 
 log = logging.getLogger(__name__)
@@ -46,9 +45,14 @@ class Relayed:
     chunks: list[bytes] = field(default_factory=list)
     ttfb_ms: float | None = None
     error: str | None = None
-    #: usage of rounds the client never saw (ember-owned tool calls), billed all the same
-    hidden_usage: Usage | None = None
-    hidden_rounds: int = 0
+    #: rounds the client never saw (ember-owned tool calls), billed all the same
+    hidden: list[HiddenRound] = field(default_factory=list)
+    #: the exact body sent for the answer that reached the client (the last round)
+    sent: bytes = b""
+
+    @property
+    def hidden_rounds(self) -> int:
+        return len(self.hidden)
 
     @property
     def body(self) -> bytes:
@@ -131,6 +135,7 @@ async def relay(
     started = time.perf_counter()
 
     async def work(send: Send, result: Relayed) -> None:
+        result.sent = body
         resp = await open_upstream(upstream, send, method, url, headers, body, error_body, result)
         if resp is None:
             return

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import aiohttp
 
 from ember.errors import UpstreamError, UpstreamTimeout, WebSocketRefused
+from ember.exchange import UpstreamReply
 from ember.proxy.connector import ConnectionLimits, PacedConnector
 
 if TYPE_CHECKING:
@@ -104,6 +105,16 @@ class Upstream:
             await self._session.close()
             self._session = None
 
+    @contextlib.asynccontextmanager
+    async def call(
+        self, method: str, url: str, headers: list[tuple[str, str]], body: bytes
+    ) -> AsyncIterator[UpstreamReply]:
+        """One call as plain values (``ember.exchange.UpstreamClient``), for features that call
+        the provider on their own; the connection is released when the block ends."""
+        resp = await self.send(method, url, headers, body)
+        async with resp:
+            yield UpstreamReply(resp.status, list(resp.headers.items()), _chunks(resp, url))
+
     async def send(
         self, method: str, url: str, headers: list[tuple[str, str]], body: bytes
     ) -> aiohttp.ClientResponse:
@@ -168,3 +179,11 @@ class Upstream:
     @property
     def _connect_s(self) -> str:
         return f"{self.connect_timeout:g}s"
+
+
+async def _chunks(resp: aiohttp.ClientResponse, url: str) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in resp.content.iter_any():
+            yield chunk
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise UpstreamError(f"provider cut the answer from {url}: {exc!r}") from exc

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from ember.proxy.pipeline import Outcome, OutcomeKind
+from ember.exchange import Outcome, OutcomeKind
 
 log = logging.getLogger(__name__)
 

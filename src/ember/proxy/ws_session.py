@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Literal
 import aiohttp
 
 from ember.errors import ProtocolError
+from ember.exchange import Exchange, Outcome, OutcomeKind
 from ember.protocols import OPENAI_RESPONSES
 from ember.protocols.base import AssembledMessage
 from ember.protocols.responses_ws import (
@@ -51,7 +52,6 @@ from ember.protocols.responses_ws import (
     previous_response,
 )
 from ember.proxy import limits
-from ember.proxy.pipeline import Exchange, Outcome, OutcomeKind
 from ember.proxy.relay import Receive, Send
 from ember.proxy.verdict import judge
 

@@ -4,15 +4,16 @@ What a session needs remembered between its requests: the verbosity level in for
 bytes of its block must not change while its cache is warm), when it was last active and how
 long its cache lives, whether a clamped thinking budget is being held, and a note on each of
 its last few requests (what effort went out, what came back) for signal detection and the
-cache guard. Least-recently-active sessions are forgotten past ``capacity``, so a proxy that
-runs for months does not grow; a forgotten session that comes back is treated as new.
+cache guard. It lives in the proxy's session registry (``ember.sessions``): least-recently
+active sessions are forgotten past its capacity, so a proxy that runs for months does not
+grow; a forgotten session that comes back is treated as new.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from ember.sessions import SessionRegistry
 from ember.shaping.signals import PreviousAnswer
 
 DEFAULT_CAPACITY = 4096
@@ -57,28 +58,26 @@ class SessionState:
 
 
 class SessionBook:
-    """Sessions by id, least recently active evicted first."""
+    """Shaping's view of the proxy's session registry: its ``SessionState`` per session, kept
+    (and forgotten, least recently active first) with the session itself."""
 
-    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
-        self.capacity = capacity
-        self._sessions: OrderedDict[str, SessionState] = OrderedDict()
+    KEY = "shaping"
+
+    def __init__(self, registry: SessionRegistry | None = None, capacity: int = DEFAULT_CAPACITY):
+        self.registry = registry if registry is not None else SessionRegistry(capacity)
 
     def __len__(self) -> int:
-        return len(self._sessions)
+        return self.registry.holding(self.KEY)
 
     def get(self, session_id: str) -> SessionState | None:
         """The session (marked as just active), or None."""
-        state = self._sessions.get(session_id)
-        if state is not None:
-            self._sessions.move_to_end(session_id)
+        state: SessionState | None = self.registry.feature(session_id, self.KEY)
         return state
 
     def peek(self, session_id: str) -> SessionState | None:
         """The session without touching its recency (for response-side bookkeeping)."""
-        return self._sessions.get(session_id)
+        state: SessionState | None = self.registry.feature(session_id, self.KEY, touch=False)
+        return state
 
     def put(self, session_id: str, state: SessionState) -> None:
-        self._sessions[session_id] = state
-        self._sessions.move_to_end(session_id)
-        while len(self._sessions) > self.capacity:
-            self._sessions.popitem(last=False)
+        self.registry.put_feature(session_id, self.KEY, state)

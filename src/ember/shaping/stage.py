@@ -17,8 +17,8 @@ Cache invariants enforced here (each prevents a full-price re-write of the sessi
   mechanical turns (``policy.budget_clamp_allowed`` has the measurements);
 - effort routing stops for a model as soon as a change of effort evidently cost a cache
   read (``policy.params_broke_cache``).
-Per-session state is bounded (``sessions.SessionBook``); a failure anywhere here is rolled back
-by the pipeline and the request goes on unshaped (fail open).
+Per-session state lives in the proxy's session registry (``sessions.SessionBook``); a failure
+anywhere here is rolled back by the pipeline and the request goes on unshaped (fail open).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ember.config import Settings
+from ember.exchange import Exchange, Outcome, Services, Stage
 from ember.protocols.base import AssembledMessage
-from ember.proxy.pipeline import Exchange, Outcome, Services, Stage
 from ember.shaping.apply import apply_effort, apply_verbosity
 from ember.shaping.controller import MAX_AUTO_LEVEL, ControllerState, Signal, observe
 from ember.shaping.echo import ECHO_NGRAM, context_text, echo_ratio
@@ -95,7 +95,7 @@ class ShapingStage(Stage):
         self.clock = clock
         self.files = ShapingFiles(settings.home)
         self.recorder = recorder or SavingsRecorder(self.files)
-        self.sessions = SessionBook(capacity)
+        self.sessions = SessionBook(capacity=capacity)
         self.controller: ControllerState | None = None
         if settings.output_autotune:
             self.controller = load_controller(self.files)
@@ -106,6 +106,8 @@ class ShapingStage(Stage):
         self._flusher: asyncio.Task[None] | None = None
 
     async def start(self, services: Services) -> None:
+        if services.sessions is not None:  # share the proxy's book of sessions
+            self.sessions = SessionBook(services.sessions)
         self._flusher = asyncio.create_task(self._flush_periodically(), name="shaping-flush")
 
     async def _flush_periodically(self) -> None:

@@ -64,4 +64,38 @@ ACCOUNTING: tuple[Migration, ...] = (
         ALTER TABLE exchanges ADD COLUMN error_type TEXT;
         """,
     ),
+    Migration(
+        "0004_session_totals_client_only",
+        """
+        -- A session's totals are what its client asked for; calls ember made on its own
+        -- (origin != 'client': owned-tool rounds, shadow memory, the steward) are reported
+        -- apart, by origin, in spend_by_origin.
+        DROP VIEW session_totals;
+        CREATE VIEW session_totals AS
+        SELECT session_id,
+               MAX(project) AS project,
+               MIN(ts) AS first_seen,
+               MAX(ts) AS last_seen,
+               GROUP_CONCAT(DISTINCT model) AS models,
+               COUNT(*) AS requests,
+               SUM(input_tokens) AS input_tokens,
+               SUM(cache_read_tokens) AS cache_read_tokens,
+               SUM(cache_write_tokens) AS cache_write_tokens,
+               SUM(output_tokens) AS output_tokens,
+               CASE WHEN COUNT(cost_usd) = COUNT(*) THEN SUM(cost_usd) END AS cost_usd,
+               SUM(cost_usd) AS priced_cost_usd,
+               COUNT(*) - COUNT(cost_usd) AS unpriced_requests
+        FROM exchanges WHERE origin = 'client' GROUP BY session_id;
+        CREATE VIEW spend_by_origin AS
+        SELECT session_id,
+               origin,
+               COUNT(*) AS requests,
+               SUM(input_tokens) AS input_tokens,
+               SUM(cache_read_tokens) AS cache_read_tokens,
+               SUM(cache_write_tokens) AS cache_write_tokens,
+               SUM(output_tokens) AS output_tokens,
+               CASE WHEN COUNT(cost_usd) = COUNT(*) THEN SUM(cost_usd) END AS cost_usd
+        FROM exchanges GROUP BY session_id, origin;
+        """,
+    ),
 )

@@ -22,9 +22,9 @@ from concurrent.futures import Future
 from dataclasses import replace
 
 from ember.errors import StorageError
+from ember.exchange import Exchange, Outcome, Services, Stage
 from ember.prices import PriceTable
 from ember.project import ProjectRef
-from ember.proxy.pipeline import Exchange, Outcome, Services, Stage
 from ember.sessions import SessionRegistry
 from ember.store.accounting import ExchangeRecord
 from ember.store.database import Database
@@ -141,9 +141,28 @@ class AccountingStage(Stage):
             thread_kind=ex.thread.kind if ex.thread else "main",
             error_type=msg.error.type if msg is not None and msg.error is not None else None,
         )
-        if project is None and self._hold(record):
-            return
-        self._write(record, project)
+        rows = [record, *self._hidden_rows(record, outcome)]
+        for row in rows:
+            if project is None and self._hold(row):
+                continue
+            self._write(row, project)
+
+    def _hidden_rows(self, record: ExchangeRecord, outcome: Outcome) -> list[ExchangeRecord]:
+        """One row per round of ember-owned tool calls the client never saw (origin
+        ``owned_tools``): billed like any call, kept out of the session's own totals."""
+        return [
+            replace(
+                record,
+                model=r.model or record.model,
+                status=200,
+                outcome="ok",
+                usage=r.usage,
+                cost_usd=self.prices.cost(r.model or record.model, r.usage),
+                origin="owned_tools",
+                error_type=None,
+            )
+            for r in outcome.hidden
+        ]
 
 
 def _log_failure(done: Future[None]) -> None:

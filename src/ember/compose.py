@@ -1,0 +1,57 @@
+"""Where the app is built: which stages, in which order, sharing which services.
+
+The only module that knows both the proxy and the features. Order matters for the cache:
+stages that edit stable content (the system tail) run before stages that edit volatile content
+(the latest user turn), and accounting runs last so it sees the final outcome. A new feature
+adds its stage here; nothing in the proxy changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ember.accounting import AccountingStage
+from ember.config import Settings
+from ember.exchange import Stage
+from ember.memory.stage import MemoryStage
+from ember.proxy.app import ProxyApp
+from ember.sessions import SessionRegistry
+from ember.shaping.stage import ShapingStage
+from ember.store.registry import Storage
+
+StageFactory = Callable[[Settings, Storage], list[Stage]]
+
+
+def build_storage(settings: Settings) -> Storage:
+    """The one owner of every database file this process opens."""
+    return Storage(settings.home, vec=settings.memory_vector_index != "hnsw")
+
+
+def build_stages(settings: Settings, storage: Storage) -> list[Stage]:
+    """The feature stages ``settings`` enable, in order (accounting comes after them)."""
+    stages: list[Stage] = []
+    # Output shaping first: it edits the stable system tail. It is there even with
+    # EMBER_OUTPUT_SHAPING=false, to record the unshaped baseline (it edits nothing then).
+    stages.append(ShapingStage(settings))
+    # Memory next: it edits the tail of the latest user ask (auto_tail) or offers its tools.
+    if settings.memory_mode != "off":
+        stages.append(MemoryStage(settings, storage))
+    return stages
+
+
+def build_app(
+    settings: Settings, features: Sequence[Stage] | StageFactory | None = None
+) -> ProxyApp:
+    """The proxy as ``ember proxy`` serves it: one storage, one session registry, the
+    enabled features (or the ones given), accounting last."""
+    storage = build_storage(settings)
+    sessions = SessionRegistry()
+    if features is None:
+        stages = build_stages(settings, storage)
+    elif callable(features):
+        stages = features(settings, storage)
+    else:
+        stages = list(features)
+    if settings.accounting:
+        stages.append(AccountingStage(storage, settings.price_table(), sessions))
+    return ProxyApp(settings, stages, storage=storage, sessions=sessions)

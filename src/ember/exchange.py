@@ -1,0 +1,218 @@
+"""The stage interface: what every feature sees of an exchange, and what the app gives it.
+
+It sits below both the proxy (which runs stages) and the features (which are stages): no
+feature imports ``ember.proxy``, and the proxy imports no feature — the list of stages is
+composed where the app is built (``ember.compose``). A feature that calls upstream on its own
+(shadow memory, the steward) gets everything it needs from ``Services``: the upstream client
+as one method over plain values, the provider URLs, the storage, the session registry and a
+task set of its own, so its background work never holds up serving or shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from ember.config import Settings
+from ember.project import ProjectRef
+from ember.protocols.base import AssembledMessage, ProtocolAdapter, Usage
+from ember.protocols.jsonedit import JsonDoc
+from ember.threads import Thread
+
+if TYPE_CHECKING:
+    from ember.protocols.tooling import ToolSpec
+    from ember.sessions import SessionRegistry
+    from ember.store.registry import Storage
+
+log = logging.getLogger(__name__)
+
+#: How an exchange ended. ``ok``: a whole answer. ``upstream_error``: the provider answered
+#: with an error (an error status, or a 200 JSON body holding one). ``stream_error``: an error
+#: event inside a stream that had begun with 200. ``cut``: a stream or body that ended before
+#: its final event, whether the connection broke or closed cleanly. ``cancelled``: the client
+#: went away. ``timeout`` / ``unreachable``: no answer from the provider at all.
+OutcomeKind = Literal[
+    "ok", "upstream_error", "stream_error", "cut", "cancelled", "timeout", "unreachable"
+]
+
+
+class OwnedTools(Protocol):
+    """A set of tools ember offers the model and runs itself."""
+
+    @property
+    def specs(self) -> Sequence[ToolSpec]: ...
+
+    async def call(self, name: str, arguments: Any) -> tuple[str, bool]:
+        """The tool's result text and whether it is an error; must not raise."""
+        ...
+
+
+@dataclass
+class Exchange:
+    """One client request on its way through ember. ``doc`` holds the body to send."""
+
+    adapter: ProtocolAdapter
+    path: str
+    query: str
+    headers: dict[str, str]
+    doc: JsonDoc
+    settings: Settings
+    session_id: str
+    project: ProjectRef | None
+    started: float = field(default_factory=time.perf_counter)
+    wall_started: float = field(default_factory=time.time)
+    #: scratch space for stages, keyed by stage name
+    state: dict[str, Any] = field(default_factory=dict)
+    #: tools ember offers the model and runs itself (set by a stage that also added their
+    #: definitions to the request); the answer is then buffered until no owned call is left
+    owned_tools: OwnedTools | None = None
+    #: which conversation of the session this is (``ember.threads``); None counts as main
+    thread: Thread | None = None
+
+    @property
+    def is_main_thread(self) -> bool:
+        """The user's own conversation: where shaping and memory act (never a title request,
+        a compaction's summary or a sub-agent)."""
+        return self.thread is None or self.thread.is_main
+
+    @property
+    def body(self) -> Any:
+        return self.doc.value
+
+    @property
+    def model(self) -> str | None:
+        return self.adapter.model(self.doc.value)
+
+    @property
+    def stream(self) -> bool:
+        return self.adapter.is_stream(self.doc.value)
+
+
+@dataclass(frozen=True)
+class HiddenRound:
+    """One upstream call ember made inside an exchange that the client never saw (a round of
+    ember-owned tool calls): accounted on its own row, with its origin, so the session's
+    totals stay what the client itself asked for."""
+
+    model: str | None
+    usage: Usage | None
+
+
+@dataclass
+class Outcome:
+    """What happened upstream. ``message`` is None when no answer was produced.
+
+    ``sent`` is the exact body that went upstream for the answer the client got (after every
+    edit of ember's; in tool mode, the last round's), ``chunks`` the raw bytes of that answer:
+    a feature that replays the exchange (shadow memory) needs these bytes, not a rebuild.
+    """
+
+    status: int
+    kind: OutcomeKind
+    message: AssembledMessage | None
+    streamed: bool
+    latency_ms: float
+    ttfb_ms: float | None = None
+    error: str | None = None
+    #: rounds with ember-owned tool calls that ran before the answer the client got
+    hidden_rounds: int = 0
+    sent: bytes = b""
+    chunks: list[bytes] = field(default_factory=list)
+    hidden: list[HiddenRound] = field(default_factory=list)
+
+
+@dataclass
+class UpstreamReply:
+    """A provider's answer as plain values: status, headers and the body as it arrives."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    chunks: AsyncIterator[bytes]
+
+
+class UpstreamClient(Protocol):
+    """Calling the provider without any server in the picture (shadow memory, the steward)."""
+
+    def call(
+        self, method: str, url: str, headers: list[tuple[str, str]], body: bytes
+    ) -> contextlib.AbstractAsyncContextManager[UpstreamReply]:
+        """Raises ``UpstreamError``/``UpstreamTimeout`` when the provider cannot be reached."""
+        ...
+
+
+class TaskSet:
+    """Background work of the features, apart from serving: never awaited by a drain or a
+    shutdown (a pending shadow run must not hold the proxy up), cancelled when the app stops."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task %s failed", task.get_name(), exc_info=task.exception())
+
+    async def cancel_all(self) -> None:
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+
+
+UrlFor = Callable[[ProtocolAdapter, str, str], str]
+
+
+@dataclass(frozen=True)
+class Services:
+    """What the app hands every stage when it starts."""
+
+    settings: Settings
+    storage: Storage
+    sessions: SessionRegistry | None = None
+    upstream: UpstreamClient | None = None
+    #: the provider URL for an adapter, a path and a query string
+    url_for: UrlFor | None = None
+    tasks: TaskSet = field(default_factory=TaskSet)
+
+
+class Stage:
+    """Base class: override any hook. ``name`` keys the stage's ``Exchange.state`` slot.
+
+    ``start`` runs once when the app starts serving (background tasks begin here, never in
+    ``__init__``: a stage may be built long before an event loop exists); ``close`` once when
+    it stops, before the databases are closed — what a stage still holds is flushed there.
+    """
+
+    name = "stage"
+
+    async def start(self, services: Services) -> None:
+        return None
+
+    async def settle(self) -> None:
+        """Finish what is held back for later (``ProxyApp.drain``: tests, the demo)."""
+        return None
+
+    async def on_request(self, ex: Exchange) -> None:
+        return None
+
+    async def on_response(self, ex: Exchange, outcome: Outcome) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
