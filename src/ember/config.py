@@ -126,6 +126,24 @@ class Settings(BaseModel):
     #: ember locates its edits with recurses once per level, and Python stops it near 1000.
     max_json_depth: int = Field(default=256, ge=1, le=512)
 
+    # -- shadow memory (issue #9) -----------------------------------------------------------
+    #: primary: facts are extracted from the still-hot prompt cache after a turn and become
+    #: memories; compare: the shadow and the cold steward both run, into their own tables,
+    #: and the steward's facts become memories (``ember shadow compare`` judges them); off.
+    shadow: Literal["off", "compare", "primary"] = "primary"
+    #: A session idle this long (seconds) has its unread messages extracted.
+    shadow_idle_seconds: float = Field(default=60.0, gt=0)
+    #: How often the shadow scheduler looks for idle sessions and expired prefixes (seconds).
+    shadow_tick_seconds: float = Field(default=15.0, gt=0)
+    #: A session's shadow spend never passes this share of the session's own spend.
+    shadow_max_share: float = Field(default=0.10, ge=0.0, le=1.0)
+    #: The cold path's model (reads rendered backlog pages); unset: the provider's light
+    #: model (claude-haiku-4-5 for Anthropic sessions, gpt-5-mini for OpenAI ones).
+    light_model: str | None = None
+    #: A key for the light model when no session's credentials are in memory (after a
+    #: restart). Read from the environment or the file, never written anywhere by ember.
+    light_api_key: str | None = Field(default=None, repr=False)
+
     # -- Responses over WebSocket (issue #8; rules and sources: ember/proxy/ws_support.py) -----
     #: auto: relay WebSocket upgrades on /v1/responses when the provider accepts them, and
     #: answer 426 (the client falls back to HTTP at once) when it does not, remembering that for

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from ember.protocols import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES
+from ember.protocols.assemble import assemble
 from ember.protocols.base import AssembledMessage, ProtocolAdapter
-from ember.proxy.tee import assemble
 
 
 def sse(events: Sequence[tuple[str | None, Any]], end: bytes = b"\n") -> list[bytes]:

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from ember.protocols import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES
+from ember.protocols.assemble import assemble
 from ember.protocols.base import AssembledMessage, ProtocolAdapter
 from ember.protocols.sse import iter_events
-from ember.proxy.tee import assemble
 
 #: U+2028, U+0085, U+2029, VT, FF, FS: all line breaks to ``str.splitlines``, none to SSE.
 ODD_TEXT = "line\u2028sep\u0085nel\u2029para\x0bvt\x0cff\x1cfs"

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ember.errors import EmberError
 from ember.memory.core import HierarchicalMemory
 from ember.memory.extraction import MEMORY_SAVE_DESCRIPTION, MEMORY_SAVE_SCHEMA, SavePayload
-from ember.memory.models import Evidence, MemoryFilter
+from ember.memory.models import MemoryFilter
 from ember.memory.retrieval.render import render_block
 from ember.protocols.tooling import ToolSpec
 
@@ -116,11 +116,9 @@ class MemoryTools:
 
     def _save(self, arguments: Any) -> str:
         payload = SavePayload.parse(arguments)
-        result = self.store.save(
-            payload,
-            session_id=self.session_id,
-            evidence=[Evidence("observed-outcome", session_id=self.session_id)],
-        )
+        # No evidence is stamped: the model's say-so is not an observed outcome, and evidence
+        # nobody checked would later pass for the checked kind shadow memory writes.
+        result = self.store.save(payload, session_id=self.session_id)
         return json.dumps(result.to_json(), ensure_ascii=False)
 
     def _update(self, arguments: Any) -> str:

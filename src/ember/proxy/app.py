@@ -25,13 +25,13 @@ from ember.config import Settings
 from ember.errors import ProtocolError, RequestTooLarge
 from ember.exchange import Exchange, Outcome, Services, Stage, TaskSet
 from ember.protocols import ADAPTERS, ANTHROPIC, OPENAI_CHAT
+from ember.protocols.assemble import assemble
 from ember.protocols.base import ProtocolAdapter
 from ember.proxy import limits
 from ember.proxy.intake import build_exchange
 from ember.proxy.owned import relay_owned
 from ember.proxy.pipeline import Pipeline
 from ember.proxy.relay import Receive, Relayed, Send, relay, send_json
-from ember.proxy.tee import assemble
 from ember.proxy.upstream import Upstream, forward_headers
 from ember.proxy.verdict import judge
 from ember.proxy.websocket import serve as serve_websocket

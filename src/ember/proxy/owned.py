@@ -21,6 +21,7 @@ from typing import Any
 import aiohttp
 
 from ember.exchange import HiddenRound, OwnedTools
+from ember.protocols.assemble import assemble
 from ember.protocols.base import AssembledMessage, ProtocolAdapter
 from ember.protocols.jsonedit import JsonDoc
 from ember.protocols.tooling import TOOLING, ToolOutcome, parse_arguments
@@ -33,7 +34,6 @@ from ember.proxy.relay import (
     send_json,
     watched,
 )
-from ember.proxy.tee import assemble
 from ember.proxy.upstream import Upstream, response_headers
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,8 @@
 """Every table ember keeps, as one ordered list of named migrations per kind of database.
 
 - ``PROJECT``: ``$EMBER_HOME/projects/<name>-<digest>/ember.db`` (and the opt-in global store):
-  accounting, the injection ledger, memory — and every feature that comes next appends here.
+  accounting, the injection ledger, memory, shadow memory (with the steward's tables) — and
+  every feature that comes next appends here.
 - ``STATS``: ``$EMBER_HOME/stats.db``, accounting of requests whose project is unknown.
 
 The order is the order a new database is built in. Databases in the field recorded the names
@@ -17,8 +18,9 @@ from ember.store.migrations import Schema
 from ember.store.schema.accounting import ACCOUNTING
 from ember.store.schema.ledger import LEDGER
 from ember.store.schema.memory import MEMORY
+from ember.store.schema.shadow import SHADOW
 
-PROJECT = Schema("project", (*ACCOUNTING, *LEDGER, *MEMORY))
+PROJECT = Schema("project", (*ACCOUNTING, *LEDGER, *MEMORY, *SHADOW))
 STATS = Schema("stats", ACCOUNTING)
 
 __all__ = ["PROJECT", "STATS"]

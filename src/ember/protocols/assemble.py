@@ -1,4 +1,4 @@
-"""The tee: the final message of an exchange, assembled from the bytes the client received.
+"""The final message of an exchange, assembled from the bytes that went through (the tee).
 
 Runs after the client has its answer, so assembling never adds latency to a stream. Works on
 what actually went through: a cut or cancelled stream gives a message with ``complete=False``

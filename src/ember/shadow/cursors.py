@@ -1,0 +1,92 @@
+"""Where each session's shadow starts reading (seed 000 §7), initialised once, then its own.
+
+- The activation watermark: the project's highest transcript ``seq`` when shadow memory was
+  first enabled for it. Written once (a trigger refuses an update).
+- A session's cursor, per generation, the first time its shadow runs:
+  - if the steward has digested any generation of the session: ``steward``, and each
+    generation's baseline is what the steward digested of it (its undigested backlog is the
+    shadow's to read);
+  - otherwise ``enabled``: the baseline is the generation's last message at or before the
+    watermark — history from before enablement is skipped, only what comes after is read. A
+    generation born after enablement therefore starts from its beginning.
+- From then on the cursor moves only with the shadow's own completed runs:
+  ``ready = max(baseline, the highest through_seq of a completed run)``. It never follows the
+  steward again: the comparison needs two pipelines that read on their own, or the shadow
+  would miss exactly what the steward missed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from ember.store.driver import Connection
+
+Initialization = Literal["steward", "enabled"]
+
+
+def activate(conn: Connection) -> int:
+    """Write the watermark if it is not there yet (a write job); returns it."""
+    conn.execute(
+        "INSERT OR IGNORE INTO shadow_activation (id, through_seq, activated_at) "
+        "SELECT 1, COALESCE(MAX(seq), 0), ? FROM transcript_messages",
+        (time.time(),),
+    )
+    return watermark(conn)
+
+
+def watermark(conn: Connection) -> int:
+    row = conn.execute("SELECT through_seq FROM shadow_activation WHERE id=1").fetchone()
+    return int(row[0]) if row is not None else 0
+
+
+@dataclass(frozen=True)
+class Cursor:
+    session_id: str
+    generation: int
+    baseline: int
+    initialization: Initialization
+    ready: int  # read everything after this seq
+
+
+def ensure_cursor(conn: Connection, session_id: str, generation: int) -> Cursor:
+    """The cursor of ``(session, generation)``, initialised if it has none (a write job)."""
+    row = conn.execute(
+        "SELECT baseline_seq, initialization FROM shadow_cursors "
+        "WHERE session_id=? AND generation=?",
+        (session_id, generation),
+    ).fetchone()
+    if row is None:
+        baseline, init = _initial(conn, session_id, generation)
+        conn.execute(
+            "INSERT INTO shadow_cursors VALUES (?,?,?,?,?)",
+            (session_id, generation, baseline, init, time.time()),
+        )
+    else:
+        baseline, init = int(row[0]), row[1]
+    ready = max(baseline, _done(conn, session_id, generation))
+    return Cursor(session_id, generation, baseline, init, ready)
+
+
+def _initial(conn: Connection, session_id: str, generation: int) -> tuple[int, Initialization]:
+    digested = conn.execute(
+        "SELECT generation, through_seq FROM steward_digested WHERE session_id=?", (session_id,)
+    ).fetchall()
+    if digested:
+        mine = {int(g): int(t) for g, t in digested}
+        return mine.get(generation, 0), "steward"
+    row = conn.execute(
+        "SELECT MAX(seq) FROM transcript_messages WHERE session_id=? AND generation=? AND seq<=?",
+        (session_id, generation, watermark(conn)),
+    ).fetchone()
+    return int(row[0] or 0), "enabled"
+
+
+def _done(conn: Connection, session_id: str, generation: int) -> int:
+    row = conn.execute(
+        "SELECT MAX(through_seq) FROM shadow_memory_runs "
+        "WHERE session_id=? AND generation=? AND status='completed'",
+        (session_id, generation),
+    ).fetchone()
+    return int(row[0] or 0)

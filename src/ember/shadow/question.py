@@ -1,0 +1,132 @@
+"""What the shadow turn asks, how the cold path pages its backlog, and reading the answer (pure).
+
+The hot question is asked by the very context that just spoke: it has the whole conversation
+already (in the cached prefix), so the question only has to list the messages not yet read,
+each with its id (``m:<id>``) — the prefix carries no database ids, and evidence must cite
+real ones. The cold path has no such context: a light model reads rendered pages of the
+backlog (``PAGE_TOKENS`` each) with the same instructions.
+
+Answers are a fenced ```json block holding the proposal batch (``CONTRACT.md``): the client's
+tools and ``tool_choice`` stay exactly as they were (changing them would invalidate the whole
+cached prefix), so the answer cannot come through a tool call.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ember.memory.tokens import count_tokens
+from ember.shadow.transcript import Message
+
+#: The cold path's page size, in (approximate) tokens.
+PAGE_TOKENS = 12_000
+#: How much of one message the hot question shows (the model has the rest in its context).
+HOT_LINE_CHARS = 300
+#: How much of one message a cold page shows: the user's words whole, the rest shortened.
+COLD_USER_CHARS = 4_000
+COLD_OTHER_CHARS = 1_200
+
+_CLIENT_CONTEXT = re.compile(
+    r"<(system-reminder|environment_context)>.*?</\1>", re.DOTALL | re.IGNORECASE
+)
+_FENCE = re.compile(r"```(?:json)?\s*\n(.*?)\n?```", re.DOTALL)
+
+RULES = """Propose only durable facts worth remembering in later sessions of this project: \
+decisions, conventions, preferences, how things are built, run or deployed, and lessons from \
+what failed. Not: questions, plans that were not confirmed, chit-chat, or anything secret \
+(keys, passwords, tokens).
+Every fact needs evidence, pointing at the messages listed below by their id:
+- "user-stated": a message in which the user stated it (a question is not a decision);
+- "user-accepted": the user's message explicitly accepting it (silence is not acceptance);
+- "tool-verified": a successful tool result that shows it;
+- "observed-outcome": a successful tool result, or {"kind": "observed-outcome", "sessionId": \
+"<session>"} for what this whole session demonstrably did.
+Answer with one fenced json block and nothing else:
+```json
+{"facts": [{"content": "...", "category": "convention", "evidence": [{"kind": "user-stated", \
+"messageId": "m..."}]}]}
+```
+If nothing is worth keeping, answer ```json
+{"facts": []}
+```"""
+
+HOT_HEADER = """[ember shadow turn] This is not a message from the user. The conversation \
+above is paused; do not continue it, do not call any tool. Read back over it and propose the \
+facts worth remembering.
+"""
+
+COLD_SYSTEM = """You read excerpts of a coding agent's session and extract the facts worth \
+remembering for later sessions of the same project. Each message is listed as \
+"m:<id> <role>: <text>"; long messages are shortened.
+"""
+
+
+def _clean(text: str) -> str:
+    return " ".join(_CLIENT_CONTEXT.sub(" ", text).split())
+
+
+def render_line(m: Message, limit: int) -> str:
+    text = _clean(m.content)
+    if len(text) > limit:
+        text = text[:limit] + " …"
+    return f"m:{m.id} {m.kind}: {text}"
+
+
+def hot_question(messages: Sequence[Message], session_id: str) -> str:
+    """The question appended to the recorded request (``messages``: the unread ones)."""
+    lines = [render_line(m, HOT_LINE_CHARS) for m in messages]
+    return (
+        f"{HOT_HEADER}\n{RULES}\nThis session's id (for observed-outcome): {session_id}\n\n"
+        "Messages not yet read, oldest first:\n" + "\n".join(lines)
+    )
+
+
+def cold_pages(messages: Sequence[Message], page_tokens: int = PAGE_TOKENS) -> list[list[str]]:
+    """The backlog rendered and cut into pages of about ``page_tokens`` each (a line never
+    straddles two pages; a single line longer than a page gets a page of its own)."""
+    pages: list[list[str]] = []
+    current: list[str] = []
+    used = 0
+    for m in messages:
+        limit = COLD_USER_CHARS if m.kind == "user" else COLD_OTHER_CHARS
+        line = render_line(m, limit)
+        cost = count_tokens(line) + 1
+        if current and used + cost > page_tokens:
+            pages.append(current)
+            current, used = [], 0
+        current.append(line)
+        used += cost
+    if current:
+        pages.append(current)
+    return pages
+
+
+def cold_prompt(page: Sequence[str], session_id: str) -> tuple[str, str]:
+    """(system, user) for one cold page."""
+    user = (
+        f"{RULES}\nThis session's id (for observed-outcome): {session_id}\n\n"
+        "Messages:\n" + "\n".join(page)
+    )
+    return COLD_SYSTEM, user
+
+
+def parse_answer(text: str) -> Any:
+    """The JSON of the answer's fenced block (the last one that parses). Raises
+    ``ValueError`` saying what was wrong when there is none."""
+    blocks = _FENCE.findall(text)
+    if not blocks:
+        stripped = text.strip()
+        if stripped.startswith("{"):
+            blocks = [stripped]
+        else:
+            raise ValueError("the answer has no fenced json block")
+    last_error: Exception | None = None
+    for block in reversed(blocks):
+        try:
+            return json.loads(block)
+        except json.JSONDecodeError as exc:
+            last_error = exc
+    raise ValueError(f"the answer's json block does not parse: {last_error}")

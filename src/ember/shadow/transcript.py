@@ -1,0 +1,208 @@
+"""The transcript: every message ember sees, stored once per project with a stable id.
+
+Evidence points at these ids (``m:<id>`` in the shadow question), so an id must never change:
+it is a digest of the session, the generation, the position and the content. Clients resend
+the whole history every turn; only what is new is written (``(session, generation, position,
+digest)`` is unique besides).
+
+Generations: a request whose history extends the previous one's continues the generation;
+anything else (a compaction that restarted the history, ``/clear``, an edited message) starts
+the next one. Extension is judged on what the *client* sent — its first message and the last
+message of its previous request — not on ember's recording of the answer, which the client
+may spell differently when it sends it back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from ember.store.driver import Connection
+
+#: The recorded text of one message is cut here (the question shows the start of it anyway).
+MAX_CONTENT_CHARS = 20_000
+
+
+class Item(Protocol):
+    """One piece of a conversation as the protocol adapters see it
+    (``ember.protocols.base.TranscriptItem``)."""
+
+    @property
+    def position(self) -> int: ...
+    @property
+    def part(self) -> int: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+
+
+def item_digest(item: Item) -> str:
+    return hashlib.sha256(f"{item.role}\0{item.kind}\0{item.text}".encode()).hexdigest()[:24]
+
+
+def message_id(session_id: str, generation: int, position: int, part: int, digest: str) -> str:
+    """Stable across resends: the same message at the same place is the same id; "the parent
+    participates", so the same words elsewhere in the conversation are another message."""
+    raw = f"{session_id}\0{generation}\0{position}\0{part}\0{digest}".encode()
+    return "m" + hashlib.sha256(raw).hexdigest()[:12]
+
+
+@dataclass
+class Lineage:
+    """Where a session's transcript stands in this process."""
+
+    generation: int
+    first_digest: str
+    request_count: int  # messages the client sent in its last request
+    request_last_digest: str
+    recorded: int  # positions recorded (the answer's included)
+
+
+def position_digests(items: Sequence[Item]) -> list[str]:
+    """One digest per message position (its items' digests joined), in order; a position
+    with no transcript item (a system message) gets an empty digest."""
+    by_position: dict[int, list[str]] = {}
+    for item in items:
+        by_position.setdefault(item.position, []).append(item_digest(item))
+    last = max(by_position, default=-1)
+    return [
+        hashlib.sha256("\0".join(by_position.get(i, [])).encode()).hexdigest()[:24]
+        for i in range(last + 1)
+    ]
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    session_id: str
+    generation: int
+    position: int
+    part: int
+    role: str
+    kind: str
+    digest: str
+    content: str
+
+    def values(self, now: float) -> tuple[object, ...]:
+        return (
+            self.id,
+            self.session_id,
+            self.generation,
+            self.position,
+            self.part,
+            self.role,
+            self.kind,
+            self.digest,
+            self.content,
+            now,
+        )
+
+
+def place(
+    lineage: Lineage | None, digests: Sequence[str], latest_generation: int
+) -> tuple[int, int]:
+    """(generation, first position to record) for a request whose messages have ``digests``.
+
+    ``latest_generation`` is the highest generation on file for the session (0: none), used
+    when this process has not seen the session yet: the request then starts a generation of
+    its own unless the file says otherwise (a restart costs at most a generation boundary,
+    never a lost or doubled message).
+    """
+    if lineage is not None and _extends(lineage, digests):
+        return lineage.generation, lineage.recorded
+    if lineage is not None:
+        return lineage.generation + 1, 0
+    return latest_generation + 1, 0
+
+
+def _extends(lineage: Lineage, digests: Sequence[str]) -> bool:
+    n = lineage.request_count
+    return (
+        len(digests) >= n > 0
+        and digests[0] == lineage.first_digest
+        and digests[n - 1] == lineage.request_last_digest
+    )
+
+
+def rows_for(session_id: str, generation: int, items: Sequence[Item], start: int) -> list[Row]:
+    out = []
+    for item in items:
+        if item.position < start:
+            continue
+        digest = item_digest(item)
+        out.append(
+            Row(
+                message_id(session_id, generation, item.position, item.part, digest),
+                session_id,
+                generation,
+                item.position,
+                item.part,
+                item.role,
+                item.kind,
+                digest,
+                item.text[:MAX_CONTENT_CHARS],
+            )
+        )
+    return out
+
+
+_INSERT = """INSERT OR IGNORE INTO transcript_messages
+    (id, session_id, generation, position, part, role, kind, digest, content, created_at)
+    VALUES (?,?,?,?,?,?,?,?,?,?)"""
+
+
+def insert_rows(conn: Connection, rows: Sequence[Row]) -> None:
+    """The write job (on the database's writer)."""
+    now = time.time()
+    conn.executemany(_INSERT, [r.values(now) for r in rows])
+
+
+def latest_generation(conn: Connection, session_id: str) -> int:
+    row = conn.execute(
+        "SELECT MAX(generation) FROM transcript_messages WHERE session_id=?", (session_id,)
+    ).fetchone()
+    return int(row[0] or 0)
+
+
+@dataclass(frozen=True)
+class Message:
+    """A transcript message as the shadow reads it back."""
+
+    seq: int
+    id: str
+    session_id: str
+    generation: int
+    position: int
+    role: str
+    kind: str
+    content: str
+
+
+def unread(conn: Connection, session_id: str, generation: int, after_seq: int) -> list[Message]:
+    rows = conn.execute(
+        "SELECT seq, id, session_id, generation, position, role, kind, content "
+        "FROM transcript_messages WHERE session_id=? AND generation=? AND seq>? ORDER BY seq",
+        (session_id, generation, after_seq),
+    )
+    return [Message(*tuple(r)) for r in rows]
+
+
+def by_ids(conn: Connection, ids: Sequence[str]) -> dict[str, Message]:
+    out: dict[str, Message] = {}
+    for start in range(0, len(ids), 500):
+        chunk = list(ids[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        for r in conn.execute(
+            "SELECT seq, id, session_id, generation, position, role, kind, content "
+            f"FROM transcript_messages WHERE id IN ({marks})",
+            chunk,
+        ):
+            m = Message(*tuple(r))
+            out[m.id] = m
+    return out

@@ -1,0 +1,117 @@
+"""Where a session's shadow starts reading (seed 000 §7): the three properties."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ember.shadow import cursors, runs
+from ember.shadow.transcript import Row, insert_rows, unread
+from ember.store.database import Database
+from ember.store.driver import Connection
+from ember.store.schema import PROJECT
+
+
+def add(db: Database, session: str, generation: int, n: int, start: int = 0) -> list[int]:
+    rows = [
+        Row(
+            f"m-{session}-{generation}-{i}",
+            session,
+            generation,
+            i,
+            0,
+            "user",
+            "user",
+            f"d{i}",
+            f"text {i}",
+        )
+        for i in range(start, start + n)
+    ]
+    db.write(lambda c: insert_rows(c, rows))
+    return db.read(
+        lambda c: [
+            int(r[0])
+            for r in c.execute(
+                "SELECT seq FROM transcript_messages WHERE session_id=? AND generation=? "
+                "ORDER BY seq",
+                (session, generation),
+            )
+        ]
+    )
+
+
+def digest_by_steward(db: Database, session: str, generation: int, through: int) -> None:
+    db.write(
+        lambda c: c.execute(
+            "INSERT OR REPLACE INTO steward_digested VALUES (?,?,?)", (session, generation, through)
+        )
+    )
+
+
+def cursor(db: Database, session: str, generation: int) -> cursors.Cursor:
+    return db.write(lambda c: cursors.ensure_cursor(c, session, generation))
+
+
+def complete_run(db: Database, session: str, generation: int, through: int) -> None:
+    def job(c: Connection) -> None:
+        rid = runs.new_id("r")
+        runs.start_run(c, rid, session, generation, "hot", "turn-ended", "m", 0, through)
+        runs.finish_run(c, rid, runs.Finish("completed"))
+
+    db.write(job)
+
+
+def test_inherit_rows_the_steward_digested_are_not_read_its_backlog_is(tmp_path: Path) -> None:
+    db = Database(tmp_path / "p.db", PROJECT)
+    seqs = add(db, "s", 1, 6)
+    digest_by_steward(db, "s", 1, seqs[2])  # the steward read the first three
+    db.write(cursors.activate)
+    c = cursor(db, "s", 1)
+    assert (c.initialization, c.baseline) == ("steward", seqs[2])
+    left = db.read(lambda conn: unread(conn, "s", 1, c.ready))
+    assert [m.seq for m in left] == seqs[3:]
+    # the shadow never touches the steward's marks
+    marks = db.read(
+        lambda conn: conn.execute("SELECT through_seq FROM steward_digested").fetchall()
+    )
+    assert [m[0] for m in marks] == [seqs[2]]
+    db.close()
+
+
+def test_without_steward_history_before_enablement_is_skipped(tmp_path: Path) -> None:
+    db = Database(tmp_path / "p.db", PROJECT)
+    before = add(db, "s", 1, 4)
+    mark = db.write(cursors.activate)
+    assert mark == before[-1]
+    after = add(db, "s", 1, 2, start=4)[4:]
+    c = cursor(db, "s", 1)
+    assert (c.initialization, c.baseline) == ("enabled", before[-1])
+    assert [m.seq for m in db.read(lambda conn: unread(conn, "s", 1, c.ready))] == after
+    db.close()
+
+
+def test_independent_of_the_steward_once_initialised(tmp_path: Path) -> None:
+    db = Database(tmp_path / "p.db", PROJECT)
+    seqs = add(db, "s", 1, 4)
+    digest_by_steward(db, "s", 1, seqs[0])
+    db.write(cursors.activate)
+    first = cursor(db, "s", 1)
+    digest_by_steward(db, "s", 1, seqs[3])  # the steward moves on...
+    again = cursor(db, "s", 1)  # ...and initialising again changes nothing
+    assert again.baseline == first.baseline == seqs[0]
+    complete_run(db, "s", 1, seqs[1])  # only the shadow's own runs move it
+    assert cursor(db, "s", 1).ready == seqs[1]
+    # A new generation does not inherit the steward's position in the old one.
+    gen2 = add(db, "s", 2, 2)
+    c2 = cursor(db, "s", 2)
+    assert c2.baseline == 0
+    assert [m.seq for m in db.read(lambda conn: unread(conn, "s", 2, c2.ready))] == gen2
+    db.close()
+
+
+def test_the_activation_watermark_is_written_once(tmp_path: Path) -> None:
+    db = Database(tmp_path / "p.db", PROJECT)
+    add(db, "s", 1, 2)
+    first = db.write(cursors.activate)
+    add(db, "s", 1, 3, start=2)
+    assert db.write(cursors.activate) == first
+    db.close()
