@@ -143,3 +143,57 @@ def test_escaped_key_spelling_is_found() -> None:
     doc = JsonDoc(b'{"\\u0073ystem":[1],"m":[]}')
     doc.append(["system"], 2)
     assert json.loads(doc.to_bytes()) == {"system": [1, 2], "m": []}
+
+
+@pytest.mark.parametrize(
+    ("raw", "key", "expected"),
+    [
+        (
+            b'{ "a" : 1 ,\n "cache_control": {"type": "ephemeral"},  "b":[ 2 ] }',
+            "cache_control",
+            b'{ "a" : 1,  "b":[ 2 ] }',
+        ),
+        (
+            b'{"cache_control": {"type": "ephemeral"} , "text": "caf\\u00e9"}',
+            "cache_control",
+            b'{"text": "caf\\u00e9"}',
+        ),
+        (
+            b'{"text": "x",\n  "cache_control": {"type": "ephemeral"}\n}',
+            "cache_control",
+            b'{"text": "x"\n}',
+        ),
+        (b'{ "cache_control": {} }', "cache_control", b"{  }"),
+    ],
+    ids=["middle", "first", "last", "only"],
+)
+def test_delete_key_removes_the_member_and_one_comma_and_nothing_else(
+    raw: bytes, key: str, expected: bytes
+) -> None:
+    doc = JsonDoc(raw)
+    doc.delete_key([], key)
+    assert doc.to_bytes() == expected
+    assert key not in doc.value and json.loads(expected) == doc.value
+
+
+def test_delete_key_inside_a_nested_block_keeps_the_siblings_bytes() -> None:
+    raw = b'{"tools": [{"name": "Bash", "cache_control": {"type": "ephemeral"}}, {"name": "R"}]}'
+    doc = JsonDoc(raw)
+    doc.delete_key(["tools", 0], "cache_control")
+    doc.append(["tools"], {"name": "X"})
+    assert doc.to_bytes() == b'{"tools": [{"name": "Bash"}, {"name": "R"},{"name":"X"}]}'
+
+
+def test_delete_key_refuses_a_key_spelled_twice() -> None:
+    """Deleting one of two spellings could leave the other in force."""
+    doc = JsonDoc(b'{"cache_control": 1, "cache_control": 2}')
+    with pytest.raises(ValueError, match="duplicate"):
+        doc.delete_key([], "cache_control")
+
+
+def test_edit_holding_a_lone_surrogate_is_written_escaped_instead_of_failing() -> None:
+    """A provider's ``\\ud83d`` escape decodes to a lone surrogate, which UTF-8 cannot hold."""
+    doc = JsonDoc(b'{"messages": []}')
+    doc.append(["messages"], {"role": "assistant", "content": "half \ud83d"})
+    out = doc.to_bytes()
+    assert b"\\ud83d" in out and json.loads(out)["messages"][0]["content"] == "half \ud83d"

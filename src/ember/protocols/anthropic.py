@@ -351,6 +351,9 @@ class AnthropicAdapter(AdapterBase):
 
 
 def _block_from_json(b: dict[str, Any]) -> Block:
+    """A content block; ``raw`` keeps the provider's JSON of it (for a streamed block, the
+    ``content_block_start`` block, which its deltas complete) so a block type ember does not
+    model (``server_tool_use``, ``web_search_tool_result``...) can still be replayed."""
     return Block(
         type=str(b.get("type")),
         text=b.get("text") or b.get("thinking") or "",
@@ -359,7 +362,15 @@ def _block_from_json(b: dict[str, Any]) -> Block:
         input=b.get("input"),
         signature=b.get("signature"),
         data=b.get("data"),
+        raw=b,
     )
+
+
+def _add_citation(raw: dict[str, Any], citation: Any) -> None:
+    """Collect a streamed citation into the block's JSON (the start block may say
+    ``"citations": null``): a text block replayed without them loses what it cited."""
+    cited = raw.get("citations")
+    raw["citations"] = [*(cited if isinstance(cited, list) else []), citation]
 
 
 class AnthropicAssembler:
@@ -417,6 +428,8 @@ class AnthropicAssembler:
             block.signature = (block.signature or "") + d.get("signature", "")
         elif kind == "input_json_delta":
             self._json.setdefault(as_int(p.get("index")), []).append(d.get("partial_json", ""))
+        elif kind == "citations_delta" and block.raw is not None:
+            _add_citation(block.raw, d.get("citation"))
 
     def _on_content_block_stop(self, p: dict[str, Any]) -> None:
         idx = as_int(p.get("index"))

@@ -51,9 +51,17 @@ class Usage:
 class Block:
     """One piece of an assistant answer.
 
-    ``type`` is ``text``, ``tool_use``, ``thinking`` or ``redacted_thinking``. A thinking block
-    keeps its ``signature`` verbatim: replaying a modified thinking block is rejected by the
-    provider with a 400, so later features must be able to send it back byte-for-byte.
+    ``type`` is ``text``, ``tool_use``, ``thinking`` or ``redacted_thinking``, or for a part ember
+    does not model (Anthropic ``server_tool_use``, a Responses ``web_search_call``...) the
+    provider's own type. A thinking block keeps its ``signature`` verbatim: replaying a
+    modified thinking block is rejected by the provider with a 400, so later features must be
+    able to send it back byte-for-byte.
+
+    ``raw`` is the provider's own JSON of this part when ember received it whole (a content
+    block or output item of a JSON answer, a Responses item from the stream, a Chat tool call
+    with its arguments string as streamed). Replaying an answer (shadow forks) starts from it:
+    a Responses reasoning item rebuilt from ``text`` and ``signature`` would lose its ``id``
+    and summary parts, and an item type ember does not model would be lost altogether.
     """
 
     type: str
@@ -63,6 +71,7 @@ class Block:
     input: Any = None
     signature: str | None = None
     data: str | None = None
+    raw: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +132,37 @@ class ToolResult:
     tool_use_id: str | None
     content: str
     is_error: bool = False
+
+
+TranscriptRole = Literal["user", "assistant", "tool"]
+TranscriptKind = Literal["user", "assistant", "tool_result", "tool_error"]
+
+
+@dataclass(frozen=True)
+class TranscriptItem:
+    """One piece of a conversation as the transcript stores it, whatever the wire format.
+
+    ``position`` is the message's index in the conversation as the adapter counts messages
+    (Anthropic/Chat ``messages``, Responses ``input`` items), so a message keeps its position
+    when the client resends it as history; ``part`` tells apart the items one message yields
+    (an Anthropic user message with several tool results: the block index). Together they are
+    stable across the requests of one thread.
+
+    ``kind``: ``user`` is the user's own text (client context such as ``<system-reminder>`` or
+    ``<environment_context>`` taken out), ``assistant`` the model's visible text and tool calls
+    (a ``called name(args)`` line each; thinking is not transcript), ``tool_result`` /
+    ``tool_error`` a tool's output, an error by structure only (``is_error`` or structured
+    fields). ``call_ids`` are the calls an assistant item made, or the one call a tool item
+    answers; ``tool_name`` is that call's tool, when the conversation says it.
+    """
+
+    position: int
+    part: int
+    role: TranscriptRole
+    kind: TranscriptKind
+    text: str
+    call_ids: tuple[str, ...] = ()
+    tool_name: str | None = None
 
 
 #: What one part of the latest input turn *is*, by structure only (block/item type, role,

@@ -45,6 +45,21 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def _spliced(value: Any) -> str:
+    """``dumps(value)`` for splicing into a body that will be sent as UTF-8.
+
+    A string holding a lone surrogate (a ``\\ud83d`` escape in a provider's JSON decodes to
+    one) cannot be encoded as UTF-8: written raw, the whole body would fail to encode. Such a
+    value is written with ASCII escapes instead, which is the same JSON value.
+    """
+    text = dumps(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+    return text
+
+
 class OverlappingEdit(ValueError):
     """Two edits touch the same bytes; apply them as one edit instead."""
 
@@ -131,6 +146,15 @@ class _Spans:
                 c.pos = pos
                 return
         c.pos = None
+
+    def members(self, start: int) -> tuple[dict[str | int, tuple[int, int]], bool]:
+        """Every member of the container at ``start``, in text order, and whether each key
+        occurs once (a duplicate key leaves fewer entries than members scanned)."""
+        c = self._containers.get(start)
+        if c is None:
+            c = self._containers[start] = _Container(self.text, start)
+        self._scan(c, None)
+        return c.members, c.index == len(c.members)
 
     def locate(self, path: Path) -> tuple[int, int]:
         start = _skip_ws(self.text, 0)
@@ -273,7 +297,7 @@ class JsonDoc:
     def replace(self, path: Path, new_value: Any) -> None:
         """Replace the value at ``path`` (which must exist)."""
         start, end = self._locate(path)
-        self._add(start, end, dumps(new_value))
+        self._add(start, end, _spliced(new_value))
         parent = _get(self.value, path[:-1])
         parent[path[-1]] = new_value
 
@@ -289,8 +313,36 @@ class JsonDoc:
         start, end = self._locate(path)
         close = self.text.rindex("}", start, end)
         sep = "," if obj else ""
-        self._add(close, close, f"{sep}{dumps(key)}:{dumps(new_value)}")
+        self._add(close, close, f"{sep}{_spliced(key)}:{_spliced(new_value)}")
         obj[key] = new_value
+
+    def delete_key(self, path: Path, key: str) -> None:
+        """Remove ``key`` from the object at ``path``; every other member keeps its bytes.
+
+        The member goes together with the comma that joined it to a neighbour, so the object
+        stays valid JSON. An object that spells ``key`` twice is refused (``ValueError``):
+        which of the two a reader takes is the parser's choice, so deleting one could leave
+        the other in force.
+        """
+        obj = _get(self.value, path)
+        if not isinstance(obj, dict) or key not in obj:
+            raise KeyError(key)
+        start, _ = self._locate(path)
+        assert self._spans is not None
+        members, unique = self._spans.members(start)
+        if not unique:
+            raise ValueError(f"object at {list(path)} has duplicate keys")
+        keys = list(members)
+        i = keys.index(key)
+        begin, end = members[key]
+        if i > 0:
+            begin = members[keys[i - 1]][1]  # from the end of the previous value: ', "key": v'
+        else:
+            begin = _skip_ws(self.text, start + 1)
+            if len(keys) > 1:  # up to the next key: '"key": v, '
+                end = _skip_ws(self.text, _skip_ws(self.text, end) + 1)
+        self._add(begin, end, "")
+        del obj[key]
 
     def append(self, path: Path, new_value: Any) -> None:
         """Append ``new_value`` to the array at ``path``; existing elements keep their bytes."""
@@ -300,7 +352,7 @@ class JsonDoc:
         start, end = self._locate(path)
         close = self.text.rindex("]", start, end)
         sep = "," if arr else ""
-        self._add(close, close, sep + dumps(new_value))
+        self._add(close, close, sep + _spliced(new_value))
         arr.append(new_value)
 
     def to_bytes(self) -> bytes:

@@ -227,6 +227,8 @@ class OpenAIChatAdapter(OpenAIAdapterBase):
             if isinstance(m.get("content"), str) and m["content"]:
                 msg.blocks.append(Block("text", text=m["content"]))
             for call in m.get("tool_calls") or []:
+                if not isinstance(call, dict):
+                    continue
                 fn = call.get("function") or {}
                 msg.blocks.append(
                     Block(
@@ -234,6 +236,7 @@ class OpenAIChatAdapter(OpenAIAdapterBase):
                         id=call.get("id"),
                         name=fn.get("name"),
                         input=_loads_or_raw(fn.get("arguments", "")),
+                        raw=call,
                     )
                 )
         return msg
@@ -430,12 +433,16 @@ class ChatAssembler:
         self.msg.blocks = [Block("text", text=text)] if text else []
         for i in sorted(self._calls):
             c = self._calls[i]
+            args = "".join(c["args"])
+            fn = {"name": c.get("name"), "arguments": args}
+            call: dict[str, Any] = {"id": c.get("id"), "type": "function", "function": fn}
             self.msg.blocks.append(
                 Block(
                     "tool_use",
                     id=c.get("id"),
                     name=c.get("name"),
-                    input=_loads_or_raw("".join(c["args"])),
+                    input=_loads_or_raw(args),
+                    raw=call,
                 )
             )
         return self.msg

@@ -316,22 +316,35 @@ def _output_parts(items: list[Any]) -> tuple[PartKind, ...]:
 
 
 def _block_from_item(item: Any) -> Block | None:
+    """An output item as a :class:`Block` with the item itself as ``raw``.
+
+    Every item is kept, in order: a reasoning item replayed without the item that followed it
+    is refused with a 400, and one rebuilt from its summary loses its ``id`` and parts. A
+    ``custom_tool_call`` (Codex's ``apply_patch``) is a tool call like a ``function_call``; its
+    ``input`` is free text. Items ember does not model keep their own ``type``.
+    """
     if not isinstance(item, dict):
         return None
     kind = item.get("type")
     if kind == "message":
-        return Block("text", text=text_of(item.get("content"), _TEXT_PARTS))
+        return Block("text", text=text_of(item.get("content"), _TEXT_PARTS), raw=item)
     if kind == "function_call":
         raw = item.get("arguments", "")
         try:
             args: Any = json.loads(raw) if raw else {}
         except (json.JSONDecodeError, TypeError):
             args = raw
-        return Block("tool_use", id=item.get("call_id"), name=item.get("name"), input=args)
+        name = item.get("name")
+        return Block("tool_use", id=item.get("call_id"), name=name, input=args, raw=item)
+    if kind == "custom_tool_call":
+        name = item.get("name")
+        return Block(
+            "tool_use", id=item.get("call_id"), name=name, input=item.get("input"), raw=item
+        )
     if kind == "reasoning":
         summary = text_of(item.get("summary"), ("summary_text",))
-        return Block("thinking", text=summary, signature=item.get("encrypted_content"))
-    return None
+        return Block("thinking", text=summary, signature=item.get("encrypted_content"), raw=item)
+    return Block(str(kind), raw=item)
 
 
 class ResponsesAssembler:

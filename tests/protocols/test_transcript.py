@@ -1,0 +1,193 @@
+"""Transcript items: who spoke and what kind of thing each message is, by structure alone,
+on the requests Claude Code and Codex really send."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from ember.protocols import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES
+from ember.protocols.base import AssembledMessage, Block, ProtocolAdapter, TranscriptItem
+from ember.protocols.forking import fork_request
+from ember.protocols.transcript import ARGS_LIMIT, answer_items, transcript_items
+from tests.client_fixtures import ClientRequest, all_requests, load_scenario
+from tests.protocols.fork_support import (
+    QUESTION,
+    anthropic_answer_sse,
+    assemble,
+    chat_answer_sse,
+    chat_body,
+    responses_answer_sse,
+)
+
+
+def last_main(client: str, scenario: str) -> ClientRequest:
+    return [r for r in load_scenario(client, scenario) if r.kind == "main"][-1]
+
+
+def shape(items: list[TranscriptItem]) -> list[tuple[int, str, str]]:
+    return [(i.position, i.role, i.kind) for i in items]
+
+
+def test_claude_code_conversation_reads_as_ask_call_result_answer_ask() -> None:
+    items = transcript_items(ANTHROPIC, last_main("claude-code", "print-then-continue").json())
+    assert shape(items) == [
+        (0, "user", "user"),
+        (1, "assistant", "assistant"),
+        (2, "tool", "tool_result"),
+        (3, "assistant", "assistant"),
+        (4, "user", "user"),
+    ]
+    ask, call, result, answer, again = items
+    assert ask.text == "Please read notes.txt and tell me what it says."
+    assert call.text == 'called Read({"file_path":"/work/proj/notes.txt"})'
+    assert result.call_ids == call.call_ids and result.tool_name == "Read"
+    assert "buy milk" in result.text
+    assert answer.text.startswith("notes.txt holds the notes")
+    assert again.text == "Thanks. In one word: is it a todo list?"
+
+
+def test_claude_md_reminder_is_not_taken_for_the_users_words() -> None:
+    """The CLAUDE.md and skills reminders share the first message with the ask; cited as
+    ``user-stated`` they would be facts the user never said."""
+    first = transcript_items(ANTHROPIC, last_main("claude-code", "claude-md").json())[0]
+    assert first.text == "Please read notes.txt and tell me what it says."
+    assert first.part == 3  # the block the ask is in, after three reminder blocks
+
+
+def test_codex_conversation_skips_the_prompt_and_the_environment() -> None:
+    body = last_main("codex", "agents-md-exec-then-resume").json()
+    items = transcript_items(OPENAI_RESPONSES, body)
+    assert shape(items) == [
+        (3, "user", "user"),
+        (4, "assistant", "assistant"),
+        (5, "tool", "tool_result"),
+        (6, "assistant", "assistant"),
+        (7, "user", "user"),
+    ]
+    assert items[1].text == 'called exec_command({"cmd":"cat notes.txt"})'
+    assert items[2].tool_name == "exec_command" and items[2].call_ids == ("call_emu_00000001_0",)
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [r for r in all_requests() if r.kind in ("main", "subagent")],
+    ids=lambda r: r.name,
+)
+def test_every_recorded_result_answers_a_call_made_before_it(request_: ClientRequest) -> None:
+    adapter = ANTHROPIC if request_.client == "claude-code" else OPENAI_RESPONSES
+    items = transcript_items(adapter, request_.json())
+    called: set[str] = set()
+    for item in items:
+        assert "<system-reminder>" not in item.text and "<environment_context>" not in item.text
+        if item.role == "assistant":
+            called.update(item.call_ids)
+        elif item.role == "tool":
+            assert item.call_ids and item.call_ids[0] in called
+    assert sum(i.kind == "user" for i in items) >= 1
+    assert len({(i.position, i.part) for i in items}) == len(items)
+
+
+def test_tool_results_beside_user_text_are_split_into_results_then_the_users_words() -> None:
+    body = {
+        "messages": [
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "content": "boom",
+                        "is_error": True,
+                    },
+                    {
+                        "type": "text",
+                        "text": "<system-reminder>\nTodo list changed.\n</system-reminder>",
+                    },
+                    {"type": "text", "text": "Stop, use the staging database instead."},
+                ],
+            },
+        ]
+    }
+    _, error, words = transcript_items(ANTHROPIC, body)
+    assert (error.position, error.part, error.kind, error.text) == (1, 0, "tool_error", "boom")
+    assert error.tool_name == "Bash"
+    assert (words.position, words.part, words.kind) == (1, 2, "user")
+    assert words.text == "Stop, use the staging database instead."
+
+
+def test_chat_tool_error_is_told_by_structured_fields_only() -> None:
+    body = json.loads(chat_body())
+    body["messages"].append(
+        {"role": "tool", "tool_call_id": "call_a", "content": '{"exit_code": 1}'}
+    )
+    kinds = [i.kind for i in transcript_items(OPENAI_CHAT, body)]
+    assert kinds == ["user", "assistant", "tool_result", "user", "tool_error"]
+
+
+def test_long_call_arguments_are_truncated_in_the_call_line() -> None:
+    body = {
+        "messages": [
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "t",
+                        "name": "Write",
+                        "input": {"content": "x" * 5000},
+                    }
+                ],
+            }
+        ]
+    }
+    [item] = transcript_items(ANTHROPIC, body)
+    assert len(item.text) <= len("called Write()") + ARGS_LIMIT and item.text.endswith("…)")
+
+
+def test_thinking_only_answer_has_no_transcript_item() -> None:
+    answer = AssembledMessage(
+        "anthropic", blocks=[Block("thinking", text="hm", signature="s")], complete=True
+    )
+    assert answer_items(ANTHROPIC, answer, 7) == []
+
+
+def fork_case(adapter: ProtocolAdapter) -> tuple[bytes, Any]:
+    if adapter is ANTHROPIC:
+        return last_main("claude-code", "print-then-continue").body, assemble(
+            ANTHROPIC, anthropic_answer_sse()
+        )
+    if adapter is OPENAI_CHAT:
+        return chat_body(), assemble(OPENAI_CHAT, chat_answer_sse())
+    return last_main("codex", "exec-then-resume").body, assemble(
+        OPENAI_RESPONSES, responses_answer_sse()
+    )
+
+
+@pytest.mark.parametrize(
+    "adapter", [ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES], ids=lambda a: a.name
+)
+def test_answer_items_are_the_items_the_resent_history_will_hold(adapter: ProtocolAdapter) -> None:
+    """The runner stores the answer once; when the client resends it as history the same
+    items (positions, parts, text, ids) come back, so nothing is stored twice."""
+    recorded, answer = fork_case(adapter)
+    n = adapter.message_count(json.loads(recorded))
+    forked = json.loads(fork_request(adapter, recorded, answer, QUESTION))
+    expected = answer_items(adapter, answer, n)
+    placeholders = [
+        i for i in transcript_items(adapter, forked) if i.role == "tool" and i.position > n
+    ]
+    assert expected and all(i.position >= n for i in expected)
+    assert [
+        i for i in transcript_items(adapter, forked) if i.role == "assistant" and i.position >= n
+    ] == expected
+    assert {c for i in expected for c in i.call_ids} == {
+        c for i in placeholders for c in i.call_ids
+    }
+    assert transcript_items(adapter, forked)[-1].text == QUESTION
