@@ -18,6 +18,7 @@ from ember.cli.memory import memory
 from ember.cli.output_savings import output_savings
 from ember.cli.proxy import proxy
 from ember.cli.setup import setup
+from ember.cli.shadow import shadow
 from ember.cli.stats import stats
 from ember.cli.wrap import wrap
 from ember.errors import EmberError
@@ -49,6 +50,7 @@ cli.add_command(output_savings)
 cli.add_command(doctor)
 cli.add_command(wrap)
 cli.add_command(setup)
+cli.add_command(shadow)
 
 
 def main() -> None:
