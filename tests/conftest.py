@@ -68,6 +68,8 @@ def make_stack(tmp_path: Path) -> Iterator[StackFactory]:
             emu = emulator or Emulator()
             if upstream is None:
                 upstream = resources.enter_context(BackgroundServer(emu)).url
+            # Shadow memory makes calls of its own after turns: off unless a test asks for it.
+            overrides.setdefault("shadow", "off")
             settings = load_settings(
                 env={"EMBER_HOME": str(tmp_path / "home")},
                 anthropic_url=upstream,

@@ -13,9 +13,11 @@ from collections.abc import Callable, Sequence
 from ember.accounting import AccountingStage
 from ember.config import Settings
 from ember.exchange import Stage
+from ember.memory.router import MemoryRouter
 from ember.memory.stage import MemoryStage
 from ember.proxy.app import ProxyApp
 from ember.sessions import SessionRegistry
+from ember.shadow.stage import ShadowStage
 from ember.shaping.stage import ShapingStage
 from ember.store.registry import Storage
 
@@ -34,8 +36,16 @@ def build_stages(settings: Settings, storage: Storage) -> list[Stage]:
     # EMBER_OUTPUT_SHAPING=false, to record the unshaped baseline (it edits nothing then).
     stages.append(ShapingStage(settings))
     # Memory next: it edits the tail of the latest user ask (auto_tail) or offers its tools.
-    if settings.memory_mode != "off":
-        stages.append(MemoryStage(settings, storage))
+    memory = MemoryStage(settings, storage) if settings.memory_mode != "off" else None
+    if memory is not None:
+        stages.append(memory)
+    # Shadow memory after the edits: it records the bytes that actually went upstream, and
+    # hands what it extracts to the same memory stores the memory stage reads.
+    if settings.shadow != "off":
+        router = (
+            memory.router if memory is not None else MemoryRouter(settings, None, storage=storage)
+        )
+        stages.append(ShadowStage(settings, memories=router.for_project))
     return stages
 
 

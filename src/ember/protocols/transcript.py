@@ -39,8 +39,10 @@ from ember.protocols.base import (
 from ember.protocols.jsonedit import dumps
 from ember.protocols.replay import REPLAYS
 
+#: Not the user's words: the client's context blocks, and ember's own memory block (recorded
+#: as the user's, a remembered fact would come back as "user-stated" evidence for itself).
 _CLIENT_CONTEXT = re.compile(
-    r"<(system-reminder|environment_context)>.*?</\1>"
+    r"<(system-reminder|environment_context|ember-memory)>.*?</\1>"
     r"|#[ \t]*AGENTS\.md instructions for [^\n]*\s*<INSTRUCTIONS>.*?</INSTRUCTIONS>",
     re.DOTALL | re.IGNORECASE,
 )

@@ -25,7 +25,7 @@ OFFER_BACKOFF_SECONDS = 6 * 3600.0
 #: before it costs anything.
 DEBOUNCE_SECONDS = 2.0
 #: Output a shadow answer is expected to take, for the spend cap's estimate before a call.
-EXPECTED_OUTPUT_TOKENS = 600
+EXPECTED_OUTPUT_TOKENS = 250
 
 #: Stop reasons that mean the agent is done and waits for its user.
 _ENDED = frozenset({"end_turn", "stop", "stop_sequence", "completed"})

@@ -1,0 +1,413 @@
+"""One shadow run: read what is unread, ask hot or cold, check the evidence, write it once.
+
+The hot path forks the session's recorded last request (``protocols.forking``): the provider
+reads the whole old prefix from its cache and only the answer, the placeholders and the
+question are new input. The cold path has no such prefix: the light model reads the rendered
+backlog in pages. A run that cannot take either (no credentials in memory after a restart, no
+price to keep the spend cap) is recorded as skipped, with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ember.config import Settings
+from ember.exchange import UpstreamClient, UrlFor
+from ember.memory.models import NewMemory
+from ember.memory.tokens import count_tokens
+from ember.prices import PriceTable
+from ember.project import ProjectRef
+from ember.protocols import ADAPTERS
+from ember.protocols.base import ProtocolAdapter
+from ember.protocols.forking import ForkRefused, answer_refusal, fork_eligibility, fork_request
+from ember.protocols.plain import PATHS, plain_request
+from ember.shadow import cursors, evidence, question, runs
+from ember.shadow.calls import CallResult, account, call
+from ember.shadow.models import (
+    CallUsage,
+    FactIn,
+    ParsedFact,
+    RunPath,
+    RunStatus,
+    Trigger,
+    parse_facts,
+)
+from ember.shadow.policy import EXPECTED_OUTPUT_TOKENS, hot_blocker, spend_cap_reason
+from ember.shadow.prefix import Prefix, PrefixBook
+from ember.shadow.transcript import Message, by_ids, unread
+from ember.store.database import Database
+from ember.store.driver import Connection
+from ember.store.registry import Storage
+
+log = logging.getLogger(__name__)
+
+#: The light model when none is configured, by the session's provider.
+DEFAULT_LIGHT = {"anthropic": "claude-haiku-4-5", "openai": "gpt-5-mini"}
+#: Output allowed for one cold page's answer.
+COLD_MAX_TOKENS = 2000
+
+#: Validated facts become memories: (project, session, [(proposal id, fact)]) -> the memory
+#: id of each proposal (the steward's hook has the same shape).
+Promote = Callable[[ProjectRef, str, Sequence[tuple[str, FactIn]]], Awaitable[Mapping[str, str]]]
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What a run left behind, for the scheduler (backoff) and the steward (same window)."""
+
+    id: str
+    status: str
+    through_seq: int
+
+
+@dataclass
+class RunRequest:
+    session_id: str
+    generation: int
+    project: ProjectRef
+    trigger: Trigger
+    #: the session's wire format (the cold path speaks it to the same provider)
+    protocol: str | None = None
+    abort: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
+class Plan:
+    path: RunPath
+    model: str | None
+    messages: list[Message]
+    from_seq: int
+    estimate_usd: float | None
+    prefix: Prefix | None = None
+    credentials: list[tuple[str, str]] | None = None
+    protocol: str = "anthropic"
+    skip: str | None = None
+
+
+class ShadowRunner:
+    def __init__(
+        self,
+        settings: Settings,
+        storage: Storage,
+        upstream: UpstreamClient,
+        url_for: UrlFor,
+        prefixes: PrefixBook,
+        prices: PriceTable,
+        promote: Promote | None = None,
+    ) -> None:
+        self.settings = settings
+        self.storage = storage
+        self.upstream = upstream
+        self.url_for = url_for
+        self.prefixes = prefixes
+        self.prices = prices
+        self.promote = promote
+
+    def database(self, project: ProjectRef) -> Database:
+        return self.storage.database(project.db_path(self.settings.home))
+
+    async def run(self, req: RunRequest) -> RunRecord | None:
+        """Run once; None when there was nothing new to read."""
+        db = self.database(req.project)
+        cursor, messages = await db.awrite(lambda c: _backlog(c, req))
+        if not messages:
+            return None
+        plan = await self._plan(db, req, messages, cursor.ready)
+        run_id = runs.new_id("r")
+        through = messages[-1].seq
+        skip = plan.skip
+        if skip is not None:
+            await db.awrite(
+                lambda c: runs.skip_run(
+                    c, run_id, req.session_id, req.generation, plan.path, req.trigger, skip
+                )
+            )
+            return RunRecord(run_id, "skipped", through)
+        await db.awrite(
+            lambda c: runs.start_run(
+                c,
+                run_id,
+                req.session_id,
+                req.generation,
+                plan.path,
+                req.trigger,
+                plan.model,
+                messages[0].seq,
+                through,
+            )
+        )
+        status = await self._execute(db, req, plan, run_id)
+        return RunRecord(run_id, status, through)
+
+    # -- deciding ------------------------------------------------------------------------
+
+    async def _plan(
+        self, db: Database, req: RunRequest, messages: list[Message], ready: int
+    ) -> Plan:
+        prefix = self.prefixes.get(req.session_id)
+        protocol = prefix.adapter.name if prefix else (req.protocol or "anthropic")
+        blocker = hot_blocker(
+            prefix is not None,
+            prefix is not None and prefix.generation == req.generation,
+            _refusal(prefix) if prefix is not None else None,
+        )
+        if blocker is None and prefix is not None:
+            plan = Plan(
+                "hot",
+                self._model(prefix),
+                messages,
+                ready,
+                self._hot_estimate(prefix, messages),
+                prefix,
+                protocol=protocol,
+            )
+        else:
+            plan = self._cold_plan(req, messages, ready, protocol, prefix)
+        own, spent = await db.aread(lambda c: runs.spend(c, req.session_id))
+        if plan.skip is None:
+            plan.skip = spend_cap_reason(
+                own, spent, plan.estimate_usd, self.settings.shadow_max_share
+            )
+        return plan
+
+    def _model(self, prefix: Prefix) -> str | None:
+        return prefix.adapter.model(_body(prefix.sent))
+
+    def _hot_estimate(self, prefix: Prefix, messages: list[Message]) -> float | None:
+        price = self.prices.lookup(self._model(prefix))
+        if price is None:
+            return None
+        fresh = count_tokens(question.hot_question(messages, prefix.session_id))
+        fresh += count_tokens(prefix.answer.text)
+        return (
+            prefix.input_tokens * price.cache_read
+            + fresh * price.input
+            + EXPECTED_OUTPUT_TOKENS * price.output
+        ) / 1e6
+
+    def _cold_plan(
+        self,
+        req: RunRequest,
+        messages: list[Message],
+        ready: int,
+        protocol: str,
+        prefix: Prefix | None,
+    ) -> Plan:
+        family = protocol.split("_")[0]
+        model = self.settings.light_model or DEFAULT_LIGHT.get(family, DEFAULT_LIGHT["anthropic"])
+        creds = prefix.credentials() if prefix is not None else None
+        creds = creds or self.prefixes.credentials(str(self.database(req.project).path), family)
+        if not creds and self.settings.light_api_key:
+            creds = _key_headers(family, self.settings.light_api_key)
+        plan = Plan("cold", model, messages, ready, None, protocol=protocol, credentials=creds)
+        if not creds:
+            plan.skip = (
+                "no credentials in memory (none of this project's sessions sent a request "
+                "within the cache TTL; after a restart, say) and no light_api_key configured"
+            )
+            return plan
+        price = self.prices.lookup(model)
+        if price is not None:
+            pages = question.cold_pages(messages)
+            tokens = sum(count_tokens("\n".join(p)) + 800 for p in pages)
+            plan.estimate_usd = (
+                tokens * price.input + len(pages) * EXPECTED_OUTPUT_TOKENS * price.output
+            ) / 1e6
+        return plan
+
+    # -- doing ---------------------------------------------------------------------------
+
+    async def _execute(self, db: Database, req: RunRequest, plan: Plan, run_id: str) -> str:
+        """The run's calls and its one write; returns its final status."""
+        started = time.perf_counter()
+        results: list[CallResult] = []
+        try:
+            if plan.path == "hot":
+                results.append(await self._hot(db, req, plan))
+            else:
+                results.extend(await self._cold(db, req, plan))
+        except ForkRefused as exc:  # checked before, so only an answer of an unforeseen shape
+            finish = runs.Finish("failed", [], None, f"fork refused: {exc}", _ms(started))
+            await db.awrite(lambda c: runs.finish_run(c, run_id, finish))
+            return "failed"
+        except asyncio.CancelledError:
+            finish = runs.Finish(
+                "cancelled",
+                [r.usage for r in results],
+                "interrupted by a user message",
+                "interrupted-by-user",
+                _ms(started),
+                self.prices.snapshot,
+                plan.model,
+            )
+            db.submit(lambda c: runs.finish_run(c, run_id, finish), label="shadow")
+            raise
+        return await self._finish(db, req, plan, run_id, results, _ms(started))
+
+    async def _hot(self, db: Database, req: RunRequest, plan: Plan) -> CallResult:
+        prefix = plan.prefix
+        assert prefix is not None
+        ask = question.hot_question(plan.messages, req.session_id)
+        body = fork_request(prefix.adapter, prefix.sent, prefix.answer, ask)
+        url = self.url_for(prefix.adapter, prefix.path, prefix.query)
+        return await self._call(db, req, prefix.adapter, url, prefix.headers, body, plan.model)
+
+    async def _cold(self, db: Database, req: RunRequest, plan: Plan) -> list[CallResult]:
+        adapter = (
+            ADAPTERS[PATHS[plan.protocol]] if plan.protocol in PATHS else ADAPTERS["/v1/messages"]
+        )
+        url = self.url_for(adapter, PATHS[adapter.name], "")
+        out = []
+        for page in question.cold_pages(plan.messages):
+            system, user = question.cold_prompt(page, req.session_id)
+            body = plain_request(adapter.name, plan.model or "", system, user, COLD_MAX_TOKENS)
+            result = await self._call(
+                db, req, adapter, url, plan.credentials or [], body, plan.model
+            )
+            out.append(result)
+            if not result.ok:
+                break
+        return out
+
+    async def _call(
+        self,
+        db: Database,
+        req: RunRequest,
+        adapter: ProtocolAdapter,
+        url: str,
+        headers: list[tuple[str, str]],
+        body: bytes,
+        model: str | None,
+    ) -> CallResult:
+        started = time.perf_counter()
+        result = await call(self.upstream, adapter, url, headers, body, model, self.prices)
+        account(
+            db,
+            result,
+            session_id=req.session_id,
+            project=req.project.identity,
+            protocol=adapter.name,
+            origin="shadow",
+            started=started,
+            prices=self.prices,
+        )
+        return result
+
+    async def _finish(
+        self,
+        db: Database,
+        req: RunRequest,
+        plan: Plan,
+        run_id: str,
+        results: list[CallResult],
+        latency_ms: float,
+    ) -> str:
+        usages: list[CallUsage] = [r.usage for r in results]
+        failed = next((r for r in results if not r.ok), None)
+        facts: list[ParsedFact] = []
+        error = failed.error if failed is not None else None
+        if failed is None:
+            try:
+                for r in results:
+                    assert r.answer is not None
+                    facts.extend(parse_facts(question.parse_answer(r.answer.text)))
+            except ValueError as exc:
+                error = f"the answer did not follow the contract: {exc}"
+        checked = await self._check(db, req, facts)
+        status: RunStatus = "failed" if error else "completed"
+        finish = runs.Finish(
+            status, usages, None, error, latency_ms, self.prices.snapshot, plan.model
+        )
+        valid = await db.awrite(
+            lambda c: runs.finish_run(c, run_id, finish, checked, req.session_id, req.abort)
+        )
+        if req.abort.is_set():
+            return "cancelled"
+        if valid and self.promote is not None and self.settings.shadow == "primary":
+            good = [f.fact for f, e in checked if e is None and f.fact is not None]
+            await self._promote(db, req, list(zip(valid, good, strict=True)))
+        return status
+
+    async def _promote(
+        self, db: Database, req: RunRequest, pairs: list[tuple[str, FactIn]]
+    ) -> None:
+        assert self.promote is not None
+        try:
+            linked = await self.promote(req.project, req.session_id, pairs)
+        except Exception:
+            log.exception("promoting the shadow's facts of session %s failed", req.session_id)
+            return
+
+        def link(conn: Connection) -> None:
+            for pid, mid in linked.items():
+                runs.link_memory(conn, pid, mid)
+
+        await db.awrite(link, label="shadow")
+
+    async def _check(
+        self, db: Database, req: RunRequest, facts: list[ParsedFact]
+    ) -> list[tuple[ParsedFact, str | None]]:
+        ids = sorted({e.messageId for f in facts if f.fact for e in f.fact.evidence if e.messageId})
+        found = await db.aread(lambda c: by_ids(c, ids)) if ids else {}
+        out = []
+        for f in facts:
+            error = f.error
+            if error is None and f.fact is not None:
+                error = evidence.check(f.fact, req.session_id, found)
+            out.append((f, error))
+        return out
+
+
+def _backlog(conn: Connection, req: RunRequest) -> tuple[cursors.Cursor, list[Message]]:
+    cursors.activate(conn)
+    cursor = cursors.ensure_cursor(conn, req.session_id, req.generation)
+    return cursor, unread(conn, req.session_id, req.generation, cursor.ready)
+
+
+def _body(sent: bytes) -> Any:
+    import orjson
+
+    try:
+        return orjson.loads(sent)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _key_headers(family: str, key: str) -> list[tuple[str, str]]:
+    if family == "anthropic":
+        return [("x-api-key", key), ("anthropic-version", "2023-06-01")]
+    return [("authorization", f"Bearer {key}")]
+
+
+def _ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
+
+
+def memories_for_promotion(
+    facts: Sequence[tuple[str, FactIn]], session_id: str, source: str = "shadow"
+) -> list[NewMemory]:
+    """Validated facts as project-wide memories (any later session may need them), with
+    their evidence and where they came from."""
+    return [
+        NewMemory(
+            fact.content,
+            importance=0.6,
+            category=fact.category,
+            metadata={"source": source, "session": session_id, "proposal": proposal_id},
+            evidence=tuple(evidence.as_memory_evidence(fact)),
+        )
+        for proposal_id, fact in facts
+    ]
+
+
+def _refusal(prefix: Prefix) -> str | None:
+    body = _body(prefix.sent)
+    return fork_eligibility(prefix.adapter, body) or answer_refusal(
+        prefix.adapter, body, prefix.answer
+    )

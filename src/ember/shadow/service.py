@@ -1,0 +1,183 @@
+"""The shadow service: when runs happen, and getting out of the user's way.
+
+Triggers (each debounced by ``DEBOUNCE_SECONDS``; a session with a request in flight is never
+run, its trigger waits for the request to end):
+- ``turn-ended``: the session's own thread got a final answer (the agent waits for its user);
+- ``turn-failed``: that thread's request failed;
+- ``idle``: the session has been quiet for ``shadow_idle_seconds`` (checked every tick);
+- ``generation-ended``: the session's history restarted (a compaction): the old generation's
+  unread messages are read (cold: its prefix is gone).
+A new user message cancels at once: the queued trigger is dropped, a running call is aborted,
+the prefix is dropped (the request about to go out makes it stale) and the run is recorded
+as cancelled, with no proposal.
+
+Background work runs in the services' task set: never awaited by a drain or a shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from ember.exchange import TaskSet
+from ember.project import ProjectRef
+from ember.sessions import SessionRegistry
+from ember.shadow.models import Trigger
+from ember.shadow.policy import DEBOUNCE_SECONDS, Backoff
+from ember.shadow.runner import RunRecord, RunRequest, ShadowRunner
+from ember.shadow.transcript import Lineage
+
+log = logging.getLogger(__name__)
+
+#: Shadow runs going at once, across sessions (each is one or a few provider calls).
+MAX_CONCURRENT_RUNS = 2
+
+#: What runs after a shadow run of the same backlog (the steward, in mode compare).
+AfterRun = Callable[[RunRequest, RunRecord], Awaitable[object]]
+
+
+@dataclass
+class SessionShadow:
+    """What the shadow keeps per session (in the session registry, forgotten with it)."""
+
+    project: ProjectRef
+    protocol: str
+    lineage: Lineage | None = None
+    pending: Trigger | None = None
+    due_at: float = 0.0
+    task: asyncio.Task[None] | None = None
+    request: RunRequest | None = None
+    backoff: dict[int, Backoff] = field(default_factory=dict)
+    idle_fired: bool = False
+
+
+class ShadowService:
+    KEY = "shadow"
+
+    def __init__(
+        self,
+        runner: ShadowRunner,
+        sessions: SessionRegistry,
+        tasks: TaskSet,
+        *,
+        idle_seconds: float,
+        tick_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+        after_run: AfterRun | None = None,
+    ) -> None:
+        self.runner = runner
+        self.sessions = sessions
+        self.tasks = tasks
+        self.idle_seconds = idle_seconds
+        self.tick_seconds = tick_seconds
+        self.clock = clock
+        self.after_run = after_run
+        self._slots = asyncio.Semaphore(MAX_CONCURRENT_RUNS)
+        self._known: set[str] = set()
+
+    def state(self, session_id: str) -> SessionShadow | None:
+        found: SessionShadow | None = self.sessions.feature(session_id, self.KEY, touch=False)
+        return found
+
+    def attach(self, session_id: str, project: ProjectRef, protocol: str) -> SessionShadow:
+        st = self.state(session_id)
+        if st is None:
+            st = SessionShadow(project, protocol)
+            self.sessions.put_feature(session_id, self.KEY, st)
+        st.protocol = protocol
+        self._known.add(session_id)
+        return st
+
+    # -- triggers --------------------------------------------------------------------------
+
+    def trigger(self, session_id: str, reason: Trigger, *, delay: float = DEBOUNCE_SECONDS) -> None:
+        st = self.state(session_id)
+        if st is None or st.lineage is None:
+            return
+        st.pending = reason
+        st.due_at = self.clock() + delay
+        self.tasks.spawn(self._later(session_id, delay), name=f"shadow-wait:{session_id}")
+
+    async def _later(self, session_id: str, delay: float) -> None:
+        await asyncio.sleep(delay)
+        self.kick(session_id)
+
+    def kick(self, session_id: str) -> None:
+        """Start the pending run if it is due and the session is quiet."""
+        st = self.state(session_id)
+        if st is None or st.pending is None or st.lineage is None:
+            return
+        # (a timer may fire a hair early on the loop's clock: 50 ms of slack)
+        if self.clock() + 0.05 < st.due_at or self.sessions.busy(session_id):
+            return  # not yet; the end of the request in flight (or the tick) kicks again
+        if st.task is not None and not st.task.done():
+            return
+        generation = st.lineage.generation
+        backoff = st.backoff.get(generation, Backoff())
+        if backoff.active(time.time()):
+            st.pending = None
+            return
+        req = RunRequest(session_id, generation, st.project, st.pending, st.protocol)
+        st.pending, st.request = None, req
+        st.task = self.tasks.spawn(self._run(st, req), name=f"shadow:{session_id}")
+
+    async def _run(self, st: SessionShadow, req: RunRequest) -> None:
+        async with self._slots:
+            if req.abort.is_set():
+                return
+            try:
+                record = await self.runner.run(req)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("shadow run of session %s failed", req.session_id)
+                return
+        if record is None:
+            return
+        previous = st.backoff.get(req.generation, Backoff())
+        failed = record.status == "failed"
+        st.backoff[req.generation] = previous.failed(time.time()) if failed else Backoff()
+        if self.after_run is not None and not req.abort.is_set():
+            try:
+                await self.after_run(req, record)
+            except Exception:
+                log.exception("the steward's run of session %s failed", req.session_id)
+
+    def cancel(self, session_id: str) -> None:
+        """A user message arrived: drop the trigger, abort the run, drop the prefix."""
+        st = self.state(session_id)
+        self.runner.prefixes.drop(session_id)
+        if st is None:
+            return
+        st.pending = None
+        st.idle_fired = False
+        if st.request is not None:
+            st.request.abort.set()
+        if st.task is not None and not st.task.done():
+            st.task.cancel()
+
+    # -- the tick --------------------------------------------------------------------------
+
+    async def tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.tick_seconds)
+            self.tick()
+
+    def tick(self) -> None:
+        """Drop stale prefixes (and the credentials with them), fire idle triggers, start
+        runs whose wait is over."""
+        self.runner.prefixes.expire()
+        for session_id in list(self._known):
+            st = self.state(session_id)
+            if st is None:
+                self._known.discard(session_id)
+                continue
+            idle = self.sessions.idle_for(session_id)
+            if idle is not None and idle >= self.idle_seconds and not st.idle_fired:
+                st.idle_fired = True
+                if st.pending is None:
+                    self.trigger(session_id, "idle", delay=0.0)
+            self.kick(session_id)
