@@ -103,6 +103,10 @@ def test_a_fact_stated_in_one_session_is_extracted_hot_and_injected_in_the_next(
     )
     assert path == "hot" and status == "completed"
     assert cache_read > 0 and cache_read / (cache_read + input_tokens) > 0.5
+    # Promotion follows the run's write (embedding the fact takes a moment).
+    wait_for(
+        lambda: rows(db, "SELECT memory_id FROM shadow_fact_proposals WHERE memory_id IS NOT NULL")
+    )
     [(content, error, memory_id)] = rows(
         db, "SELECT content, validation_error, memory_id FROM shadow_fact_proposals"
     )

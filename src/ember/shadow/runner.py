@@ -100,8 +100,10 @@ class ShadowRunner:
         prefixes: PrefixBook,
         prices: PriceTable,
         promote: Promote | None = None,
+        page_tokens: int = question.PAGE_TOKENS,
     ) -> None:
         self.settings = settings
+        self.page_tokens = page_tokens
         self.storage = storage
         self.upstream = upstream
         self.url_for = url_for
@@ -214,7 +216,7 @@ class ShadowRunner:
             return plan
         price = self.prices.lookup(model)
         if price is not None:
-            pages = question.cold_pages(messages)
+            pages = question.cold_pages(messages, self.page_tokens)
             tokens = sum(count_tokens("\n".join(p)) + 800 for p in pages)
             plan.estimate_usd = (
                 tokens * price.input + len(pages) * EXPECTED_OUTPUT_TOKENS * price.output
@@ -264,7 +266,7 @@ class ShadowRunner:
         )
         url = self.url_for(adapter, PATHS[adapter.name], "")
         out = []
-        for page in question.cold_pages(plan.messages):
+        for page in question.cold_pages(plan.messages, self.page_tokens):
             system, user = question.cold_prompt(page, req.session_id)
             body = plain_request(adapter.name, plan.model or "", system, user, COLD_MAX_TOKENS)
             result = await self._call(

@@ -46,7 +46,8 @@ class SessionShadow:
     project: ProjectRef
     protocol: str
     lineage: Lineage | None = None
-    pending: Trigger | None = None
+    #: runs waiting, by generation (an ended generation keeps its own until it is read)
+    pending: dict[int, Trigger] = field(default_factory=dict)
     due_at: float = 0.0
     task: asyncio.Task[None] | None = None
     request: RunRequest | None = None
@@ -66,6 +67,7 @@ class ShadowService:
         idle_seconds: float,
         tick_seconds: float,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
         after_run: AfterRun | None = None,
     ) -> None:
         self.runner = runner
@@ -74,6 +76,7 @@ class ShadowService:
         self.idle_seconds = idle_seconds
         self.tick_seconds = tick_seconds
         self.clock = clock
+        self.wall = wall
         self.after_run = after_run
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_RUNS)
         self._known: set[str] = set()
@@ -93,11 +96,19 @@ class ShadowService:
 
     # -- triggers --------------------------------------------------------------------------
 
-    def trigger(self, session_id: str, reason: Trigger, *, delay: float = DEBOUNCE_SECONDS) -> None:
+    def trigger(
+        self,
+        session_id: str,
+        reason: Trigger,
+        *,
+        delay: float = DEBOUNCE_SECONDS,
+        generation: int | None = None,
+    ) -> None:
+        """Ask for a run of ``generation`` (default: the current one) after ``delay``."""
         st = self.state(session_id)
         if st is None or st.lineage is None:
             return
-        st.pending = reason
+        st.pending[st.lineage.generation if generation is None else generation] = reason
         st.due_at = self.clock() + delay
         self.tasks.spawn(self._later(session_id, delay), name=f"shadow-wait:{session_id}")
 
@@ -108,20 +119,21 @@ class ShadowService:
     def kick(self, session_id: str) -> None:
         """Start the pending run if it is due and the session is quiet."""
         st = self.state(session_id)
-        if st is None or st.pending is None or st.lineage is None:
+        if st is None or not st.pending or st.lineage is None:
             return
         # (a timer may fire a hair early on the loop's clock: 50 ms of slack)
         if self.clock() + 0.05 < st.due_at or self.sessions.busy(session_id):
             return  # not yet; the end of the request in flight (or the tick) kicks again
         if st.task is not None and not st.task.done():
             return
-        generation = st.lineage.generation
+        generation = min(st.pending)  # the oldest generation first: it can only go cold
+        reason = st.pending.pop(generation)
         backoff = st.backoff.get(generation, Backoff())
-        if backoff.active(time.time()):
-            st.pending = None
+        if backoff.active(self.wall()):
+            self.kick(session_id)  # another generation may be waiting
             return
-        req = RunRequest(session_id, generation, st.project, st.pending, st.protocol)
-        st.pending, st.request = None, req
+        req = RunRequest(session_id, generation, st.project, reason, st.protocol)
+        st.request = req
         st.task = self.tasks.spawn(self._run(st, req), name=f"shadow:{session_id}")
 
     async def _run(self, st: SessionShadow, req: RunRequest) -> None:
@@ -139,12 +151,14 @@ class ShadowService:
             return
         previous = st.backoff.get(req.generation, Backoff())
         failed = record.status == "failed"
-        st.backoff[req.generation] = previous.failed(time.time()) if failed else Backoff()
+        st.backoff[req.generation] = previous.failed(self.wall()) if failed else Backoff()
         if self.after_run is not None and not req.abort.is_set():
             try:
                 await self.after_run(req, record)
             except Exception:
                 log.exception("the steward's run of session %s failed", req.session_id)
+        if st.pending:
+            self.tasks.spawn(self._later(req.session_id, 0.0), name="shadow-next")
 
     def cancel(self, session_id: str) -> None:
         """A user message arrived: drop the trigger, abort the run, drop the prefix."""
@@ -152,7 +166,8 @@ class ShadowService:
         self.runner.prefixes.drop(session_id)
         if st is None:
             return
-        st.pending = None
+        current = st.lineage.generation if st.lineage is not None else None
+        st.pending = {g: r for g, r in st.pending.items() if g != current}
         st.idle_fired = False
         if st.request is not None:
             st.request.abort.set()
@@ -178,6 +193,6 @@ class ShadowService:
             idle = self.sessions.idle_for(session_id)
             if idle is not None and idle >= self.idle_seconds and not st.idle_fired:
                 st.idle_fired = True
-                if st.pending is None:
+                if not st.pending:
                     self.trigger(session_id, "idle", delay=0.0)
             self.kick(session_id)

@@ -113,7 +113,7 @@ class ShadowStage(Stage):
         if outcome.kind == "ok" and outcome.message is not None and outcome.sent:
             service.runner.prefixes.note(self._prefix(ex, outcome, st))
         if ended is not None:
-            service.trigger(ex.session_id, "generation-ended")
+            service.trigger(ex.session_id, "generation-ended", generation=ended)
         elif outcome.kind in ("ok",) and turn_ended(outcome.message):
             service.trigger(ex.session_id, "turn-ended")
         elif outcome.kind not in ("ok", "cancelled"):
