@@ -127,7 +127,14 @@ class ShadowRunner:
         if skip is not None:
             await db.awrite(
                 lambda c: runs.skip_run(
-                    c, run_id, req.session_id, req.generation, plan.path, req.trigger, skip
+                    c,
+                    run_id,
+                    req.session_id,
+                    req.generation,
+                    plan.path,
+                    req.trigger,
+                    skip,
+                    model=plan.model,
                 )
             )
             return RunRecord(run_id, "skipped", through)

@@ -183,9 +183,10 @@ def skip_run(
     trigger: str,
     reason: str,
     tables: Tables = SHADOW_TABLES,
+    model: str | None = None,
 ) -> None:
     """A run that did not call anything, with why (the spend cap, no credentials...)."""
-    start_run(conn, run_id, session_id, generation, path, trigger, None, 0, 0, tables)
+    start_run(conn, run_id, session_id, generation, path, trigger, model, 0, 0, tables)
     finish_run(conn, run_id, Finish("skipped", reason=reason), tables=tables)
 
 

@@ -53,6 +53,10 @@ class SessionShadow:
     request: RunRequest | None = None
     backoff: dict[int, Backoff] = field(default_factory=dict)
     idle_fired: bool = False
+    #: requests of the thread numbered as they arrived, and the newest whose answer was
+    #: recorded: answers are handled after the client has them, in any order
+    issued: int = 0
+    recorded_seq: int = 0
 
 
 class ShadowService:

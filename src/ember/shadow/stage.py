@@ -101,6 +101,9 @@ class ShadowStage(Stage):
         and running shadow work is cancelled at once."""
         if self.service is not None and ex.is_main_thread and ex.project is not None:
             self.service.cancel(ex.session_id)
+            st = self.service.attach(ex.session_id, ex.project, ex.adapter.name)
+            st.issued += 1
+            ex.state[self.name] = st.issued
 
     # -- the response path -----------------------------------------------------------------
 
@@ -109,6 +112,13 @@ class ShadowStage(Stage):
         if service is None or not ex.is_main_thread or ex.project is None:
             return
         st = service.attach(ex.session_id, ex.project, ex.adapter.name)
+        seq = ex.state.get(self.name, 0)
+        if seq and seq <= st.recorded_seq:
+            # A later request of the thread was handled first (answers are processed after the
+            # client has them, concurrently): its history holds this one, and recording this
+            # older one now would look like a restarted history and note a stale prefix.
+            return
+        st.recorded_seq = max(st.recorded_seq, seq)
         ended = await self._record(ex, outcome, st)
         if outcome.kind == "ok" and outcome.message is not None and outcome.sent:
             service.runner.prefixes.note(self._prefix(ex, outcome, st))
