@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from ember.config import Settings
 from ember.demo import DemoResult, run_demo
 from ember.demo.memory import RULE, run_memory_demo
+from ember.demo.shadow import DEMO_MAX_SHARE, FACT, SESSION_1_TASKS, run_shadow_demo
 from ember.memory.embed import (
     Embedder,
     EmbedderCache,
@@ -109,3 +111,60 @@ def test_without_weights_the_demo_says_why_nothing_was_injected(
     memory = run_memory_demo(tmp_path / "home", Console(file=out, width=200))
     assert memory.injected_block is None and memory.other_project_block is None
     assert "the embedder is unavailable: no weights for all-MiniLM-L6-v2" in out.getvalue()
+
+
+def test_a_fact_stated_in_session_1_is_extracted_hot_and_injected_in_session_2(
+    demo: tuple[DemoResult, str],
+) -> None:
+    result, text = demo
+    shadow = result.shadow
+    assert shadow is not None and shadow.run is not None
+    run = shadow.run
+    assert (run["path"], run["status"], run["trigger"]) == ("hot", "completed", "turn-ended")
+    assert run["model"] == "claude-sonnet-4-5"  # the session's own model: a fork, not a cold read
+    # The provider got the session's last request back unchanged, then the answer and the
+    # question: one request per ask and per tool round, 2 messages each but the last ask.
+    requests = sum(1 + len(t.tool_calls) for t in SESSION_1_TASKS)
+    assert shadow.session_requests == requests  # the shadow's call is not the user's spend
+    fork = shadow.fork
+    assert fork is not None and fork.repeated_messages == 2 * requests - 1
+    assert fork.added_roles == ["assistant", "user"] and fork.answer_unchanged
+    # Most of its input came from the provider's cache, and it cost less than the cap.
+    assert shadow.cache_read_share is not None and shadow.cache_read_share > 0.5
+    assert shadow.cost_share is not None and 0 < shadow.cost_share < shadow.max_share
+    # The proposal points at the user's own message, and became a memory.
+    proposal = shadow.proposal
+    assert proposal is not None and proposal["validation_error"] is None
+    assert FACT in proposal["content"].lower() and shadow.memory_id
+    [(kind, target, found_kind, said)] = shadow.evidence
+    assert (kind, found_kind) == ("user-stated", "user") and said is not None and FACT in said
+    assert [line.split(" ", 1)[0] for line in fork.evidence_lines] == [target]
+    # Session 2 got it injected, with its id.
+    assert shadow.injected_block is not None
+    assert f"[{shadow.memory_id}]" in shadow.injected_block and "eu-west-1" in shadow.injected_block
+    assert "path hot" in text and "read from the cache" in text
+    assert f"[{shadow.memory_id}]" in text and f"user-stated -> {target}" in text
+
+
+def test_the_demo_says_it_raised_the_spend_cap_and_shows_the_measured_share(
+    demo: tuple[DemoResult, str],
+) -> None:
+    result, text = demo
+    assert result.shadow is not None and result.shadow.max_share == DEMO_MAX_SHARE
+    default = Settings.model_fields["shadow_max_share"].default
+    assert f"shadow_max_share={DEMO_MAX_SHARE:g} (default {default:g})" in text
+    share = result.shadow.cost_share
+    assert share is not None and f"{share:.1%} of the session's own" in text
+
+
+def test_at_the_default_spend_cap_the_demo_run_is_skipped_and_says_why(tmp_path: Path) -> None:
+    """What the demo says about the default cap is what ember does with this very session."""
+    out = io.StringIO()
+    default = Settings.model_fields["shadow_max_share"].default
+    shadow = run_shadow_demo(tmp_path / "home", Console(file=out, width=200), max_share=default)
+    assert shadow.run is not None and shadow.run["status"] == "skipped"
+    assert "spend cap" in shadow.run["reason"] and shadow.run["calls"] == 0
+    assert shadow.fork is None and shadow.proposal is None and shadow.injected_block is None
+    text = out.getvalue()
+    assert "skipped (spend cap:" in text and "shadow_max_share=" not in text
+    assert "session 2" not in text

@@ -18,6 +18,7 @@ from rich.table import Table
 from ember.compose import build_app
 from ember.config import Settings, load_settings
 from ember.demo.memory import MemorySummary, run_memory_demo
+from ember.demo.shadow import ShadowSummary, run_shadow_demo
 from ember.demo.shaping import ShapingSummary, print_shaping, shaping_summary
 from ember.memory.embed import preload_from
 from ember.project import resolve_project
@@ -35,6 +36,7 @@ class DemoResult:
     db_path: Path
     shaping: ShapingSummary | None = None
     memory: MemorySummary | None = None
+    shadow: ShadowSummary | None = None
 
 
 def run_demo(home: Path | None = None, console: Console | None = None) -> DemoResult:
@@ -68,6 +70,7 @@ def run_demo(home: Path | None = None, console: Console | None = None) -> DemoRe
     if result.shaping is not None:
         print_shaping(result.shaping, console)
     result.memory = run_memory_demo(home, console)
+    result.shadow = run_shadow_demo(home, console)
     return result
 
 

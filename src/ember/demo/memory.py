@@ -73,7 +73,8 @@ def _session(proxy_url: str, emulator: Emulator, cwd: str, session: str, task: T
     )
 
 
-def _block(emulator: Emulator) -> str | None:
+def injected_block(emulator: Emulator) -> str | None:
+    """The <ember-memory> block of the last request the provider received, if any."""
     ask = emulator.requests[-1].json()["messages"][-1]["content"]
     extra = [b["text"] for b in ask[1:] if b.get("text", "").startswith("<ember-memory>")]
     return extra[0] if extra else None
@@ -117,9 +118,9 @@ def run_memory_demo(home: Path, console: Console) -> MemorySummary:
         )
         with BackgroundServer(auto_app) as proxy:
             _session(proxy.url, emulator, ACME, "demo-memory-2", ask)
-            injected = _block(emulator)
+            injected = injected_block(emulator)
             _session(proxy.url, emulator, BILLING, "demo-memory-3", ask)
-            other = _block(emulator)
+            other = injected_block(emulator)
     summary = MemorySummary(seen, injected, other, embedder_error)
     _print(summary, console)
     return summary

@@ -23,8 +23,12 @@ from ember.shadow.transcript import Message
 
 #: The cold path's page size, in (approximate) tokens.
 PAGE_TOKENS = 12_000
-#: How much of one message the hot question shows (the model has the rest in its context).
-HOT_LINE_CHARS = 300
+#: How much of one message the hot question shows: the model has every message whole in its
+#: context already; the line only ties an id to it. Every character here is fresh input at
+#: full price (the rest of the run reads from the cache), so the user's words get a little
+#: more room than the rest.
+HOT_USER_CHARS = 160
+HOT_OTHER_CHARS = 60
 #: How much of one message a cold page shows: the user's words whole, the rest shortened.
 COLD_USER_CHARS = 4_000
 COLD_OTHER_CHARS = 1_200
@@ -77,7 +81,9 @@ def render_line(m: Message, limit: int) -> str:
 
 def hot_question(messages: Sequence[Message], session_id: str) -> str:
     """The question appended to the recorded request (``messages``: the unread ones)."""
-    lines = [render_line(m, HOT_LINE_CHARS) for m in messages]
+    lines = [
+        render_line(m, HOT_USER_CHARS if m.kind == "user" else HOT_OTHER_CHARS) for m in messages
+    ]
     return (
         f"{HOT_HEADER}\n{RULES}\nThis session's id (for observed-outcome): {session_id}\n\n"
         "Messages not yet read, oldest first:\n" + "\n".join(lines)
