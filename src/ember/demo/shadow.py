@@ -249,8 +249,11 @@ def _query(db: Path, sql: str, args: tuple[Any, ...] = ()) -> list[dict[str, Any
 
 
 def _settled(db: Path, since: float) -> bool:
-    """Session 1 has a run started after ``since``, it is over, and its valid proposals are
-    memories."""
+    """Session 1 has a run started after ``since`` that is over and not cancelled, and no run of
+    it is still running or has valid proposals that are not memories yet.
+
+    A cancelled run does not settle the wait: under load an earlier ask's idle run can start and
+    be cancelled by the next ask, and stopping at it showed an empty demo."""
     found = _query(
         db,
         "SELECT r.status, (SELECT COUNT(*) FROM shadow_fact_proposals p WHERE p.run_id = r.id "
@@ -258,7 +261,8 @@ def _settled(db: Path, since: float) -> bool:
         "FROM shadow_memory_runs r WHERE r.session_id = ? AND r.started_at >= ?",
         (SESSION_1, since),
     )
-    return bool(found) and all(r["status"] != "running" and not r["unlinked"] for r in found)
+    over = any(r["status"] not in ("running", "cancelled") for r in found)
+    return over and all(r["status"] != "running" and not r["unlinked"] for r in found)
 
 
 def _wait_for_run(db: Path, since: float, timeout: float) -> None:
@@ -277,7 +281,7 @@ def _read_database(db: Path, since: float, s: ShadowSummary) -> None:
         mine = [
             r for r in reads.runs(conn) if r["session_id"] == SESSION_1 and r["started_at"] >= since
         ]
-        s.run = mine[-1] if mine else None  # newest first: the first run
+        s.run = _shown_run(mine)
         if s.run is None:
             return
         proposals = reads.proposals(conn, run_id=s.run["id"])
@@ -293,6 +297,17 @@ def _read_database(db: Path, since: float, s: ShadowSummary) -> None:
         s.evidence.append(
             (str(e.get("kind")), target, m.kind if m else None, m.content if m else None)
         )
+
+
+def _shown_run(newest_first: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The run the demo shows: the newest completed one, else the oldest of any status.
+
+    Never a cancelled run when a completed one exists: a run cancelled by the next ask of the
+    same session has no proposals, and showing it would hide the fact that was extracted."""
+    for run in newest_first:
+        if run["status"] == "completed":
+            return run
+    return newest_first[-1] if newest_first else None
 
 
 def _read_fork(emulator: Emulator, s: ShadowSummary, answer: dict[str, Any]) -> None:
