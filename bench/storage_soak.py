@@ -5,7 +5,8 @@ OpenAI SDKs) runs first straight at the provider emulator, then through the prox
 feature on and a seeded project memory. Printed side by side: requests per second, latency
 per request, and the proxy's database writer — commits, jobs per transaction and how long a
 write waited from its submission to its commit (the window a ``kill -9`` can lose). After each
-round: ``PRAGMA integrity_check`` and rows == answered requests.
+round: ``PRAGMA integrity_check`` and client rows == answered requests (ember's own calls,
+shadow memory with the defaults, are rows of their own origin and counted apart).
 
     python bench/storage_soak.py [--agents 8] [--turns 25] [--rounds 3]
 
@@ -51,14 +52,18 @@ def leg(url: str, plan: LoadPlan) -> tuple[LoadResult, float]:
     return result, time.perf_counter() - started
 
 
-def check(db: Path) -> tuple[str, int]:
+def check(db: Path) -> tuple[str, int, int]:
+    """Integrity, the client's rows (one per answered request) and the rows of calls ember
+    made on its own (shadow memory runs with the defaults: accounted apart, by origin)."""
     conn = connect(db, readonly=True).conn
     try:
         ok = str(conn.execute("PRAGMA integrity_check").fetchone()[0])
-        rows = int(conn.execute("SELECT COUNT(*) FROM exchanges").fetchone()[0])
+        count = "SELECT COUNT(*) FROM exchanges WHERE origin {} 'client'"
+        rows = int(conn.execute(count.format("=")).fetchone()[0])
+        own = int(conn.execute(count.format("!=")).fetchone()[0])
     finally:
         conn.close()
-    return ok, rows
+    return ok, rows, own
 
 
 def main() -> None:
@@ -94,8 +99,11 @@ def main() -> None:
                 asyncio.run_coroutine_threadsafe(app.drain(), proxy.loop).result(60)
                 app.storage.flush(60)
                 rows_expected += result.answered
-                ok, rows = check(db)
-                print(f"round {r}: integrity {ok}, rows {rows} / answered {rows_expected}")
+                ok, rows, own = check(db)
+                print(
+                    f"round {r}: integrity {ok}, client rows {rows} / answered {rows_expected}"
+                    f" (+{own} rows of ember's own calls)"
+                )
             stats = app.storage.database(db).stats.summary()
     report(table, stats, args)
 

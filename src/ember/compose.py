@@ -20,6 +20,7 @@ from ember.sessions import SessionRegistry
 from ember.shadow.stage import ShadowStage
 from ember.shaping.stage import ShapingStage
 from ember.store.registry import Storage
+from ember.traffic.stage import TrafficStage
 
 StageFactory = Callable[[Settings, Storage], list[Stage]]
 
@@ -46,6 +47,10 @@ def build_stages(settings: Settings, storage: Storage) -> list[Stage]:
             memory.router if memory is not None else MemoryRouter(settings, None, storage=storage)
         )
         stages.append(ShadowStage(settings, memories=router.for_project))
+        # Traffic learning after the shadow stage: its evidence names the transcript rows the
+        # shadow stage has just written for this request.
+        if settings.traffic_learning:
+            stages.append(TrafficStage(settings, memories=router.for_project))
     return stages
 
 

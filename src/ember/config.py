@@ -144,6 +144,13 @@ class Settings(BaseModel):
     #: restart). Read from the environment or the file, never written anywhere by ember.
     light_api_key: str | None = Field(default=None, repr=False)
 
+    # -- traffic learning (issue #11; seed 004 §3.8) ------------------------------------------
+    #: Learn facts from the traffic the proxy already sees (a failed tool call and the call
+    #: that then worked, commands that work here, the user's standing instructions), with no
+    #: model call. It rides on shadow memory's transcript for its evidence: with
+    #: ``EMBER_SHADOW=off`` nothing is recorded to point at, and it learns nothing.
+    traffic_learning: bool = True
+
     # -- Responses over WebSocket (issue #8; rules and sources: ember/proxy/ws_support.py) -----
     #: auto: relay WebSocket upgrades on /v1/responses when the provider accepts them, and
     #: answer 426 (the client falls back to HTTP at once) when it does not, remembering that for

@@ -1,0 +1,200 @@
+"""The proxy side of traffic learning: watch each answered request of the user's thread.
+
+Runs after the shadow stage, which has just written the request's messages into the
+transcript: each tool result and user message is then a transcript row whose id the
+evidence names. Evidence is checked against those rows before anything is saved (a pointer
+to a row that is not there, of another session, or of the wrong kind is dropped; a fact left
+without evidence is not saved): fail closed for data, fail open for the request — nothing
+here can change or fail the user's request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ember.config import Settings
+from ember.exchange import Exchange, Outcome, Services, Stage
+from ember.memory.core import HierarchicalMemory
+from ember.memory.models import Evidence, NewMemory
+from ember.project import ProjectRef
+from ember.protocols.base import TranscriptItem
+from ember.protocols.calls import tool_calls
+from ember.protocols.transcript import transcript_items
+from ember.shadow.transcript import by_ids, item_digest, latest_generation, message_id
+from ember.store.database import Database
+from ember.store.registry import Storage
+from ember.traffic.learner import TrafficLearner, recoveries_to_drop
+from ember.traffic.patterns import RECOVERY_WINDOW, Category, Observation, ToolRun, observe
+
+log = logging.getLogger(__name__)
+
+MemoryOpener = Callable[[ProjectRef], HierarchicalMemory | None]
+MAX_SESSIONS = 512
+MAX_SEEN = 4_096
+#: What each kind of evidence must point at (shadow memory's rule).
+_TARGET = {"tool-verified": "tool_result", "user-stated": "user", "user-accepted": "user"}
+
+
+@dataclass
+class _Book:
+    """What this process has seen of one session: results already observed, recent calls."""
+
+    seen: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    recent: deque[ToolRun] = field(default_factory=lambda: deque(maxlen=RECOVERY_WINDOW))
+
+    def first_sight(self, key: str) -> bool:
+        if key in self.seen:
+            return False
+        self.seen[key] = None
+        while len(self.seen) > MAX_SEEN:
+            self.seen.popitem(last=False)
+        return True
+
+
+class TrafficStage(Stage):
+    name = "traffic"
+
+    def __init__(
+        self, settings: Settings, memories: MemoryOpener, learner: TrafficLearner | None = None
+    ) -> None:
+        self.settings = settings
+        self.memories = memories
+        self.learner = learner if learner is not None else TrafficLearner()
+        self.storage: Storage | None = None
+        self._books: OrderedDict[tuple[str, str], _Book] = OrderedDict()
+        self._saving: set[asyncio.Task[None]] = set()
+
+    async def start(self, services: Services) -> None:
+        self.storage = services.storage
+
+    async def settle(self) -> None:
+        while self._saving:
+            await asyncio.gather(*list(self._saving), return_exceptions=True)
+
+    async def on_response(self, ex: Exchange, outcome: Outcome) -> None:
+        if outcome.kind != "ok" or not ex.is_main_thread or ex.project is None:
+            return
+        try:
+            await self._learn(ex, ex.project)
+        except Exception:  # fail open: learning never touches the user's request
+            log.warning("traffic learning skipped a request", exc_info=True)
+
+    def _book(self, project: str, session: str) -> _Book:
+        key = (project, session)
+        book = self._books.pop(key, None) or _Book()
+        self._books[key] = book
+        while len(self._books) > MAX_SESSIONS:
+            self._books.popitem(last=False)
+        return book
+
+    async def _learn(self, ex: Exchange, project: ProjectRef) -> None:
+        if self.storage is None:
+            return
+        db = self.storage.database(project.db_path(self.settings.home))
+        session = ex.session_id
+        generation = await db.aread(lambda c: latest_generation(c, session))
+        if not generation:
+            return  # no transcript (shadow off): no evidence to point at
+        items = transcript_items(ex.adapter, ex.body)
+        ids = {
+            id(i): message_id(session, generation, i.position, i.part, item_digest(i))
+            for i in items
+        }
+        book = self._book(str(db.path), session)
+        new = _new_runs(items, tool_calls(ex.adapter, ex.body), ids, book)
+        user = next((i for i in reversed(items) if i.kind == "user"), None)
+        user_id = ids[id(user)] if user is not None and book.first_sight(ids[id(user)]) else None
+        found = observe(
+            list(book.recent), new, session, user.text if user_id and user else "", user_id
+        )
+        book.recent.extend(new)
+        ready = [f for obs in found if (f := self.learner.add(str(db.path), obs)) is not None]
+        if ready:
+            task = asyncio.create_task(self._save(db, project, session, ready))
+            self._saving.add(task)
+            task.add_done_callback(self._saving.discard)
+
+    async def _save(
+        self, db: Database, project: ProjectRef, session: str, facts: list[Observation]
+    ) -> None:
+        try:
+            checked = await db.aread(lambda c: _checked(c, facts))
+            for fact in facts:
+                if fact.key not in checked:
+                    self.learner.forget(str(db.path), fact.key)
+            store = await asyncio.to_thread(self.memories, project)
+            if store is None or not checked:
+                return
+            items = [_memory(f, checked[f.key], session) for f in facts if f.key in checked]
+            await asyncio.to_thread(store.add_many, items)
+            await asyncio.to_thread(_prune_recoveries, store)
+        except Exception:
+            log.warning("traffic learning could not save %d fact(s)", len(facts), exc_info=True)
+
+
+def _new_runs(
+    items: list[TranscriptItem], calls: dict[str, Any], ids: dict[int, str], book: _Book
+) -> list[ToolRun]:
+    """The tool results of this request not seen before in this session, with their calls."""
+    runs = []
+    for item in items:
+        if item.kind not in ("tool_result", "tool_error") or not item.call_ids:
+            continue
+        if not book.first_sight("call:" + item.call_ids[0]):
+            continue
+        call = calls.get(item.call_ids[0])
+        tool = item.tool_name or (call.name if call is not None else "")
+        args = call.arguments if call is not None else {}
+        runs.append(ToolRun(tool, args, item.text, item.kind == "tool_error", ids[id(item)]))
+    return runs
+
+
+def _checked(conn: Any, facts: list[Observation]) -> dict[str, tuple[Evidence, ...]]:
+    """Per fact key, the evidence that holds against this project's transcript (a message
+    pointer must name a row of the right kind: a successful tool result for
+    ``tool-verified``, the user's words for ``user-stated``); facts that pointed at messages
+    and have none left are left out. Sightings from several sessions of the project all
+    count: the file is the project's, so no pointer can leave it."""
+    wanted = [p.message_id for f in facts for p in f.evidence if p.message_id]
+    rows = by_ids(conn, wanted)
+    out: dict[str, tuple[Evidence, ...]] = {}
+    for fact in facts:
+        kept: list[Evidence] = []
+        for p in fact.evidence:
+            if p.session_id is not None:
+                kept.append(Evidence(p.kind, session_id=p.session_id))  # type: ignore[arg-type]
+            elif p.message_id is not None:
+                row = rows.get(p.message_id)
+                if row is not None and row.kind == _TARGET.get(p.kind):
+                    kept.append(Evidence(p.kind, message_id=p.message_id))  # type: ignore[arg-type]
+        needs_message = any(p.message_id for p in fact.evidence)
+        if kept and (not needs_message or any(e.message_id for e in kept)):
+            out[fact.key] = tuple(kept)
+    return out
+
+
+def _memory(fact: Observation, evidence: tuple[Evidence, ...], session: str) -> NewMemory:
+    return NewMemory(
+        fact.content,
+        importance=0.5,
+        category=fact.category.value,
+        metadata={"source": "traffic", "key": fact.key, "session": session},
+        evidence=evidence,
+    )
+
+
+def _prune_recoveries(store: HierarchicalMemory) -> None:
+    """At most 15 recovery facts, none older than 21 days (``learner.recoveries_to_drop``)."""
+    mine = [
+        (m.id, m.created_at)
+        for m in store.list()
+        if m.category == Category.ERROR_RECOVERY.value and m.metadata.get("source") == "traffic"
+    ]
+    for memory_id in recoveries_to_drop(mine, time.time()):
+        store.delete(memory_id)
