@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.request
 from pathlib import Path
@@ -215,3 +216,59 @@ class _At:
 
     def __init__(self, url: str, home: Path) -> None:
         self.url, self.home = url, home
+
+
+async def test_a_run_cut_short_by_shutdown_is_not_blamed_on_the_user(tmp_path: Path) -> None:
+    """Stopping ember cancels a running shadow call too: the run is recorded as interrupted
+    by the shutdown, never as "interrupted by a user message" (nobody spoke)."""
+    emulator = Emulator()
+    answer = shadow_replies()
+
+    def hanging(body: dict[str, Any], path: str) -> Reply | None:
+        reply = answer(body, path)
+        return None if reply is None else reply.replace(delay_headers=60)
+
+    emulator.reply_fn = hanging
+    with BackgroundServer(emulator) as up:
+        settings = load_settings(
+            env={}, home=tmp_path, anthropic_url=up.url, light_api_key="sk-ember-light"
+        )
+        storage = build_storage(settings)
+        db = storage.database(PROJECT.db_path(tmp_path))
+        db.write(cursors.activate)
+        row = Row("m000000000001", "s", 1, 0, 0, "user", "user", "d0", "Remember: tabs.")
+        db.write(lambda c: insert_rows(c, [row]))
+        db.write(
+            lambda c: c.execute(
+                "INSERT INTO exchanges (ts, session_id, protocol, model, status, outcome, stream, "
+                "usage_known, cost_usd, price_snapshot, latency_ms) "
+                "VALUES (0, 's', 'anthropic', 'claude-sonnet-4-5', 200, 'ok', 1, 1, 100.0, 'x', 1)"
+            )
+        )
+        upstream = Upstream.from_settings(settings)
+        runner = ShadowRunner(
+            settings,
+            storage,
+            upstream,
+            lambda adapter, path, query: up.url + path,
+            PrefixBook(),
+            settings.price_table(),
+        )
+        task = asyncio.create_task(runner.run(RunRequest("s", 1, PROJECT, "idle", "anthropic")))
+        for _ in range(200):
+            if emulator.requests:
+                break
+            await asyncio.sleep(0.02)
+        task.cancel()  # what the task set does when the app stops
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await upstream.close()
+        storage.flush(10)
+        [(status, reason, error)] = db.read(
+            lambda c: [
+                tuple(r) for r in c.execute("SELECT status, reason, error FROM shadow_memory_runs")
+            ]
+        )
+        assert status == "cancelled" and error == "interrupted-by-shutdown"
+        assert "user" not in reason
+        storage.close()

@@ -246,11 +246,14 @@ class ShadowRunner:
             await db.awrite(lambda c: runs.finish_run(c, run_id, finish))
             return "failed"
         except asyncio.CancelledError:
+            # A user message sets the abort before cancelling; anything else that cancels a
+            # run is ember stopping (the task set cancelled at shutdown), not the user.
+            by_user = req.abort.is_set()
             finish = runs.Finish(
                 "cancelled",
                 [r.usage for r in results],
-                "interrupted by a user message",
-                "interrupted-by-user",
+                "interrupted by a user message" if by_user else "interrupted: ember stopped",
+                "interrupted-by-user" if by_user else "interrupted-by-shutdown",
                 _ms(started),
                 self.prices.snapshot,
                 plan.model,

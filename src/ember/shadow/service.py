@@ -57,6 +57,9 @@ class SessionShadow:
     #: recorded: answers are handled after the client has them, in any order
     issued: int = 0
     recorded_seq: int = 0
+    #: answers of the session are handled one at a time: two handled at once would both see
+    #: no lineage yet and record the thread twice, the second copy as a new generation
+    recording: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class ShadowService:

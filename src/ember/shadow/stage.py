@@ -112,6 +112,13 @@ class ShadowStage(Stage):
         if service is None or not ex.is_main_thread or ex.project is None:
             return
         st = service.attach(ex.session_id, ex.project, ex.adapter.name)
+        async with st.recording:
+            await self._handle_answer(service, ex, outcome, st)
+        service.kick(ex.session_id)
+
+    async def _handle_answer(
+        self, service: ShadowService, ex: Exchange, outcome: Outcome, st: SessionShadow
+    ) -> None:
         seq = ex.state.get(self.name, 0)
         if seq and seq <= st.recorded_seq:
             # A later request of the thread was handled first (answers are processed after the
@@ -119,16 +126,21 @@ class ShadowStage(Stage):
             # older one now would look like a restarted history and note a stale prefix.
             return
         st.recorded_seq = max(st.recorded_seq, seq)
+        # The client had this answer and the thread's next request already arrived (and
+        # cancelled the session's shadow work): this turn's end must not queue a run now, or
+        # it would fork the session in the middle of that next turn. Its own end triggers.
+        overtaken = bool(seq) and seq < st.issued
         ended = await self._record(ex, outcome, st)
         if outcome.kind == "ok" and outcome.message is not None and outcome.sent:
             service.runner.prefixes.note(self._prefix(ex, outcome, st))
         if ended is not None:
             service.trigger(ex.session_id, "generation-ended", generation=ended)
+        elif overtaken:
+            pass
         elif outcome.kind in ("ok",) and turn_ended(outcome.message):
             service.trigger(ex.session_id, "turn-ended")
         elif outcome.kind not in ("ok", "cancelled"):
             service.trigger(ex.session_id, "turn-failed")
-        service.kick(ex.session_id)
 
     async def _record(self, ex: Exchange, outcome: Outcome, st: SessionShadow) -> int | None:
         """Write the request's new messages and the answer; returns the generation that just
