@@ -57,6 +57,8 @@ class SessionShadow:
     #: recorded: answers are handled after the client has them, in any order
     issued: int = 0
     recorded_seq: int = 0
+    #: what the session's latest finished run left (library mode's ``run_now`` returns it)
+    last_record: RunRecord | None = None
 
 
 class ShadowService:
@@ -141,6 +143,7 @@ class ShadowService:
         st.task = self.tasks.spawn(self._run(st, req), name=f"shadow:{session_id}")
 
     async def _run(self, st: SessionShadow, req: RunRequest) -> None:
+        st.last_record = None
         async with self._slots:
             if req.abort.is_set():
                 return
@@ -151,6 +154,7 @@ class ShadowService:
             except Exception:
                 log.exception("shadow run of session %s failed", req.session_id)
                 return
+        st.last_record = record
         if record is None:
             return
         previous = st.backoff.get(req.generation, Backoff())
