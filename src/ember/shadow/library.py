@@ -171,9 +171,7 @@ class ShadowLibrary:
         self.settings = settings
         self.upstream = upstream
         self._own_storage = storage is None
-        self.storage = storage or Storage(
-            settings.home, vec=settings.memory_vector_index != "hnsw"
-        )
+        self.storage = storage or Storage(settings.home, vec=settings.memory_vector_index != "hnsw")
         self.sessions = SessionRegistry()
         self.tasks = TaskSet()
         self.core = ShadowCore(
@@ -181,6 +179,7 @@ class ShadowLibrary:
         )
         self._on_close = on_close
         self._started = False
+        self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -192,7 +191,10 @@ class ShadowLibrary:
 
     async def close(self) -> None:
         """Cancel shadow work still going (a cancelled run is recorded as such), write what is
-        queued, close what the library opened."""
+        queued, close what the library opened. Closing twice is closing once."""
+        if self._closed:
+            return
+        self._closed = True
         self.core.close()
         await self.tasks.cancel_all()
         await asyncio.to_thread(self.storage.flush, 10)

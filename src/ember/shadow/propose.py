@@ -96,10 +96,13 @@ def memory_propose_tool(protocol: str) -> dict[str, Any]:
     (a caller that edits it cannot change the next one)."""
     ops = TOOLING.get(protocol)
     if ops is None:
-        raise ValueError(
-            f"unknown wire format {protocol!r}: use one of {', '.join(WIRE_FORMATS)}"
-        )
-    return copy.deepcopy(ops.definition(SPEC))
+        raise ValueError(f"unknown wire format {protocol!r}: use one of {', '.join(WIRE_FORMATS)}")
+    definition = copy.deepcopy(ops.definition(SPEC))
+    if protocol == "openai_responses":
+        # Responses defaults function tools to strict mode, which wants every property
+        # required: ``category`` and the two evidence targets are optional here.
+        definition["strict"] = False
+    return definition
 
 
 def tool_call_refusal(name: str, *, shadow_turn: bool) -> str | None:

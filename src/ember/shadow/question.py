@@ -103,9 +103,7 @@ def render_line(m: Message, limit: int) -> str:
     return f"m:{m.id} {m.kind}: {text}"
 
 
-def hot_question(
-    messages: Sequence[Message], session_id: str, tool: str | None = None
-) -> str:
+def hot_question(messages: Sequence[Message], session_id: str, tool: str | None = None) -> str:
     """The question appended to the recorded request (``messages``: the unread ones); with
     ``tool`` (a resident tool of the request, library mode) the answer is a call of it."""
     lines = [
