@@ -3,11 +3,12 @@
 The same load (``ember.testing.load``: N agents x M turns, JSON and streaming, Anthropic and
 OpenAI SDKs) runs first straight at the provider emulator, then through the proxy with the
 defaults (shaping, memory ``auto_tail``, shadow memory, accounting) on a seeded project memory,
-then through a second proxy with memory off (what the memory search costs per ask). Printed side by side: requests per second, latency
-per request, and the proxy's database writer — commits, jobs per transaction and how long a
-write waited from its submission to its commit (the window a ``kill -9`` can lose). After each
-round: ``PRAGMA integrity_check`` and client rows == answered requests (ember's own calls,
-shadow memory with the defaults, are rows of their own origin and counted apart).
+then through a second proxy with memory off (what the memory search costs per ask). Printed
+side by side: requests per second, latency per request, and the proxy's database writer —
+commits, jobs per transaction and how long a write waited from its submission to its commit
+(the window a ``kill -9`` can lose). After each round: ``PRAGMA integrity_check`` and client
+rows == answered requests (ember's own calls, shadow memory with the defaults, are rows of
+their own origin and counted apart).
 
     python bench/storage_soak.py [--agents 8] [--turns 25] [--rounds 3]
 

@@ -8,6 +8,7 @@ adds its stage here; nothing in the proxy changes.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 
 from ember.accounting import AccountingStage
@@ -16,7 +17,9 @@ from ember.exchange import Stage
 from ember.memory.router import MemoryRouter
 from ember.memory.stage import MemoryStage
 from ember.proxy.app import ProxyApp
+from ember.proxy.upstream import Upstream
 from ember.sessions import SessionRegistry
+from ember.shadow.library import ShadowLibrary
 from ember.shadow.stage import ShadowStage
 from ember.shaping.stage import ShapingStage
 from ember.store.registry import Storage
@@ -70,3 +73,21 @@ def build_app(
     if settings.accounting:
         stages.append(AccountingStage(storage, settings.price_table(), sessions))
     return ProxyApp(settings, stages, storage=storage, sessions=sessions)
+
+
+def shadow_library(settings: Settings) -> ShadowLibrary:
+    """Shadow memory for a framework that calls the model itself (``ember.shadow.library``):
+    ember's own HTTP client to the provider URLs of ``settings``, one storage, and the
+    project's memory stores for promoted facts. Use it as ``async with shadow_library(s):``."""
+    storage = build_storage(settings)
+    router = MemoryRouter(settings, None, storage=storage)
+    upstream = Upstream.from_settings(settings)
+
+    async def close() -> None:
+        await upstream.close()
+        await asyncio.to_thread(router.close)
+        await asyncio.to_thread(storage.close)
+
+    return ShadowLibrary(
+        settings, upstream, storage=storage, memories=router.for_project, on_close=close
+    )

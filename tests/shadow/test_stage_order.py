@@ -129,7 +129,7 @@ async def test_two_answers_handled_at_once_record_the_thread_once(
             time.sleep(0.3)  # the other answer's rows are written meanwhile
         return latest_generation(conn, session_id)
 
-    monkeypatch.setattr("ember.shadow.stage.latest_generation", slow_second_lookup)
+    monkeypatch.setattr("ember.shadow.observe.latest_generation", slow_second_lookup)
     first = [{"role": "user", "content": "one"}]
     second = [
         *first,

@@ -47,6 +47,9 @@ class Prefix:
     ttl: float
     #: total input tokens of the recorded request (what a hot run reads from the cache)
     input_tokens: int = 0
+    #: library mode: the resident propose tool the recorded request offers (the shadow turn
+    #: answers by calling it); None: answer with a fenced json block (tools never change)
+    propose_tool: str | None = None
 
     def fresh(self, now: float) -> bool:
         return now - self.recorded_at < self.ttl

@@ -8,7 +8,9 @@ backlog (``PAGE_TOKENS`` each) with the same instructions.
 
 Answers are a fenced ```json block holding the proposal batch (``CONTRACT.md``): the client's
 tools and ``tool_choice`` stay exactly as they were (changing them would invalidate the whole
-cached prefix), so the answer cannot come through a tool call.
+cached prefix), so the answer cannot come through a tool call — except in library mode, where
+the framework offers the resident ``memory_propose`` tool on every turn from the first one
+(``ember.shadow.propose``): the tools are unchanged and the answer is a call of it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ember.memory.tokens import count_tokens
+from ember.protocols.base import AssembledMessage
+from ember.protocols.tooling import parse_arguments
 from ember.shadow.transcript import Message
 
 #: The cold path's page size, in (approximate) tokens.
@@ -38,7 +42,7 @@ _CLIENT_CONTEXT = re.compile(
 )
 _FENCE = re.compile(r"```(?:json)?\s*\n(.*?)\n?```", re.DOTALL)
 
-RULES = """Propose only durable facts worth remembering in later sessions of this project: \
+_FACT_RULES = """Propose only durable facts worth remembering in later sessions of this project: \
 decisions, conventions, preferences, how things are built, run or deployed, and lessons from \
 what failed. Not: questions, plans that were not confirmed, chit-chat, or anything secret \
 (keys, passwords, tokens).
@@ -48,7 +52,9 @@ Every fact needs evidence, pointing at the messages listed below by their id:
 - "tool-verified": a successful tool result that shows it;
 - "observed-outcome": a successful tool result, or {"kind": "observed-outcome", "sessionId": \
 "<session>"} for what this whole session demonstrably did.
-Answer with one fenced json block and nothing else:
+"""
+
+_FENCED = """Answer with one fenced json block and nothing else:
 ```json
 {"facts": [{"content": "...", "category": "convention", "evidence": [{"kind": "user-stated", \
 "messageId": "m..."}]}]}
@@ -57,9 +63,27 @@ If nothing is worth keeping, answer ```json
 {"facts": []}
 ```"""
 
+RULES = _FACT_RULES + _FENCED
+
+
+def tool_rules(tool: str) -> str:
+    """The rules when the answer goes through the resident ``tool`` (library mode)."""
+    return (
+        f"{_FACT_RULES}Answer by calling the {tool} tool once, with "
+        '{"facts": [{"content": "...", "category": "convention", "evidence": [{"kind": '
+        '"user-stated", "messageId": "m..."}]}]} as its input ({"facts": []} if nothing is '
+        "worth keeping). Call no other tool."
+    )
+
+
 HOT_HEADER = """[ember shadow turn] This is not a message from the user. The conversation \
 above is paused; do not continue it, do not call any tool. Read back over it and propose the \
 facts worth remembering.
+"""
+#: The header when the answer goes through the resident propose tool (library mode).
+HOT_HEADER_TOOL = """[ember shadow turn] This is not a message from the user. The conversation \
+above is paused; do not continue it, and call no tool but {tool}. Read back over it and propose \
+the facts worth remembering.
 """
 
 COLD_SYSTEM = """You read excerpts of a coding agent's session and extract the facts worth \
@@ -79,13 +103,16 @@ def render_line(m: Message, limit: int) -> str:
     return f"m:{m.id} {m.kind}: {text}"
 
 
-def hot_question(messages: Sequence[Message], session_id: str) -> str:
-    """The question appended to the recorded request (``messages``: the unread ones)."""
+def hot_question(messages: Sequence[Message], session_id: str, tool: str | None = None) -> str:
+    """The question appended to the recorded request (``messages``: the unread ones); with
+    ``tool`` (a resident tool of the request, library mode) the answer is a call of it."""
     lines = [
         render_line(m, HOT_USER_CHARS if m.kind == "user" else HOT_OTHER_CHARS) for m in messages
     ]
+    header = HOT_HEADER if tool is None else HOT_HEADER_TOOL.format(tool=tool)
+    rules = RULES if tool is None else tool_rules(tool)
     return (
-        f"{HOT_HEADER}\n{RULES}\nThis session's id (for observed-outcome): {session_id}\n\n"
+        f"{header}\n{rules}\nThis session's id (for observed-outcome): {session_id}\n\n"
         "Messages not yet read, oldest first:\n" + "\n".join(lines)
     )
 
@@ -136,3 +163,21 @@ def parse_answer(text: str) -> Any:
         except json.JSONDecodeError as exc:
             last_error = exc
     raise ValueError(f"the answer's json block does not parse: {last_error}")
+
+
+def answer_batch(answer: AssembledMessage, tool: str | None = None) -> Any:
+    """The proposal batch of a shadow answer: the input of its ``tool`` calls (their facts
+    together, library mode), else the fenced json block of its text. Calls of any other tool
+    are never taken (a shadow turn runs no tool). Raises ``ValueError`` saying what was wrong
+    when there is no batch."""
+    calls = [b for b in answer.tool_calls if tool is not None and b.name == tool]
+    if not calls:
+        return parse_answer(answer.text)
+    facts: list[Any] = []
+    for call in calls:
+        batch = parse_arguments(call.input)
+        found = batch.get("facts") if isinstance(batch, dict) else None
+        if not isinstance(found, list):
+            raise ValueError(f'the {tool} call\'s input is not {{"facts": [...]}}')
+        facts.extend(found)
+    return {"facts": facts}

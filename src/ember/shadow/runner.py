@@ -192,7 +192,8 @@ class ShadowRunner:
         price = self.prices.lookup(self._model(prefix))
         if price is None:
             return None
-        fresh = count_tokens(question.hot_question(messages, prefix.session_id))
+        ask = question.hot_question(messages, prefix.session_id, prefix.propose_tool)
+        fresh = count_tokens(ask)
         fresh += count_tokens(prefix.answer.text)
         return (
             prefix.input_tokens * price.cache_read
@@ -265,7 +266,7 @@ class ShadowRunner:
     async def _hot(self, db: Database, req: RunRequest, plan: Plan) -> CallResult:
         prefix = plan.prefix
         assert prefix is not None
-        ask = question.hot_question(plan.messages, req.session_id)
+        ask = question.hot_question(plan.messages, req.session_id, prefix.propose_tool)
         body = fork_request(prefix.adapter, prefix.sent, prefix.answer, ask)
         url = self.url_for(prefix.adapter, prefix.path, prefix.query)
         return await self._call(db, req, prefix.adapter, url, prefix.headers, body, plan.model)
@@ -326,9 +327,10 @@ class ShadowRunner:
         error = failed.error if failed is not None else None
         if failed is None:
             try:
+                tool = plan.prefix.propose_tool if plan.prefix is not None else None
                 for r in results:
                     assert r.answer is not None
-                    facts.extend(parse_facts(question.parse_answer(r.answer.text)))
+                    facts.extend(parse_facts(question.answer_batch(r.answer, tool)))
             except ValueError as exc:
                 error = f"the answer did not follow the contract: {exc}"
         checked = await self._check(db, req, facts)

@@ -60,6 +60,8 @@ class SessionShadow:
     #: answers of the session are handled one at a time: two handled at once would both see
     #: no lineage yet and record the thread twice, the second copy as a new generation
     recording: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: what the session's latest finished run left (library mode's ``run_now`` returns it)
+    last_record: RunRecord | None = None
 
 
 class ShadowService:
@@ -144,6 +146,7 @@ class ShadowService:
         st.task = self.tasks.spawn(self._run(st, req), name=f"shadow:{session_id}")
 
     async def _run(self, st: SessionShadow, req: RunRequest) -> None:
+        st.last_record = None
         async with self._slots:
             if req.abort.is_set():
                 return
@@ -154,6 +157,7 @@ class ShadowService:
             except Exception:
                 log.exception("shadow run of session %s failed", req.session_id)
                 return
+        st.last_record = record
         if record is None:
             return
         previous = st.backoff.get(req.generation, Backoff())

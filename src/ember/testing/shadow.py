@@ -2,8 +2,9 @@
 
 ``shadow_replies(choose)`` is a reply function for ``Emulator.reply_fn``: when a request asks
 ember's shadow question (hot or cold), it reads the listed ``m:<id> kind: text`` lines and
-answers with the fenced json block the contract asks for, holding the facts ``choose`` picks;
-any other request gets the emulator's usual answer.
+answers with the fenced json block the contract asks for, holding the facts ``choose`` picks
+(or, when the request offers library mode's resident ``memory_propose`` tool, with a call of
+it holding the same batch); any other request gets the emulator's usual answer.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 from ember.testing.replies import Reply
 
 _LINE = re.compile(r"^m:(m[0-9a-f]{12}) (\w+): (.*)$", re.MULTILINE)
+#: Library mode's resident tool: a shadow turn that offers it is answered by calling it.
+PROPOSE_TOOL = "memory_propose"
 _MARKERS = ("[ember shadow turn]", "Messages not yet read", "\nMessages:\n")
 
 
@@ -48,6 +51,17 @@ def question_of(body: dict[str, Any]) -> str | None:
     last = conversation[-1]
     text = _text(last.get("content")) if isinstance(last, dict) else ""
     return text if any(m in text for m in _MARKERS) else None
+
+
+def _tool_names(body: dict[str, Any]) -> set[str]:
+    names = set()
+    for tool in body.get("tools") or []:
+        if isinstance(tool, dict):
+            fn = tool.get("function")
+            name = fn.get("name") if isinstance(fn, dict) else tool.get("name")
+            if isinstance(name, str):
+                names.add(name)
+    return names
 
 
 def _session(question: str) -> str:
@@ -82,6 +96,8 @@ def shadow_replies(
             return None
         lines = [Line(*m.groups()) for m in _LINE.finditer(question)]
         facts = choose(lines, _session(question))
+        if PROPOSE_TOOL in _tool_names(body):
+            return Reply.tool_use(PROPOSE_TOOL, {"facts": facts})
         return Reply("```json\n" + json.dumps({"facts": facts}) + "\n```")
 
     return reply

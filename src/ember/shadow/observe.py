@@ -1,0 +1,287 @@
+"""Shadow memory wired up, and what it does with one answered request of a session's thread.
+
+Shared by the proxy's stage (``ember.shadow.stage``) and library mode (``ember.shadow.library``):
+both see the same thing — a request of the user's thread, the exact bytes that went upstream and
+the answer — and must do the same with it, or the two modes drift apart:
+- ``begin``: a new request of the thread (a user message, or the agent going on) makes the
+  recorded prefix stale: queued and running shadow work is cancelled at once;
+- ``answered``: the request's new messages and the answer go to the transcript, the prefix is
+  noted (the exact bytes, the answer, the credentials: in memory, for the cache TTL) and the
+  triggers fire: a finished turn, a failed one, a restarted history.
+
+Answers are handled after the client has them, in any order: each request is numbered by
+``begin``, and an answer older than one already recorded is ignored (its history is held by
+the newer one; recording it would look like a restarted history).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ember.config import Settings
+from ember.exchange import OutcomeKind, TaskSet, UpstreamClient, UrlFor
+from ember.memory.core import HierarchicalMemory
+from ember.project import ProjectRef
+from ember.protocols.base import AssembledMessage, ProtocolAdapter
+from ember.protocols.transcript import answer_items, transcript_items
+from ember.sessions import SessionRegistry
+from ember.shadow import cursors, runs
+from ember.shadow.models import FactIn
+from ember.shadow.policy import turn_ended
+from ember.shadow.prefix import Prefix, PrefixBook
+from ember.shadow.runner import RunRecord, RunRequest, ShadowRunner, memories_for_promotion
+from ember.shadow.service import SessionShadow, ShadowService
+from ember.shadow.steward import Steward
+from ember.shadow.transcript import (
+    Lineage,
+    insert_rows,
+    latest_generation,
+    place,
+    position_digests,
+    rows_for,
+)
+from ember.store.database import Database
+from ember.store.driver import Connection
+from ember.store.registry import Storage
+
+MemoryOpener = Callable[[ProjectRef], HierarchicalMemory | None]
+
+#: Request headers that never belong to a background call (hop-by-hop, framing).
+_NOT_FORWARDED = frozenset(
+    {"host", "content-length", "connection", "transfer-encoding", "accept-encoding"}
+)
+
+
+def forwarded(headers: Mapping[str, str] | Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The client's headers as they go upstream (no hop-by-hop, no ``x-ember-*``), names
+    lower-cased."""
+    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    out = [(k.lower(), v) for k, v in pairs]
+    return [(k, v) for k, v in out if k not in _NOT_FORWARDED and not k.startswith("x-ember-")]
+
+
+@dataclass(frozen=True)
+class Answered:
+    """One answered request of a session's own thread, as the proxy or a framework saw it.
+
+    ``sent`` is the exact body that went upstream (the prefix a hot fork replays: one byte
+    different and the provider's cache misses); ``body`` is the same, parsed.
+    """
+
+    session_id: str
+    project: ProjectRef
+    adapter: ProtocolAdapter
+    path: str
+    query: str
+    headers: list[tuple[str, str]]
+    body: Any
+    sent: bytes
+    answer: AssembledMessage | None
+    kind: OutcomeKind
+    #: the number ``begin`` gave the request (0: not numbered, always recorded)
+    seq: int = 0
+    #: the resident propose tool the request offered (library mode), else None
+    propose_tool: str | None = None
+
+
+class ShadowCore:
+    """The runner, the scheduler and (mode compare) the steward, and the recording of answers."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        storage: Storage,
+        upstream: UpstreamClient,
+        url_for: UrlFor,
+        sessions: SessionRegistry,
+        tasks: TaskSet,
+        memories: MemoryOpener | None = None,
+    ) -> None:
+        self.settings = settings
+        self.memories = memories
+        promote = self._promote if memories is not None else None
+        runner = ShadowRunner(
+            settings, storage, upstream, url_for, PrefixBook(), settings.price_table(), promote
+        )
+        self.steward: Steward | None = None
+        if settings.shadow == "compare":
+            self.steward = Steward(
+                storage, upstream, url_for, settings.price_table(), promote=promote
+            )
+        self.service = ShadowService(
+            runner,
+            sessions,
+            tasks,
+            idle_seconds=settings.shadow_idle_seconds,
+            tick_seconds=settings.shadow_tick_seconds,
+            after_run=self._steward_after if self.steward is not None else None,
+        )
+        self._ticker: asyncio.Task[None] | None = None
+        self._started: set[Path] = set()
+
+    def start(self) -> None:
+        self._ticker = self.service.tasks.spawn(self.service.tick_forever(), name="shadow-tick")
+
+    def close(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+
+    @property
+    def runner(self) -> ShadowRunner:
+        return self.service.runner
+
+    def database(self, project: ProjectRef) -> Database:
+        return self.runner.database(project)
+
+    # -- a request, and its answer -----------------------------------------------------------
+
+    def begin(self, session_id: str, project: ProjectRef, protocol: str) -> int:
+        """A new request of the thread: cancel its shadow work; returns the request's number."""
+        self.service.cancel(session_id)
+        st = self.service.attach(session_id, project, protocol)
+        st.issued += 1
+        return st.issued
+
+    async def answered(self, a: Answered) -> None:
+        """Record the exchange, note the prefix, fire the trigger it calls for. Answers of a
+        session are handled one at a time: two handled at once would both see no lineage yet
+        and record the thread twice, the second copy as a new generation."""
+        service = self.service
+        st = service.attach(a.session_id, a.project, a.adapter.name)
+        async with st.recording:
+            await self._handle(a, st)
+        service.kick(a.session_id)
+
+    async def _handle(self, a: Answered, st: SessionShadow) -> None:
+        service = self.service
+        if a.seq and a.seq <= st.recorded_seq:
+            return  # a newer request of the thread was recorded first (see the module)
+        st.recorded_seq = max(st.recorded_seq, a.seq)
+        # The client had this answer and the thread's next request already arrived (and
+        # cancelled the session's shadow work): this turn's end must not queue a run now, or
+        # it would fork the session in the middle of that next turn. Its own end triggers.
+        overtaken = bool(a.seq) and a.seq < st.issued
+        ended = await self._record(a, st)
+        if a.kind == "ok" and a.answer is not None and a.sent:
+            service.runner.prefixes.note(self._prefix(a, st))
+        if ended is not None:
+            service.trigger(a.session_id, "generation-ended", generation=ended)
+        elif overtaken:
+            pass
+        elif a.kind == "ok" and turn_ended(a.answer):
+            service.trigger(a.session_id, "turn-ended")
+        elif a.kind not in ("ok", "cancelled"):
+            service.trigger(a.session_id, "turn-failed")
+
+    async def _record(self, a: Answered, st: SessionShadow) -> int | None:
+        """Write the request's new messages and the answer; returns the generation that just
+        ended, when this request started a new one."""
+        db = self.database(a.project)
+        if db.path not in self._started:
+            # First touch of this project by this process: runs a dead process left open are
+            # closed, and the activation watermark is set before the first message is
+            # recorded (history from before shadow memory was enabled is never read).
+            self._started.add(db.path)
+            await db.awrite(_first_touch, label="shadow")
+        items = transcript_items(a.adapter, a.body)
+        digests = position_digests(items)
+        latest = 0
+        if st.lineage is None:
+            latest = await db.aread(lambda c: latest_generation(c, a.session_id))
+        offset = _continuation_offset(a.body, st.lineage)
+        if offset and st.lineage is not None:  # only the new items came: after what is recorded
+            items = [dataclasses.replace(i, position=i.position + offset) for i in items]
+            generation, start = st.lineage.generation, offset
+        else:
+            generation, start = place(st.lineage, digests, latest)
+        ended = (
+            st.lineage.generation if st.lineage and generation != st.lineage.generation else None
+        )
+        count = a.adapter.message_count(a.body)
+        answer = answer_items(a.adapter, a.answer, count) if a.answer else []
+        rows = rows_for(a.session_id, generation, [*items, *answer], start)
+        if rows:
+            await db.awrite(lambda c: insert_rows(c, rows), label="transcript")
+        if offset and st.lineage is not None:
+            count += offset
+            st.lineage.recorded = max([count, *(x.position + 1 for x in answer)])
+            return None
+        st.lineage = Lineage(
+            generation,
+            digests[0] if digests else "",
+            len(digests),
+            digests[-1] if digests else "",
+            max([count, *(x.position + 1 for x in answer)]),
+        )
+        return ended
+
+    def _prefix(self, a: Answered, st: SessionShadow) -> Prefix:
+        assert a.answer is not None and st.lineage is not None
+        usage = a.answer.usage
+        return Prefix(
+            session_id=a.session_id,
+            project_key=str(self.database(a.project).path),
+            generation=st.lineage.generation,
+            adapter=a.adapter,
+            path=a.path,
+            query=a.query,
+            headers=a.headers,
+            sent=a.sent,
+            answer=a.answer,
+            recorded_at=time.monotonic(),
+            ttl=a.adapter.cache_ttl(a.body),
+            input_tokens=usage.total_input_tokens if usage is not None else 0,
+            propose_tool=a.propose_tool,
+        )
+
+    # -- after a run -------------------------------------------------------------------------
+
+    async def _promote(
+        self, project: ProjectRef, session_id: str, facts: Sequence[tuple[str, FactIn]]
+    ) -> Mapping[str, str]:
+        """Validated facts become project-wide memories, with their evidence; returns the
+        memory id of each proposal (the shadow's in mode primary, the steward's in compare)."""
+        if self.memories is None or not facts:
+            return {}
+        store = await asyncio.to_thread(self.memories, project)
+        if store is None:
+            return {}
+        items = memories_for_promotion(facts, session_id)
+        saved = await asyncio.to_thread(store.add_many, items)
+        return {pid: m.id for (pid, _), m in zip(facts, saved, strict=True)}
+
+    async def _steward_after(self, req: RunRequest, record: RunRecord) -> None:
+        """Mode compare: the cold steward reads the very window the shadow just read."""
+        if self.steward is None:
+            return
+        runner = self.runner
+        prefix = runner.prefixes.get(req.session_id)
+        family = (req.protocol or "anthropic").split("_")[0]
+        creds = prefix.credentials() if prefix is not None else None
+        creds = creds or runner.prefixes.credentials(str(runner.database(req.project).path), family)
+        await self.steward.run(
+            req.session_id,
+            req.generation,
+            req.project,
+            req.protocol or "anthropic",
+            creds,
+            through_seq=record.through_seq,
+        )
+
+
+def _first_touch(conn: Connection) -> None:
+    runs.close_interrupted(conn)
+    cursors.activate(conn)
+
+
+def _continuation_offset(body: Any, lineage: Lineage | None) -> int:
+    """A Responses request that continues a stored response (``previous_response_id``, as
+    Codex does over WebSocket) sends only its new items: they follow what is recorded."""
+    cont = isinstance(body, dict) and bool(body.get("previous_response_id"))
+    return lineage.recorded if cont and lineage is not None else 0
