@@ -187,6 +187,7 @@ class Scenario:
     quiet_traffic: bool = True  # Claude Code: CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1
     interactive: bool = False  # Claude Code in its TUI, driven through a pty
     websockets: bool | None = False  # Codex: supports_websockets (None: not in the config)
+    model: str | None = "gpt-5.1"  # Codex: the config's model (None: Codex's own default)
 
 
 _CLAUDE = ("--model", "claude-sonnet-4-5", "--allowedTools", "Bash(ls:*)", "Read")
@@ -241,13 +242,16 @@ SCENARIOS = (
     ),
     Scenario("codex", "websockets-on", ((*_EXEC, "hello"),), websockets=True),
     Scenario("codex", "websockets-unset", ((*_EXEC, "hello"),), websockets=None),
+    # Codex's own default model (no `model` line): another request shape, see the README
+    Scenario("codex", "default-model-exec-then-resume", ((*_EXEC, ASK_READ), _RESUME), model=None),
 )
 
 
-def _codex_config(base_url: str, websockets: bool | None) -> str:
+def _codex_config(base_url: str, websockets: bool | None, model: str | None = "gpt-5.1") -> str:
     ws = "" if websockets is None else f"supports_websockets = {str(websockets).lower()}\n"
+    first = f'model = "{model}"\n' if model else ""
     return (
-        'model = "gpt-5.1"\nmodel_provider = "ember"\ncheck_for_update_on_startup = false\n\n'
+        f'{first}model_provider = "ember"\ncheck_for_update_on_startup = false\n\n'
         f'[model_providers.ember]\nname = "Ember"\nbase_url = "{base_url}/v1"\n'
         f'env_key = "OPENAI_API_KEY"\nwire_api = "responses"\n{ws}\n'
         "[analytics]\nenabled = false\n"
@@ -261,7 +265,7 @@ def _prepare(sc: Scenario, proj: Path, home: Path, base_url: str) -> dict[str, s
     env = dict(os.environ, HOME=str(home), TERM="xterm-256color")
     if sc.client == "codex":
         (home / ".codex").mkdir()
-        (home / ".codex/config.toml").write_text(_codex_config(base_url, sc.websockets))
+        (home / ".codex/config.toml").write_text(_codex_config(base_url, sc.websockets, sc.model))
         env["OPENAI_API_KEY"] = "sk-test"
         return env
     env.update(

@@ -142,6 +142,10 @@ class AnthropicAdapter(AdapterBase):
                 return text_of(m.get("content"))
         return None
 
+    def leading_user_texts(self, body: Any, count: int) -> list[str]:
+        users = (m for m in _messages(body) if isinstance(m, dict) and m.get("role") == "user")
+        return [text_of(m.get("content")) for _, m in zip(range(count), users, strict=False)]
+
     def tool_results(self, body: Any) -> list[ToolResult]:
         """The tool results of this turn: those in the last message, when it is a user turn."""
         msgs = _messages(body)

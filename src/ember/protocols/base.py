@@ -222,6 +222,11 @@ class ProtocolAdapter(Protocol):
 
     def first_user_text(self, body: Any) -> str | None: ...
 
+    def leading_user_texts(self, body: Any, count: int) -> list[str]:
+        """The texts of the first ``count`` user messages, oldest first (system and developer
+        messages, however many a client sends ahead of them, are not counted)."""
+        ...
+
     def tool_results(self, body: Any) -> list[ToolResult]: ...
 
     def recent_context(self, body: Any, before: int) -> tuple[list[str], list[str]]:

@@ -173,6 +173,13 @@ class OpenAIChatAdapter(OpenAIAdapterBase):
                 return text_of(m.get("content"), _TEXT_PARTS)
         return None
 
+    def leading_user_texts(self, body: Any, count: int) -> list[str]:
+        users = (m for m in _messages(body) if isinstance(m, dict) and m.get("role") == "user")
+        return [
+            text_of(m.get("content"), _TEXT_PARTS)
+            for _, m in zip(range(count), users, strict=False)
+        ]
+
     def tool_results(self, body: Any) -> list[ToolResult]:
         """The ``tool`` messages after the last assistant message."""
         out: list[ToolResult] = []

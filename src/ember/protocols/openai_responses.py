@@ -97,6 +97,15 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
                 return text_of(i.get("content"), _TEXT_PARTS)
         return None
 
+    def leading_user_texts(self, body: Any, count: int) -> list[str]:
+        if isinstance(body, dict) and isinstance(body.get("input"), str):
+            return [str(body["input"])][:count]
+        users = (i for i in _items(body) if _is_role(i, ("user",)))
+        return [
+            text_of(i.get("content"), _TEXT_PARTS)
+            for _, i in zip(range(count), users, strict=False)
+        ]
+
     def tool_results(self, body: Any) -> list[ToolResult]:
         """The ``function_call_output`` items at the end of the input."""
         out: list[ToolResult] = []
