@@ -282,12 +282,16 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
 
 
 def _leading_system(items: list[Any]) -> int | None:
-    """The last system/developer item of the run the input opens with."""
+    """The last system/developer message of the run the input opens with. Other items of that
+    role belong to the run but hold no text: Codex 0.171.0 with its default model opens with its
+    tools as ``{"type": "additional_tools", "role": "developer"}``, and stopping there put ember's
+    block in a new ``instructions``, before the client's own prompt."""
     head = None
     for i, item in enumerate(items):
-        if not _is_role(item, _SYSTEM_ROLES):
+        if not (isinstance(item, dict) and item.get("role") in _SYSTEM_ROLES):
             break
-        head = i
+        if _is_role(item, _SYSTEM_ROLES):
+            head = i
     return head
 
 
