@@ -327,7 +327,15 @@ class AnthropicAdapter(AdapterBase):
                 return text[span[0] : span[1]]
         return None
 
-    def put_system_block(self, doc: JsonDoc, open_tag: str, close_tag: str, block: str) -> bool:
+    def put_system_block(
+        self,
+        doc: JsonDoc,
+        open_tag: str,
+        close_tag: str,
+        block: str,
+        *,
+        inherits_system: bool = True,
+    ) -> bool:
         """Put ember's block after the last system block, or replace ember's region where one
         is already there (so shaping a shaped body changes nothing). Existing blocks, and the
         ``cache_control`` breakpoints on them, keep their bytes; a string system becomes one

@@ -270,7 +270,18 @@ class ProtocolAdapter(Protocol):
 
     def owned_system_block(self, body: Any, open_tag: str, close_tag: str) -> str | None: ...
 
-    def put_system_block(self, doc: JsonDoc, open_tag: str, close_tag: str, block: str) -> bool: ...
+    def put_system_block(
+        self,
+        doc: JsonDoc,
+        open_tag: str,
+        close_tag: str,
+        block: str,
+        *,
+        inherits_system: bool = True,
+    ) -> bool:
+        """``inherits_system`` False: the request continues a response that had no system
+        prompt in its input (only the Responses API has continuations)."""
+        ...
 
 
 def as_int(value: Any) -> int:

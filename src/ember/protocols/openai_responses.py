@@ -247,7 +247,15 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
                 return text[span[0] : span[1]]
         return None
 
-    def put_system_block(self, doc: JsonDoc, open_tag: str, close_tag: str, block: str) -> bool:
+    def put_system_block(
+        self,
+        doc: JsonDoc,
+        open_tag: str,
+        close_tag: str,
+        block: str,
+        *,
+        inherits_system: bool = True,
+    ) -> bool:
         """Put ember's block at the tail of the system prompt, wherever the client keeps it:
         at the end of ``instructions`` (after a blank line); else, when the input opens with
         system/developer items (Codex sends its prompt that way and no instructions), as one
@@ -261,11 +269,14 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
         included. Codex over WebSocket prewarms with its base prompt (which gets the block) and
         then continues with new items that open with another developer item: a block there
         too was a second copy in the model's prompt, and a new ``instructions`` a second copy
-        in front of the cached prefix."""
+        in front of the cached prefix. With its default model Codex prewarms with an empty input
+        (the block then goes in the prewarm's own ``instructions``, not carried over) and sends
+        its whole prompt with the turn: that continuation (``inherits_system`` False) gets the
+        block in its leading developer messages, like a first request."""
         current = doc.value.get("instructions")
         if isinstance(current, str) and current:
             return replace_region(doc, ["instructions"], current, open_tag, close_tag, block)
-        if doc.value.get("previous_response_id"):
+        if doc.value.get("previous_response_id") and inherits_system:
             return False
         items = _items(doc.value)
         head = _leading_system(items) if current is None else None
@@ -279,6 +290,11 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
         if not isinstance(current, str):
             return False
         return replace_region(doc, ["instructions"], current, open_tag, close_tag, block)
+
+
+def opens_with_system(body: Any) -> bool:
+    """The input opens with a system/developer message (a continuation inherits it)."""
+    return isinstance(body, dict) and _leading_system(_items(body)) is not None
 
 
 def _leading_system(items: list[Any]) -> int | None:
