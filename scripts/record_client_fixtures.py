@@ -5,8 +5,8 @@ client sent before any proxy touched them. Scripted model answers drive the flow
 exec_command tool call, an Explore sub-agent, a title, a compaction summary), and every turn
 after the first is a ``--continue`` / ``resume --last`` or a second prompt in the same TUI.
 Each request is scrubbed (keys, ids, machine paths) and written to ``tests/fixtures/clients/``
-together with the request table in its README. With ``--proxy`` the same scenarios run through
-``ember proxy`` instead and only the cache-read shares of both runs are printed.
+together with the request table in its README. ``compare_client_cache.py`` runs the same
+scenarios direct and through ``ember proxy`` and compares their cache reads (docs/clients.md).
 
     npm install --prefix /var/tmp/cli @anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0
     PYTHONPATH=src python scripts/record_client_fixtures.py --npm /var/tmp/cli --work /var/tmp/rec
@@ -25,15 +25,13 @@ import select
 import shutil
 import signal
 import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ember.server import BackgroundServer, free_port
+from ember.server import BackgroundServer
 from ember.testing import Emulator, Reply
 
 PROJECT_PLACEHOLDER = "/work/proj"
@@ -187,6 +185,7 @@ class Scenario:
     quiet_traffic: bool = True  # Claude Code: CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1
     interactive: bool = False  # Claude Code in its TUI, driven through a pty
     websockets: bool | None = False  # Codex: supports_websockets (None: not in the config)
+    model: str | None = "gpt-5.1"  # Codex: the config's model (None: Codex's own default)
 
 
 _CLAUDE = ("--model", "claude-sonnet-4-5", "--allowedTools", "Bash(ls:*)", "Read")
@@ -241,13 +240,16 @@ SCENARIOS = (
     ),
     Scenario("codex", "websockets-on", ((*_EXEC, "hello"),), websockets=True),
     Scenario("codex", "websockets-unset", ((*_EXEC, "hello"),), websockets=None),
+    # Codex's own default model (no `model` line): another request shape, see the README
+    Scenario("codex", "default-model-exec-then-resume", ((*_EXEC, ASK_READ), _RESUME), model=None),
 )
 
 
-def _codex_config(base_url: str, websockets: bool | None) -> str:
+def _codex_config(base_url: str, websockets: bool | None, model: str | None = "gpt-5.1") -> str:
     ws = "" if websockets is None else f"supports_websockets = {str(websockets).lower()}\n"
+    first = f'model = "{model}"\n' if model else ""
     return (
-        'model = "gpt-5.1"\nmodel_provider = "ember"\ncheck_for_update_on_startup = false\n\n'
+        f'{first}model_provider = "ember"\ncheck_for_update_on_startup = false\n\n'
         f'[model_providers.ember]\nname = "Ember"\nbase_url = "{base_url}/v1"\n'
         f'env_key = "OPENAI_API_KEY"\nwire_api = "responses"\n{ws}\n'
         "[analytics]\nenabled = false\n"
@@ -261,7 +263,7 @@ def _prepare(sc: Scenario, proj: Path, home: Path, base_url: str) -> dict[str, s
     env = dict(os.environ, HOME=str(home), TERM="xterm-256color")
     if sc.client == "codex":
         (home / ".codex").mkdir()
-        (home / ".codex/config.toml").write_text(_codex_config(base_url, sc.websockets))
+        (home / ".codex/config.toml").write_text(_codex_config(base_url, sc.websockets, sc.model))
         env["OPENAI_API_KEY"] = "sk-test"
         return env
     env.update(
@@ -564,7 +566,7 @@ def update_readme(out: Path) -> None:
     readme.write_text(f"{before}{TABLE_START}\n{table(out)}{TABLE_END}{after}")
 
 
-# -- usage (the --proxy comparison) ---------------------------------------------------------
+# -- usage --------------------------------------------------------------------------------------
 
 
 def usage_of(ex: Exchange) -> tuple[int, int, int] | None:
@@ -590,22 +592,6 @@ def share(exchanges: list[Exchange]) -> str:
     return f"{len(rows)} calls, input {total}, cache read {read} ({read / max(total, 1):.1%})"
 
 
-def start_proxy(upstream: str, home: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    cmd = [sys.executable, "-c", "from ember.cli import main; main()", "proxy", "--port", str(port)]
-    cmd += ["--anthropic-url", upstream, "--openai-url", upstream + "/v1"]
-    proc = subprocess.Popen(cmd, env=dict(os.environ, EMBER_HOME=str(home)))
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(400):
-        try:
-            urllib.request.urlopen(url + "/healthz", timeout=1)
-            return proc, url
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("ember proxy did not start")
-
-
 # -- main ----------------------------------------------------------------------------------
 
 
@@ -614,7 +600,6 @@ def main() -> None:
     parser.add_argument("--npm", type=Path, help="npm prefix holding both CLIs")
     parser.add_argument("--work", type=Path, help="scratch dir (not under /tmp)")
     parser.add_argument("--out", type=Path, default=Path("tests/fixtures/clients"))
-    parser.add_argument("--proxy", action="store_true", help="compare cache reads via ember")
     parser.add_argument("--only", default="", help="run only scenarios whose name contains this")
     parser.add_argument("--table-only", action="store_true", help="only rewrite the README table")
     args = parser.parse_args()
@@ -624,8 +609,7 @@ def main() -> None:
         for number, sc in enumerate(SCENARIOS, 1):
             if args.only in f"{sc.client}/{sc.name}":
                 record(number, sc, args)
-    if not args.proxy:
-        update_readme(args.out)
+    update_readme(args.out)
 
 
 def record(number: int, sc: Scenario, args: argparse.Namespace) -> None:
@@ -635,41 +619,11 @@ def record(number: int, sc: Scenario, args: argparse.Namespace) -> None:
     emulator.reply_fn = scripted_reply(lambda: str(root / "proj"))
     recorder = Recorder(emulator)
     with BackgroundServer(recorder) as upstream:
-        proxy, base_url = None, upstream.url
-        home = args.work.absolute() / "ember-home" / sc.name
-        if args.proxy:
-            shutil.rmtree(home, ignore_errors=True)
-            proxy, base_url = start_proxy(upstream.url, home)
         started = time.monotonic()
-        try:
-            run_scenario(sc, args.work.absolute(), args.npm.absolute(), base_url, recorder)
-        finally:
-            if proxy is not None:
-                proxy.terminate()
-                proxy.wait()
+        run_scenario(sc, args.work.absolute(), args.npm.absolute(), upstream.url, recorder)
         exchanges = list(recorder.exchanges)
-    print(f"  {'via ember' if args.proxy else 'direct'}: {share(exchanges)}")
-    if not args.proxy:
-        write_fixtures(number, sc, exchanges, root, args.out, started)
-        return
-    for ex in exchanges:
-        print(f"    {ex.method} {ex.path} {ex.status} t={round((ex.start - started) * 1000)}ms")
-    print("  ember stats:", stats_share(home, root / "proj"))
-
-
-def stats_share(home: Path, proj: Path) -> str:
-    """Cache reads as ``ember stats --json`` reports them for the project."""
-    cmd = [sys.executable, "-c", "from ember.cli import main; main()", "stats", "--json"]
-    cmd += ["--cwd", str(proj)]
-    env = dict(os.environ, EMBER_HOME=str(home))
-    sessions = json.loads(subprocess.run(cmd, env=env, capture_output=True, check=True).stdout)
-    rows = sessions["sessions"]
-    fresh, read, write = (
-        sum(r[k] for r in rows) for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens")
-    )
-    total = fresh + read + write
-    ids = [(r["session_id"], r["requests"]) for r in rows]
-    return f"sessions {ids}, input {total}, cache read {read} ({read / max(total, 1):.1%})"
+    print(f"  direct: {share(exchanges)}")
+    write_fixtures(number, sc, exchanges, root, args.out, started)
 
 
 if __name__ == "__main__":

@@ -73,6 +73,11 @@ class Exchange:
     owned_tools: OwnedTools | None = None
     #: which conversation of the session this is (``ember.threads``); None counts as main
     thread: Thread | None = None
+    #: a continuation (``previous_response_id``) of a response whose input held no system or
+    #: developer message: it inherits no system prompt, so its own leading developer messages
+    #: are where ember's block goes (Codex's default model prewarms a socket with an empty
+    #: input and sends its prompt with the turn). Set by the WebSocket session, which knows.
+    inherits_no_system: bool = False
 
     @property
     def is_main_thread(self) -> bool:

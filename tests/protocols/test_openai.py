@@ -187,3 +187,24 @@ def test_responses_stream_takes_the_completed_response() -> None:
     assert msg.text == "done" and msg.complete
     assert msg.usage is not None
     assert (msg.usage.input_tokens, msg.usage.cache_read_tokens) == (92, 1408)
+
+
+def test_leading_user_texts_count_user_messages_past_any_number_of_developer_items() -> None:
+    """Codex 0.171.0 with its default model opens with five developer items (the first one
+    holding its tools, with no content) before the user's ``<environment_context>``: counting
+    items of every role put the working directory out of reach of project resolution."""
+
+    def item(role: str, text: str) -> dict[str, object]:
+        return {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]}
+
+    tools = {"type": "additional_tools", "role": "developer", "tools": []}
+    env = item("user", "<environment_context><cwd>/p</cwd></environment_context>")
+    developer = [item("developer", f"d{i}") for i in range(4)]
+    rest = [item("assistant", "hi"), item("user", "ask"), item("user", "later")]
+    body = {"input": [tools, *developer, env, *rest]}
+    assert OPENAI_RESPONSES.leading_user_texts(body, 2) == [
+        "<environment_context><cwd>/p</cwd></environment_context>",
+        "ask",
+    ]
+    assert OPENAI_RESPONSES.leading_user_texts({"input": "hello"}, 3) == ["hello"]
+    assert OPENAI_CHAT.leading_user_texts(CHAT, 3) == ["list files"]

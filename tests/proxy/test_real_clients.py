@@ -9,6 +9,7 @@ remember on the user's own thread, and never inject one fact twice in a session.
 
 from __future__ import annotations
 
+import itertools
 import json
 import urllib.request
 from pathlib import Path
@@ -136,15 +137,19 @@ def test_claude_codes_connectivity_probe_is_answered_by_ember_not_a_guessed_prov
     assert stack.emulator.requests == []
 
 
+@pytest.mark.parametrize("scenario", ["exec-then-resume", "default-model-exec-then-resume"])
 def test_codex_gets_the_verbosity_block_at_the_tail_of_its_own_system_prompt(
-    make_stack: StackFactory,
+    make_stack: StackFactory, scenario: str
 ) -> None:
     """Codex sends its prompt as developer input items and no ``instructions``: the block goes
-    after them, not in a new ``instructions`` that would come before the client's prompt."""
+    after them, not in a new ``instructions`` that would come before the client's prompt. With
+    its default model the run opens with its tools (an ``additional_tools`` item of role
+    developer, no content) and four developer messages: the block goes in the last of those."""
     stack = make_stack(stages="features")
-    for req in model_calls("codex", "exec-then-resume"):
+    for req in model_calls("codex", scenario):
         got = json.loads(send(stack, req))
         assert "instructions" not in got
-        head = [i for i in got["input"][:2] if i.get("role") == "developer"]
-        assert head[-1]["content"][-1]["text"].startswith(OPEN_TAG)
+        run = list(itertools.takewhile(lambda i: i.get("role") == "developer", got["input"]))
+        assert [i.get("type", "message") for i in run][-1] == "message"
+        assert run[-1]["content"][-1]["text"].startswith(OPEN_TAG)
         assert json.dumps(got).count(OPEN_TAG) == 1

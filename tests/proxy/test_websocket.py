@@ -246,6 +246,44 @@ def test_a_codex_continuation_stays_in_the_main_thread_with_one_shaping_block(
     assert [r["output_tokens"] > 0 for r in recorded] == [False, True]
 
 
+def test_codex_default_model_turn_gets_the_block_its_empty_prewarm_could_not_carry(
+    make_stack: StackFactory,
+) -> None:
+    """Codex 0.171.0 with its default model prewarms the socket with an empty input, then sends
+    its tools (an ``additional_tools`` item) and whole prompt with the turn. The prewarm's block
+    can only go in its ``instructions``, which a continuation does not inherit: the turn gets
+    the block in its own last developer message, once, and resolves to its project."""
+    stack = make_stack(stages="features")
+
+    def item(role: str, text: str) -> dict[str, Any]:
+        return {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]}
+
+    tools = {"type": "additional_tools", "role": "developer", "tools": []}
+    base = {"prompt_cache_key": "codex-default", "store": False, "stream": True}
+    turn = [
+        tools,
+        item("developer", "You are Codex."),
+        item("developer", "<skills_instructions>none</skills_instructions>"),
+        item("user", f"<environment_context><cwd>{ACME}</cwd></environment_context>"),
+        item("user", "read notes.txt"),
+    ]
+    with sdk(stack) as client, client.responses.connect() as conn, bounded(conn):
+        conn.send(create([], generate=False, **base))
+        prepared = answer(conn)[-1].response.id
+        conn.send(create(turn, previous_response_id=prepared, **base))
+        first = answer(conn)[-1].response.id
+        conn.send(create([item("user", "and then?")], previous_response_id=first, **base))
+        assert answer(conn)[-1].type == "response.completed"
+    _, continued, second = sent(stack)
+    parts = continued["input"][2]["content"]
+    assert parts[0] == turn[2]["content"][0] and parts[-1]["text"].startswith(SHAPING_TAG)
+    assert json.dumps(continued).count(SHAPING_TAG) == 1 and "instructions" not in continued
+    assert SHAPING_TAG not in json.dumps(second)  # inherited from the turn it continues
+    ref = resolve_project({}, None, f"Working directory: {ACME}")
+    assert ref is not None
+    assert [r["thread_kind"] for r in rows(stack, ref.db_path(stack.home))] == ["main"] * 3
+
+
 def test_an_append_of_the_older_beta_is_answered_and_accounted_but_not_edited(
     make_stack: StackFactory,
 ) -> None:

@@ -142,6 +142,10 @@ class AnthropicAdapter(AdapterBase):
                 return text_of(m.get("content"))
         return None
 
+    def leading_user_texts(self, body: Any, count: int) -> list[str]:
+        users = (m for m in _messages(body) if isinstance(m, dict) and m.get("role") == "user")
+        return [text_of(m.get("content")) for _, m in zip(range(count), users, strict=False)]
+
     def tool_results(self, body: Any) -> list[ToolResult]:
         """The tool results of this turn: those in the last message, when it is a user turn."""
         msgs = _messages(body)
@@ -323,7 +327,15 @@ class AnthropicAdapter(AdapterBase):
                 return text[span[0] : span[1]]
         return None
 
-    def put_system_block(self, doc: JsonDoc, open_tag: str, close_tag: str, block: str) -> bool:
+    def put_system_block(
+        self,
+        doc: JsonDoc,
+        open_tag: str,
+        close_tag: str,
+        block: str,
+        *,
+        inherits_system: bool = True,
+    ) -> bool:
         """Put ember's block after the last system block, or replace ember's region where one
         is already there (so shaping a shaped body changes nothing). Existing blocks, and the
         ``cache_control`` breakpoints on them, keep their bytes; a string system becomes one

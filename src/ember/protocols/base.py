@@ -222,6 +222,11 @@ class ProtocolAdapter(Protocol):
 
     def first_user_text(self, body: Any) -> str | None: ...
 
+    def leading_user_texts(self, body: Any, count: int) -> list[str]:
+        """The texts of the first ``count`` user messages, oldest first (system and developer
+        messages, however many a client sends ahead of them, are not counted)."""
+        ...
+
     def tool_results(self, body: Any) -> list[ToolResult]: ...
 
     def recent_context(self, body: Any, before: int) -> tuple[list[str], list[str]]:
@@ -265,7 +270,18 @@ class ProtocolAdapter(Protocol):
 
     def owned_system_block(self, body: Any, open_tag: str, close_tag: str) -> str | None: ...
 
-    def put_system_block(self, doc: JsonDoc, open_tag: str, close_tag: str, block: str) -> bool: ...
+    def put_system_block(
+        self,
+        doc: JsonDoc,
+        open_tag: str,
+        close_tag: str,
+        block: str,
+        *,
+        inherits_system: bool = True,
+    ) -> bool:
+        """``inherits_system`` False: the request continues a response that had no system
+        prompt in its input (only the Responses API has continuations)."""
+        ...
 
 
 def as_int(value: Any) -> int:

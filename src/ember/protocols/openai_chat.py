@@ -173,6 +173,13 @@ class OpenAIChatAdapter(OpenAIAdapterBase):
                 return text_of(m.get("content"), _TEXT_PARTS)
         return None
 
+    def leading_user_texts(self, body: Any, count: int) -> list[str]:
+        users = (m for m in _messages(body) if isinstance(m, dict) and m.get("role") == "user")
+        return [
+            text_of(m.get("content"), _TEXT_PARTS)
+            for _, m in zip(range(count), users, strict=False)
+        ]
+
     def tool_results(self, body: Any) -> list[ToolResult]:
         """The ``tool`` messages after the last assistant message."""
         out: list[ToolResult] = []
@@ -305,7 +312,15 @@ class OpenAIChatAdapter(OpenAIAdapterBase):
                     return text[span[0] : span[1]]
         return None
 
-    def put_system_block(self, doc: JsonDoc, open_tag: str, close_tag: str, block: str) -> bool:
+    def put_system_block(
+        self,
+        doc: JsonDoc,
+        open_tag: str,
+        close_tag: str,
+        block: str,
+        *,
+        inherits_system: bool = True,
+    ) -> bool:
         """Put ember's block at the end of the system prompt: the last system/developer message
         of the leading run (falling back to the last one anywhere). A string content gets the
         block after a blank line -- a string stays a string, since some compatible servers

@@ -97,6 +97,15 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
                 return text_of(i.get("content"), _TEXT_PARTS)
         return None
 
+    def leading_user_texts(self, body: Any, count: int) -> list[str]:
+        if isinstance(body, dict) and isinstance(body.get("input"), str):
+            return [str(body["input"])][:count]
+        users = (i for i in _items(body) if _is_role(i, ("user",)))
+        return [
+            text_of(i.get("content"), _TEXT_PARTS)
+            for _, i in zip(range(count), users, strict=False)
+        ]
+
     def tool_results(self, body: Any) -> list[ToolResult]:
         """The ``function_call_output`` items at the end of the input."""
         out: list[ToolResult] = []
@@ -238,7 +247,15 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
                 return text[span[0] : span[1]]
         return None
 
-    def put_system_block(self, doc: JsonDoc, open_tag: str, close_tag: str, block: str) -> bool:
+    def put_system_block(
+        self,
+        doc: JsonDoc,
+        open_tag: str,
+        close_tag: str,
+        block: str,
+        *,
+        inherits_system: bool = True,
+    ) -> bool:
         """Put ember's block at the tail of the system prompt, wherever the client keeps it:
         at the end of ``instructions`` (after a blank line); else, when the input opens with
         system/developer items (Codex sends its prompt that way and no instructions), as one
@@ -252,11 +269,14 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
         included. Codex over WebSocket prewarms with its base prompt (which gets the block) and
         then continues with new items that open with another developer item: a block there
         too was a second copy in the model's prompt, and a new ``instructions`` a second copy
-        in front of the cached prefix."""
+        in front of the cached prefix. With its default model Codex prewarms with an empty input
+        (the block then goes in the prewarm's own ``instructions``, not carried over) and sends
+        its whole prompt with the turn: that continuation (``inherits_system`` False) gets the
+        block in its leading developer messages, like a first request."""
         current = doc.value.get("instructions")
         if isinstance(current, str) and current:
             return replace_region(doc, ["instructions"], current, open_tag, close_tag, block)
-        if doc.value.get("previous_response_id"):
+        if doc.value.get("previous_response_id") and inherits_system:
             return False
         items = _items(doc.value)
         head = _leading_system(items) if current is None else None
@@ -272,13 +292,22 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
         return replace_region(doc, ["instructions"], current, open_tag, close_tag, block)
 
 
+def opens_with_system(body: Any) -> bool:
+    """The input opens with a system/developer message (a continuation inherits it)."""
+    return isinstance(body, dict) and _leading_system(_items(body)) is not None
+
+
 def _leading_system(items: list[Any]) -> int | None:
-    """The last system/developer item of the run the input opens with."""
+    """The last system/developer message of the run the input opens with. Other items of that
+    role belong to the run but hold no text: Codex 0.171.0 with its default model opens with its
+    tools as ``{"type": "additional_tools", "role": "developer"}``, and stopping there put ember's
+    block in a new ``instructions``, before the client's own prompt."""
     head = None
     for i, item in enumerate(items):
-        if not _is_role(item, _SYSTEM_ROLES):
+        if not (isinstance(item, dict) and item.get("role") in _SYSTEM_ROLES):
             break
-        head = i
+        if _is_role(item, _SYSTEM_ROLES):
+            head = i
     return head
 
 

@@ -18,8 +18,11 @@ from ember.session import derive_session_id
 from ember.sessions import SessionRegistry
 from ember.threads import RequestShape
 
-#: How many leading messages are searched for a working directory (Claude Code and Codex put
-#: their environment block in the first user turn; scanning a long history every turn is waste).
+#: How many leading *user* messages are searched for a working directory (Claude Code and Codex
+#: put their environment block in the first user turn; scanning a long history every turn is
+#: waste). Counted among user messages only: Codex 0.171.0 with its default model sends five
+#: developer items (one holding its tools) before its ``<environment_context>``, which a count
+#: of the first three items of any role missed, so its sessions resolved to no project.
 CWD_SCAN_MESSAGES = 3
 #: Claude Code marks its sub-agents' requests with this header.
 SUBAGENT_HEADER = "x-claude-code-agent-id"
@@ -40,10 +43,7 @@ def build_exchange(
     if not isinstance(doc.value, dict):
         raise ProtocolError("request body must be a JSON object")
     value = doc.value
-    texts = (
-        adapter.user_text(value, i)
-        for i in range(min(adapter.message_count(value), CWD_SCAN_MESSAGES))
-    )
+    texts = adapter.leading_user_texts(value, CWD_SCAN_MESSAGES)
     system = adapter.system_text(value)
     project = resolve_project(headers, settings.project_root, system, texts)
     first_user = adapter.first_user_text(value)

@@ -42,6 +42,7 @@ from ember.errors import ProtocolError
 from ember.exchange import Exchange, Outcome, OutcomeKind
 from ember.protocols import OPENAI_RESPONSES
 from ember.protocols.base import AssembledMessage
+from ember.protocols.openai_responses import opens_with_system
 from ember.protocols.responses_ws import (
     ANSWERED,
     CREATE,
@@ -82,6 +83,16 @@ class _Flight:
     ttfb_ms: float | None = None
     started: bool = False
     texts: list[str] = field(default_factory=list)
+    #: the request's input opens with a system prompt, or inherits one it continues
+    has_system: bool = False
+
+
+@dataclass(frozen=True)
+class _Prior:
+    """What a continuation takes from the response it continues."""
+
+    thread: Thread | None
+    has_system: bool
 
 
 class ResponsesSession:
@@ -103,8 +114,8 @@ class ResponsesSession:
         self.read_timeout = app.settings.upstream_read_timeout
         self._lanes: dict[str | None, deque[_Flight]] = {}
         self._project: ProjectRef | None = None
-        #: thread of each recent response created on this socket, by response id
-        self._threads: OrderedDict[str, Thread] = OrderedDict()
+        #: thread and system prompt of each recent response created on this socket, by id
+        self._threads: OrderedDict[str, _Prior] = OrderedDict()
         self._last_activity = time.monotonic()
         self._error: str | None = None
         self._faulted = False
@@ -166,23 +177,29 @@ class ResponsesSession:
         if kind not in ANSWERED:
             await self.upstream.send_str(text)  # response.processed, response.steer...: as sent
             return
-        self._continue_thread(ex, kind)
+        inherited = self._continue_thread(ex, kind)
         if kind == CREATE:  # an append has no instructions or tools for the stages to edit
             await self.app.pipeline.run_request(ex)
         flight = _Flight(ex, lane(ex.doc.value))
+        flight.has_system = inherited or opens_with_system(ex.doc.value)
         self._lanes.setdefault(flight.lane, deque()).append(flight)
         flight.sent = self._last_activity = time.monotonic()
         await self.upstream.send_str(ex.doc.to_bytes().decode() if ex.doc.edited else text)
 
-    def _continue_thread(self, ex: Exchange, kind: str | None) -> None:
-        """A continuation of a response of this socket is of that response's thread; an
-        append continues the socket's last response."""
+    def _continue_thread(self, ex: Exchange, kind: str | None) -> bool:
+        """A continuation of a response of this socket is of that response's thread, and
+        inherits its system prompt when it had one (True); an append continues the socket's
+        last response. A continuation of a response without one gets ember's block itself."""
         if kind == CREATE:
             prior = self._threads.get(previous_response(ex.doc.value) or "")
         else:
             prior = next(reversed(self._threads.values()), None)
-        if prior is not None:
-            ex.thread = prior
+        if prior is None:
+            return False
+        if prior.thread is not None:
+            ex.thread = prior.thread
+        ex.inherits_no_system = kind == CREATE and not prior.has_system
+        return prior.has_system
 
     def _exchange(self, raw: bytes) -> Exchange:
         ex = self.app._exchange(OPENAI_RESPONSES, PATH, self.query, self.headers, raw)
@@ -231,8 +248,8 @@ class ResponsesSession:
             flight.ttfb_ms = (now - flight.sent) * 1000
         if head.type == "response.created":
             flight.started = True
-            if head.response_id is not None and flight.ex.thread is not None:
-                self._threads[head.response_id] = flight.ex.thread
+            if head.response_id is not None:
+                self._threads[head.response_id] = _Prior(flight.ex.thread, flight.has_system)
                 while len(self._threads) > _THREADS_KEPT:
                     self._threads.popitem(last=False)
         flight.texts.append(text)

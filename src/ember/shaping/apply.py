@@ -13,13 +13,17 @@ from ember.shaping.policy import EffortPlan
 from ember.shaping.verbosity import CLOSE_TAG, OPEN_TAG, steering_text
 
 
-def apply_verbosity(adapter: ProtocolAdapter, doc: JsonDoc, level: int) -> bool:
+def apply_verbosity(
+    adapter: ProtocolAdapter, doc: JsonDoc, level: int, *, inherits_system: bool = True
+) -> bool:
     """Put the level's block at the tail of the system prompt (replacing ember's block if the
     body already has one); True when the body changed. Level 0 leaves the body alone."""
     block = steering_text(level)
     if block is None:
         return False
-    return adapter.put_system_block(doc, OPEN_TAG, CLOSE_TAG, block)
+    return adapter.put_system_block(
+        doc, OPEN_TAG, CLOSE_TAG, block, inherits_system=inherits_system
+    )
 
 
 def apply_effort(adapter: ProtocolAdapter, doc: JsonDoc, plan: EffortPlan) -> tuple[str, ...]:

@@ -144,7 +144,9 @@ class ShapingStage(Stage):
                 resolved = self.resolve_level()
                 state.level, state.source = resolved.level, resolved.source
             note.level, note.source = state.level, state.source
-            note.block_edited = apply_verbosity(ex.adapter, ex.doc, state.level)
+            note.block_edited = apply_verbosity(
+                ex.adapter, ex.doc, state.level, inherits_system=not ex.inherits_no_system
+            )
             params, changed = self._route_effort(ex, state, kind, known_cold)
             note.effort_changes = changed
         state.add_note(RequestNote(seq, now, params, bool(changed)))
