@@ -14,6 +14,7 @@ from ember import __version__
 from ember.cli.demo import demo
 from ember.cli.dev import dev
 from ember.cli.doctor import doctor
+from ember.cli.learn import learn
 from ember.cli.memory import memory
 from ember.cli.output_savings import output_savings
 from ember.cli.proxy import proxy
@@ -51,6 +52,7 @@ cli.add_command(doctor)
 cli.add_command(wrap)
 cli.add_command(setup)
 cli.add_command(shadow)
+cli.add_command(learn)
 
 
 def main() -> None:
