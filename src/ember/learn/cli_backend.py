@@ -84,6 +84,8 @@ def run_cli(
         raise
     finally:
         feeder.join(timeout=1.0)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            pipe.close()
     seconds = time.monotonic() - start
     stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
     if code != 0:

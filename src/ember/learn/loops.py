@@ -55,7 +55,8 @@ _PAGINATION = [
     re.compile(r"\b(?:offset|limit|page|start|end)=\d+"),
     re.compile(r"\|\s*(?:less|more)\b"),
 ]
-_INTEGER = re.compile(r"(?<![\w.])\d+(?![\w.])")
+#: an integer standing alone (between spaces, quotes, ``=`` or commas): not a port or a name
+_INTEGER = re.compile(r"(?<![^\s=,'\"(\[])-?\d+(?![^\s,'\")\]])")
 _SPACES = re.compile(r"\s+")
 _WORD = re.compile(r"[a-z0-9_]{2,}")
 _PAGINATION_KEYS = frozenset(
