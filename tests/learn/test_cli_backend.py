@@ -75,7 +75,7 @@ def test_exit_status_and_missing_binary_are_reported(tmp_path: Path) -> None:
     )
     with pytest.raises(CliFailed, match="exited with status 3: Not logged in"):
         run_cli([str(cli)], "", idle_timeout=5, wall_timeout=10)
-    with pytest.raises(CliFailed, match="cannot run .*is it installed"):
+    with pytest.raises(CliFailed, match=r"cannot run .*is it installed"):
         run_cli([str(tmp_path / "no-such-cli")], "")
 
 
@@ -83,7 +83,8 @@ def test_claude_stream_json_answer_is_its_result_event() -> None:
     out = (
         '{"type":"system","subtype":"init"}\n'
         '{"type":"assistant","message":{}}\n'
-        '{"type":"result","subtype":"success","is_error":false,"result":"{\\"recommendations\\": []}"}\n'
+        '{"type":"result","subtype":"success","is_error":false,'
+        '"result":"{\\"recommendations\\": []}"}\n'
     )
     assert answer_of("claude", out) == '{"recommendations": []}'
     with pytest.raises(CliFailed, match="reported an error: Credit balance is too low"):

@@ -97,7 +97,7 @@ def test_measured_waste_overrides_the_models_estimate() -> None:
     others = [r for r in weighted if r.section != "Paths"]
     assert [r.estimated_tokens_saved for r in others] == [50_000, 300]
     assert not any(r.is_loop_guardrail for r in others)
-    assert [r.section for r in weighted][0] == "Preferences"  # ranked by weight
+    assert next(r.section for r in weighted) == "Preferences"  # ranked by weight
 
 
 def test_waste_of_one_signature_adds_up_over_sessions() -> None:

@@ -10,6 +10,7 @@ and a *wall cap*. Either one kills the CLI's whole process group and raises
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import signal
@@ -136,14 +137,10 @@ def _collect(
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
     """Kill the CLI and everything it started (its own process group)."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 def answer_of(cli: str, stdout: str) -> str:

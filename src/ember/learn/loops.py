@@ -59,7 +59,7 @@ _PAGINATION = [
 _INTEGER = re.compile(r"(?<![^\s=,'\"(\[])-?\d+(?![^\s,'\")\]])")
 _SPACES = re.compile(r"\s+")
 _WORD = re.compile(r"[a-z0-9_]{2,}")
-_PAGINATION_KEYS = frozenset(
+_VOLATILE_KEYS = frozenset(
     {
         "offset",
         "limit",
@@ -103,7 +103,7 @@ def canonical_signature(call: ToolCall) -> str:
         for pattern in _PAGINATION:
             text = pattern.sub(" ", text)
     else:
-        kept = {k: v for k, v in call.input.items() if k.lower() not in _PAGINATION_KEYS}
+        kept = {k: v for k, v in call.input.items() if k.lower() not in _VOLATILE_KEYS}
         text = " ".join(f"{k}={_flat(v)}" for k, v in sorted(kept.items()))
     text = _INTEGER.sub("N", text)
     return f"{call.name}: {_SPACES.sub(' ', text).strip()}"
@@ -218,9 +218,9 @@ def apply_loop_weighting(
         words = _words(rec.text)
         best: str | None = None
         for sig, sig_words in signature_words.items():
-            if sig_words and 2 * len(sig_words & words) > len(sig_words):
-                if best is None or waste[sig] > waste[best]:
-                    best = sig
+            overlaps = bool(sig_words) and 2 * len(sig_words & words) > len(sig_words)
+            if overlaps and (best is None or waste[sig] > waste[best]):
+                best = sig
         if best is not None:
             evidence = [*rec.evidence, *(e for e in where[best] if e not in rec.evidence)]
             rec = Recommendation(rec.section, rec.text, waste[best], True, evidence)

@@ -12,6 +12,7 @@ Token usage is cumulative in ``token_count`` events: the last one is the session
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,10 +56,8 @@ def exit_code_of(output: Any) -> int | None:
     """The exit code a tool output reports, if it reports one (JSON ``metadata.exit_code``,
     ``exit_code`` / ``exitCode`` fields, or an ``Exit code: N`` line)."""
     if isinstance(output, str) and output.startswith("{"):
-        try:
+        with contextlib.suppress(orjson.JSONDecodeError):
             output = orjson.loads(output)
-        except orjson.JSONDecodeError:
-            pass
     if isinstance(output, dict):
         meta = output.get("metadata")
         for holder in (meta if isinstance(meta, dict) else {}, output):
@@ -146,10 +145,11 @@ class _State:
                 self.calls[call.call_id] = call
             return True
         if sub in _OUTPUTS:
-            call = self.calls.get(str(p.get("call_id")))
-            if call is None and sub == "tool_result":
-                call = self.last_call
-            if call is not None:
+            answered = self.calls.get(str(p.get("call_id")))
+            if answered is None and sub == "tool_result":
+                answered = self.last_call
+            if answered is not None:
+                call = answered
                 output = p.get("output", p.get("result"))
                 call.output_chars += len(as_text(output))
                 code = exit_code_of(output)
@@ -177,9 +177,11 @@ class _State:
         elif sub == "mcp_tool_call_end":
             result = p.get("result")
             ok = result.get("Ok") if isinstance(result, dict) else None
-            if call is not None and isinstance(result, dict):
-                if "Err" in result or (isinstance(ok, dict) and ok.get("isError") is True):
-                    self._fail(call, as_text(result.get("Err") or ok))
+            failed = isinstance(result, dict) and (
+                "Err" in result or (isinstance(ok, dict) and ok.get("isError") is True)
+            )
+            if call is not None and isinstance(result, dict) and failed:
+                self._fail(call, as_text(result.get("Err") or ok))
         elif sub == "turn_aborted":
             s.events.append(SessionEvent("interrupt", _str(p.get("reason")), ts))
         elif sub == "error":

@@ -66,8 +66,8 @@ class GrokReader:
 
 
 def _summary(session: SessionData, doc: dict[str, Any]) -> None:
-    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
-    assert isinstance(info, dict)
+    raw = doc.get("info")
+    info: dict[str, Any] = raw if isinstance(raw, dict) else {}
     if isinstance(info.get("id"), str):
         session.session_id = info["id"]
     if isinstance(info.get("cwd"), str):
@@ -104,8 +104,9 @@ def _take(session: SessionData, calls: dict[str, ToolCall], kind: str, r: dict[s
                     calls[call.call_id] = call
         return True
     if kind == "tool_result":
-        call = calls.pop(str(r.get("tool_call_id")), None)
-        if call is not None:
+        answered = calls.pop(str(r.get("tool_call_id")), None)
+        if answered is not None:
+            call = answered
             text = as_text(r.get("content"))
             call.output_chars = len(text)
             code = _EXIT.search(text[:2000])

@@ -192,8 +192,8 @@ class _Fold:
 
 
 def _tool(part: dict[str, Any]) -> ToolCall:
-    state = part.get("state") if isinstance(part.get("state"), dict) else {}
-    assert isinstance(state, dict)
+    raw = part.get("state")
+    state: dict[str, Any] = raw if isinstance(raw, dict) else {}
     call = ToolCall(str(part.get("tool", "?")), compact_input(state.get("input")))
     call.call_id = _str(part.get("callID"))
     output = as_text(state.get("output"))
@@ -210,8 +210,8 @@ def _tool(part: dict[str, Any]) -> ToolCall:
 def _usage(tokens: Any) -> Usage:
     if not isinstance(tokens, dict):
         return Usage()
-    cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
-    assert isinstance(cache, dict)
+    raw = tokens.get("cache")
+    cache: dict[str, Any] = raw if isinstance(raw, dict) else {}
     return Usage(
         _int(tokens.get("input")),
         _int(tokens.get("output")) + _int(tokens.get("reasoning")),
