@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import stat
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -269,3 +270,18 @@ def test_scan_only_asks_no_model(home: Path) -> None:
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["model"]["backend"] is None and report["recommendations"] == []
+
+
+def test_starting_ember_does_not_load_the_learning_pipeline() -> None:
+    """`ember proxy` and every other command start without the provider SDKs `ember learn`
+    needs (importing them cost ~2 s and ~70 MB, enough to fail start-up health checks)."""
+    code = "import sys, ember.cli; print(sorted({'anthropic', 'openai'} & set(sys.modules)))"
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": src},
+    )
+    assert out.stdout.strip() == "[]"

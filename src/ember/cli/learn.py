@@ -6,16 +6,21 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ember.cli.options import json_option
-from ember.learn.analyze import ApiBackend, Backend, CliBackend
 from ember.learn.cli_backend import CLI_COMMANDS, DEFAULT_IDLE_TIMEOUT, DEFAULT_WALL_TIMEOUT
-from ember.learn.logs import Scan, readers, sources
 from ember.learn.model import LearnError
-from ember.learn.pipeline import LearnResult, analyse, fold
+
+if TYPE_CHECKING:
+    from ember.learn.analyze import Backend
+    from ember.learn.logs import Scan
+    from ember.learn.pipeline import LearnResult
+
+# The pipeline (and the provider SDKs it needs) is imported when `ember learn` runs, not when
+# `ember` starts: every other command, `ember proxy` first, would pay ~2 s and ~70 MB for it.
 
 DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-5-mini"}
 KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
@@ -104,6 +109,10 @@ def learn(
       ember learn --scan-only --json
       ember learn --cli claude
     """
+    from ember.learn.analyze import CliBackend
+    from ember.learn.logs import Scan, readers, sources
+    from ember.learn.pipeline import analyse
+
     available = readers()
     agents = sorted(available) if agent == "all" else [agent]
     project = project.resolve() if project is not None else None
@@ -131,6 +140,8 @@ def learn(
 def _backend(
     url: str | None, model: str | None, protocol: str, cli: str | None, timeout: float
 ) -> Backend:
+    from ember.learn.analyze import ApiBackend, CliBackend
+
     if cli is not None and url is not None:
         raise LearnError("pass either --cli or --llm-url, not both")
     if cli is not None:
@@ -168,6 +179,8 @@ def _scan_with_progress(available: Any, found: Scan, project: Path | None, *, qu
         TimeRemainingColumn,
         TransferSpeedColumn,
     )
+
+    from ember.learn.pipeline import fold
 
     console = Console(stderr=True)
     columns = (
