@@ -1,0 +1,1 @@
+"""Learning loop: lessons from agents' own session logs, written back into marker blocks."""
