@@ -126,6 +126,12 @@ class Settings(BaseModel):
     #: ember locates its edits with recurses once per level, and Python stops it near 1000.
     max_json_depth: int = Field(default=256, ge=1, le=512)
 
+    # -- learning loop (issue #11) ---------------------------------------------------------
+    #: TOIN: observe the structure of tool outputs and re-fetches passing through the proxy
+    #: (hashes and counts in stats.db, never values; never changes a request). Published
+    #: only by ``ember toin publish``.
+    toin: bool = True
+
     # -- shadow memory (issue #9) -----------------------------------------------------------
     #: primary: facts are extracted from the still-hot prompt cache after a turn and become
     #: memories; compare: the shadow and the cold steward both run, into their own tables,
