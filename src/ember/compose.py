@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from ember.accounting import AccountingStage
 from ember.config import Settings
 from ember.exchange import Stage
+from ember.learn.toin.stage import ToinStage
 from ember.memory.router import MemoryRouter
 from ember.memory.stage import MemoryStage
 from ember.proxy.app import ProxyApp
@@ -54,6 +55,9 @@ def build_stages(settings: Settings, storage: Storage) -> list[Stage]:
         # shadow stage has just written for this request.
         if settings.traffic_learning:
             stages.append(TrafficStage(settings, memories=router.for_project))
+    # TOIN last among the features: it only reads, and sees the request as it goes upstream.
+    if settings.toin:
+        stages.append(ToinStage(storage))
     return stages
 
 

@@ -150,6 +150,10 @@ class Settings(BaseModel):
     #: model call. It rides on shadow memory's transcript for its evidence: with
     #: ``EMBER_SHADOW=off`` nothing is recorded to point at, and it learns nothing.
     traffic_learning: bool = True
+    #: TOIN (issue #11; seed 004 §4): observe the structure of tool outputs and re-fetches
+    #: passing through the proxy (hashes and counts in stats.db, never values; it never
+    #: changes a request). What it learns leaves only through ``ember toin publish``.
+    toin: bool = True
 
     # -- Responses over WebSocket (issue #8; rules and sources: ember/proxy/ws_support.py) -----
     #: auto: relay WebSocket upgrades on /v1/responses when the provider accepts them, and

@@ -21,6 +21,7 @@ from ember.cli.proxy import proxy
 from ember.cli.setup import setup
 from ember.cli.shadow import shadow
 from ember.cli.stats import stats
+from ember.cli.toin import toin
 from ember.cli.wrap import wrap
 from ember.errors import EmberError
 
@@ -53,6 +54,7 @@ cli.add_command(wrap)
 cli.add_command(setup)
 cli.add_command(shadow)
 cli.add_command(learn)
+cli.add_command(toin)
 
 
 def main() -> None:

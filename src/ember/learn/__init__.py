@@ -2,5 +2,8 @@
 
 ``logs`` reads every agent's format into one model (``model``); ``loops`` finds repeated calls
 and measures their waste; ``digest`` builds what the model reads; ``analyze`` makes the one
-model call; ``pipeline`` ties them together for ``ember learn``.
+model call; ``pipeline`` ties them together for ``ember learn``; ``markers`` and ``writeback``
+put the lessons into marker blocks of the agents' own files; ``verbosity`` turns the logs'
+interrupts and fast skips into a verbosity level and an output baseline; ``toin`` observes
+tool outputs in the proxy (observation only).
 """

@@ -1,0 +1,199 @@
+"""The TOIN stage: watches tool outputs and re-fetches go by; never changes a request.
+
+Observation-only is the contract, not a default: a hook that let learned state shape a
+request would make the same input produce different bytes from one run to the next (a missed
+prompt cache, a bug nobody can reproduce). So this stage only reads ``Exchange.body`` and the
+answer, never edits ``Exchange.doc``, and what it learns leaves the process only through
+``ember toin publish``, run at a deploy boundary.
+
+What it sees, per session:
+- an answer's tool calls: kept in memory by call id (tool name, a digest of the arguments,
+  the query patterns); a call whose digest this session already made is a **re-fetch**,
+  counted against the structure of the output that first call got;
+- a request's new tool results (the last user turn's): each becomes one observation of its
+  structure in its slice (``keys``), once, even if the client resends the request.
+
+Cheap and fail-open: observations accumulate in memory and are merged into ``stats.db`` by
+its writer every ``FLUSH_EVERY`` observations, every ``FLUSH_SECONDS`` and at shutdown (a
+``kill -9`` loses at most that much); any error here is logged and the request goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ember.exchange import Exchange, Outcome, Services, Stage
+from ember.learn.toin.keys import PatternKey, auth_mode, family
+from ember.learn.toin.patterns import Pattern
+from ember.learn.toin.privacy import call_signature, query_patterns, structure_of
+from ember.learn.toin.store import instance_hash, merge_patterns
+from ember.store.driver import Connection
+from ember.store.registry import Storage
+
+log = logging.getLogger(__name__)
+
+FLUSH_EVERY = 64
+FLUSH_SECONDS = 5.0
+#: Sessions, calls per session and call digests per session remembered (oldest go first).
+MAX_SESSIONS = 512
+MAX_CALLS = 256
+MAX_DIGESTS = 2048
+
+
+@dataclass(frozen=True)
+class _Call:
+    tool: str | None
+    digest: str
+    queries: tuple[str, ...]
+
+
+@dataclass
+class _Session:
+    calls: OrderedDict[str, _Call] = field(default_factory=OrderedDict)
+    #: call digest -> the key and kind of the output the first such call got
+    digests: OrderedDict[str, tuple[PatternKey, str]] = field(default_factory=OrderedDict)
+    #: result ids already observed (a resent request observes nothing new)
+    observed: OrderedDict[str, None] = field(default_factory=OrderedDict)
+
+
+def _remember(table: OrderedDict[str, Any], key: str, value: Any, limit: int) -> None:
+    table[key] = value
+    table.move_to_end(key)
+    while len(table) > limit:
+        table.popitem(last=False)
+
+
+class ToinStage(Stage):
+    name = "toin"
+
+    def __init__(
+        self,
+        storage: Storage,
+        clock: Callable[[], float] = time.time,
+        flush_every: int = FLUSH_EVERY,
+        flush_seconds: float = FLUSH_SECONDS,
+    ) -> None:
+        self.storage = storage
+        self.clock = clock
+        self.flush_every = flush_every
+        self.flush_seconds = flush_seconds
+        self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        self._pending: dict[PatternKey, Pattern] = {}
+        self._count = 0
+        self._ticker: asyncio.Task[None] | None = None
+        self._writes: set[asyncio.Future[Any]] = set()
+
+    async def start(self, services: Services) -> None:
+        self._ticker = asyncio.create_task(self._tick(), name="toin-flush")
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(self.flush_seconds)
+            self.flush()
+
+    def _session(self, session_id: str) -> _Session:
+        s = self._sessions.get(session_id)
+        if s is None:
+            s = _Session()
+        _remember(self._sessions, session_id, s, MAX_SESSIONS)
+        return s
+
+    def _pattern(self, key: PatternKey, kind: str) -> Pattern:
+        p = self._pending.get(key)
+        if p is None:
+            p = self._pending[key] = Pattern(key, kind)
+        return p
+
+    async def on_request(self, ex: Exchange) -> None:
+        try:
+            self.observe_request(ex)
+        except Exception:  # fail open: learning never costs a request
+            log.exception("TOIN could not observe a request; it went on untouched")
+
+    async def on_response(self, ex: Exchange, outcome: Outcome) -> None:
+        try:
+            self.observe_answer(ex, outcome)
+        except Exception:
+            log.exception("TOIN could not observe an answer")
+
+    def observe_request(self, ex: Exchange) -> None:
+        results = ex.adapter.tool_results(ex.body)
+        if not results:
+            return
+        session = self._session(ex.session_id)
+        slice_ = (auth_mode(ex.headers), family(ex.model))
+        now = self.clock()
+        for r in results:
+            if r.tool_use_id is not None:
+                if r.tool_use_id in session.observed:
+                    continue
+                _remember(session.observed, r.tool_use_id, None, MAX_CALLS)
+            call = session.calls.pop(r.tool_use_id, None) if r.tool_use_id else None
+            structure = structure_of(call.tool if call else None, r.content)
+            key = PatternKey(*slice_, structure.hash)
+            pattern = self._pattern(key, structure.kind)
+            size = len(r.content.encode("utf-8", errors="surrogatepass"))
+            pattern.observe(size, r.is_error, structure.fields, now)
+            if call is not None:
+                pattern.queries.update(call.queries)
+                if call.digest not in session.digests:
+                    _remember(session.digests, call.digest, (key, structure.kind), MAX_DIGESTS)
+            self._count += 1
+        if self._count >= self.flush_every:
+            self.flush()
+
+    def observe_answer(self, ex: Exchange, outcome: Outcome) -> None:
+        msg = outcome.message
+        calls = msg.tool_calls if msg is not None else []
+        if not calls:
+            return
+        session = self._session(ex.session_id)
+        for block in calls:
+            digest = call_signature(block.name, block.input)
+            first = session.digests.get(digest)
+            if first is not None:  # the same call again: a re-fetch of that output
+                self._pattern(*first).refetches += 1
+                self._count += 1
+            if block.id:
+                call = _Call(block.name, digest, tuple(query_patterns(block.input)))
+                _remember(session.calls, block.id, call, MAX_CALLS)
+
+    def flush(self) -> asyncio.Future[Any] | None:
+        """Hand what was observed to ``stats.db``'s writer (never waits for it)."""
+        if not self._pending:
+            return None
+        pending, self._pending, self._count = list(self._pending.values()), {}, 0
+
+        def job(conn: Connection) -> int:
+            me = instance_hash(conn)
+            return merge_patterns(conn, [replace(p, instances=(me,)) for p in pending])
+
+        done = asyncio.wrap_future(self.storage.stats().submit(job, label="toin"))
+        self._writes.add(done)
+        done.add_done_callback(self._written)
+        return done
+
+    def _written(self, done: asyncio.Future[Any]) -> None:
+        self._writes.discard(done)
+        if not done.cancelled() and done.exception() is not None:
+            log.warning("TOIN observations were not stored: %s", done.exception())
+
+    async def settle(self) -> None:
+        self.flush()
+        for done in list(self._writes):
+            with contextlib.suppress(Exception):
+                await done
+
+    async def close(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+        await self.settle()
