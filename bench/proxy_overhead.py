@@ -158,7 +158,13 @@ async def main_async(args: argparse.Namespace) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
     env["EMBER_HOME"] = home
     # The bare proxy: accounting only (the foundation); "full" is `ember proxy` as shipped.
-    bare_env = {**env, "EMBER_OUTPUT_SHAPING": "false", "EMBER_MEMORY_MODE": "off"}
+    bare_env = {
+        **env,
+        "EMBER_OUTPUT_SHAPING": "false",
+        "EMBER_MEMORY_MODE": "off",
+        "EMBER_SHADOW": "off",
+        "EMBER_TOIN": "false",
+    }
     up_port, bare_port, full_port = free_port(), free_port(), free_port()
     up = f"http://127.0.0.1:{up_port}"
     bare, full = f"http://127.0.0.1:{bare_port}", f"http://127.0.0.1:{full_port}"
@@ -212,8 +218,9 @@ def print_table(rows: list[Row], args: argparse.Namespace) -> None:
     print(
         f"\nproxy overhead — {args.requests} requests per cell, body {args.body_kb} KiB, "
         f"emulator and proxies as separate processes, loopback, {os.cpu_count()} cores\n"
-        "bare = accounting only (shaping and memory off); full = `ember proxy` defaults "
-        "(output shaping + memory auto_tail + accounting)\n"
+        "bare = accounting only (shaping, memory, shadow and TOIN off); full = `ember proxy` "
+        "defaults (output shaping + memory auto_tail + shadow memory with traffic learning + "
+        "TOIN + accounting)\n"
     )
     head = (
         f"{'scenario':24} {'proxy':5} {'direct p50':>10} {'proxy p50':>10} {'added p50':>10} "

@@ -240,9 +240,11 @@ async def test_interrupts_raise_the_level_after_three_in_a_row(settings: Setting
         _, note, ex = await d.send(body(ask(), ask("stop, just do it")))
         assert note.signal == Signal.TOO_MUCH
     assert d.stage.controller is not None and d.stage.controller.level == 3
-    await d.answer(ex)  # persisted after the answer, off the request path
-    saved = json.loads((settings.home / "shaping" / "controller.json").read_text())
-    assert saved["level"] == 3
+    await d.answer(ex)
+    path = settings.home / "shaping" / "controller.json"
+    assert not path.exists()  # never written per answer: at the periodic flush, or on close
+    await d.stage.close()
+    assert json.loads(path.read_text())["level"] == 3
 
 
 async def test_a_reply_faster_than_reading_is_a_fast_skip_and_a_slow_one_is_not(

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from ember.traffic.patterns import Category, Pointer, ToolRun, observe, recoveries
+from ember.traffic.patterns import (
+    Category,
+    Pointer,
+    ToolRun,
+    observe,
+    recoveries,
+    states_a_preference,
+)
 
 
 def bash(cmd: str, out: str = "ok", error: bool = False, rid: str | None = "m1") -> ToolRun:
@@ -63,3 +70,8 @@ def test_manifests_read_successfully_describe_the_project() -> None:
     ]
     arch = [o for o in observe([], runs, "s1") if o.category is Category.ARCHITECTURE]
     assert [o.key for o in arch] == ["manifest:pyproject.toml"]
+
+
+def test_the_cheap_check_sees_standing_instructions_only() -> None:
+    assert states_a_preference("Looks good. Never push to main directly.")
+    assert not states_a_preference("What does the cache module do?")

@@ -166,6 +166,11 @@ def architecture(runs: Sequence[ToolRun]) -> Iterator[Observation]:
             )
 
 
+def states_a_preference(user_text: str) -> bool:
+    """Cheap check before the full read: does any sentence read like a standing instruction?"""
+    return any(_PREFERENCE.search(s) for s in _SENTENCE.split(user_text.strip()))
+
+
 def preferences(user_text: str, message_id: str | None) -> Iterator[Observation]:
     """The user's explicit corrections and standing instructions, one per sentence."""
     if message_id is None:

@@ -30,7 +30,14 @@ from ember.shadow.transcript import by_ids, item_digest, latest_generation, mess
 from ember.store.database import Database
 from ember.store.registry import Storage
 from ember.traffic.learner import TrafficLearner, recoveries_to_drop
-from ember.traffic.patterns import RECOVERY_WINDOW, Category, Observation, ToolRun, observe
+from ember.traffic.patterns import (
+    RECOVERY_WINDOW,
+    Category,
+    Observation,
+    ToolRun,
+    observe,
+    states_a_preference,
+)
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +86,8 @@ class TrafficStage(Stage):
 
     async def on_response(self, ex: Exchange, outcome: Outcome) -> None:
         if outcome.kind != "ok" or not ex.is_main_thread or ex.project is None:
+            return
+        if not _worth_a_look(ex):
             return
         try:
             await self._learn(ex, ex.project)
@@ -136,6 +145,21 @@ class TrafficStage(Stage):
             await asyncio.to_thread(_prune_recoveries, store)
         except Exception:
             log.warning("traffic learning could not save %d fact(s)", len(facts), exc_info=True)
+
+
+def _worth_a_look(ex: Exchange) -> bool:
+    """Whether the request's latest turn holds tool results or words that read like a
+    standing instruction: checked on the latest turn only, so the many requests that have
+    neither cost no walk of the whole history (it was a twentieth of the proxy's busy time)."""
+    body, adapter = ex.body, ex.adapter
+    if adapter.tool_results(body):
+        return True
+    items = body.get("input") if isinstance(body, dict) else None
+    last = items[-1] if isinstance(items, list) and items else None
+    if isinstance(last, dict) and str(last.get("type", "")).endswith("_call_output"):
+        return True  # Responses: custom and shell tool outputs too
+    index = adapter.latest_user_index(body)
+    return index is not None and states_a_preference(adapter.user_text(body, index))
 
 
 def _new_runs(
