@@ -191,3 +191,31 @@ def test_answer_items_are_the_items_the_resent_history_will_hold(adapter: Protoc
         c for i in placeholders for c in i.call_ids
     }
     assert transcript_items(adapter, forked)[-1].text == QUESTION
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [r for r in all_requests() if r.kind in ("main", "subagent")],
+    ids=lambda r: r.name,
+)
+def test_reading_from_a_position_gives_exactly_the_full_reads_items_there(
+    request_: ClientRequest,
+) -> None:
+    """The shadow reads only what follows its recording; any difference from the full read
+    would change a message's id and break the evidence pointing at it."""
+    adapter = ANTHROPIC if request_.client == "claude-code" else OPENAI_RESPONSES
+    body = request_.json()
+    full = transcript_items(adapter, body)
+    for start in range(adapter.message_count(body) + 2):
+        wanted = [i for i in full if i.position == 0 or i.position >= start]
+        assert transcript_items(adapter, body, from_position=start) == wanted
+
+
+def test_a_result_read_from_a_position_keeps_the_tool_name_of_its_earlier_call() -> None:
+    body = json.loads(chat_body())
+    full = transcript_items(OPENAI_CHAT, body)
+    tools = [i for i in full if i.role == "tool"]
+    assert tools and all(i.tool_name for i in tools)
+    assert [
+        i for i in transcript_items(OPENAI_CHAT, body, tools[0].position) if i.role == "tool"
+    ] == tools

@@ -134,8 +134,7 @@ def _anthropic_user(position: int, content: Any, names: dict[str, str]) -> Items
     return out
 
 
-def _anthropic_items(messages: list[Any], start: int) -> Items:
-    names: dict[str, str] = {}
+def _anthropic_items(messages: list[Any], start: int, names: dict[str, str]) -> Items:
     out: Items = []
     for offset, m in enumerate(messages):
         if not isinstance(m, dict):
@@ -168,8 +167,7 @@ def _chat_assistant(position: int, m: dict[str, Any], names: dict[str, str]) -> 
     return _assistant(position, [text_of(m.get("content"), _TEXT_PARTS)], calls)
 
 
-def _chat_items(messages: list[Any], start: int) -> Items:
-    names: dict[str, str] = {}
+def _chat_items(messages: list[Any], start: int, names: dict[str, str]) -> Items:
     out: Items = []
     for offset, m in enumerate(messages):
         position = start + offset
@@ -216,8 +214,7 @@ def _responses_item(position: int, item: dict[str, Any], names: dict[str, str]) 
     return []
 
 
-def _responses_items(items: list[Any], start: int) -> Items:
-    names: dict[str, str] = {}
+def _responses_items(items: list[Any], start: int, names: dict[str, str]) -> Items:
     out: Items = []
     for offset, item in enumerate(items):
         if isinstance(item, dict):
@@ -225,10 +222,51 @@ def _responses_items(items: list[Any], start: int) -> Items:
     return out
 
 
-_ITEMS: dict[str, Callable[[list[Any], int], Items]] = {
+_ITEMS: dict[str, Callable[[list[Any], int, dict[str, str]], Items]] = {
     "anthropic": _anthropic_items,
     "openai_chat": _chat_items,
     "openai_responses": _responses_items,
+}
+
+
+# -- tool names only (the messages before ``from_position``) ---------------------------------
+
+
+def _anthropic_names(messages: list[Any], names: dict[str, str]) -> None:
+    for m in messages:
+        content = m.get("content") if isinstance(m, dict) and m.get("role") == "assistant" else None
+        for b in content if isinstance(content, list) else []:
+            kind = b.get("type") if isinstance(b, dict) else None
+            if not isinstance(kind, str) or not kind.endswith("tool_use"):
+                continue
+            if isinstance(b.get("id"), str) and isinstance(b.get("name"), str):
+                names[b["id"]] = b["name"]
+
+
+def _chat_names(messages: list[Any], names: dict[str, str]) -> None:
+    for m in messages:
+        calls = (
+            m.get("tool_calls") if isinstance(m, dict) and m.get("role") == "assistant" else None
+        )
+        for call in calls if isinstance(calls, list) else []:
+            fn = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(fn, dict) or not isinstance(call.get("id"), str):
+                continue
+            if isinstance(fn.get("name"), str):
+                names[call["id"]] = fn["name"]
+
+
+def _responses_names(items: list[Any], names: dict[str, str]) -> None:
+    for item in items:
+        kind = item.get("type") if isinstance(item, dict) else None
+        if isinstance(kind, str) and kind.endswith("_call") and "call_id" in item:
+            names[str(item["call_id"])] = item.get("name") or kind.removesuffix("_call")
+
+
+_NAMES: dict[str, Callable[[list[Any], dict[str, str]], None]] = {
+    "anthropic": _anthropic_names,
+    "openai_chat": _chat_names,
+    "openai_responses": _responses_names,
 }
 
 
@@ -244,11 +282,28 @@ def _conversation(adapter: ProtocolAdapter, body: Any) -> list[Any]:
     return messages if isinstance(messages, list) else []
 
 
-def transcript_items(adapter: ProtocolAdapter, body: Any) -> list[TranscriptItem]:
+def transcript_items(
+    adapter: ProtocolAdapter, body: Any, from_position: int = 0
+) -> list[TranscriptItem]:
     """The conversation of ``body`` as transcript items, in order (see the module's
-    decisions); ``[]`` for a body that has none or is not an object."""
-    items = _ITEMS.get(adapter.name)
-    return items(_conversation(adapter, body), 0) if items is not None else []
+    decisions); ``[]`` for a body that has none or is not an object.
+
+    ``from_position``: only the items of the first message and of the messages from that
+    position on (the ones before it only lend their tool names to later results). A caller
+    that has recorded the thread up to there needs no more, and reading a 200 KiB history
+    whole on every request of a long session was the largest cost ember added to it. The
+    items it returns are exactly the full call's items at those positions.
+    """
+    items, names_of = _ITEMS.get(adapter.name), _NAMES.get(adapter.name)
+    if items is None or names_of is None:
+        return []
+    conversation = _conversation(adapter, body)
+    names: dict[str, str] = {}
+    if from_position <= 1:
+        return items(conversation, 0, names)
+    head = items(conversation[:1], 0, names)
+    names_of(conversation[1:from_position], names)
+    return head + items(conversation[from_position:], from_position, names)
 
 
 def answer_items(
@@ -264,4 +319,4 @@ def answer_items(
     replay, items = REPLAYS.get(adapter.name), _ITEMS.get(adapter.name)
     if replay is None or items is None:
         return []
-    return items(replay.turn(answer), position)
+    return items(replay.turn(answer), position, {})

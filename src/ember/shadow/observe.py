@@ -189,17 +189,23 @@ class ShadowCore:
             # recorded (history from before shadow memory was enabled is never read).
             self._started.add(db.path)
             await db.awrite(_first_touch, label="shadow")
-        items = transcript_items(a.adapter, a.body)
+        offset = _continuation_offset(a.body, st.lineage)
+        # Read from the last message the thread's previous request held: what comes before it
+        # is recorded already, unless this request does not extend that one (then re-read).
+        hint = max(0, st.lineage.request_count - 1) if st.lineage and not offset else 0
+        items = transcript_items(a.adapter, a.body, from_position=hint)
         digests = position_digests(items)
         latest = 0
         if st.lineage is None:
             latest = await db.aread(lambda c: latest_generation(c, a.session_id))
-        offset = _continuation_offset(a.body, st.lineage)
         if offset and st.lineage is not None:  # only the new items came: after what is recorded
             items = [dataclasses.replace(i, position=i.position + offset) for i in items]
             generation, start = st.lineage.generation, offset
         else:
             generation, start = place(st.lineage, digests, latest)
+            if start < hint:  # a new generation: every message of it is recorded
+                items = transcript_items(a.adapter, a.body)
+                digests = position_digests(items)
         ended = (
             st.lineage.generation if st.lineage and generation != st.lineage.generation else None
         )
