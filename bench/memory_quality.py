@@ -33,12 +33,14 @@ import numpy.typing as npt
 from ember.memory import HierarchicalMemory, NewMemory
 from ember.memory.embed import get_embedder
 from ember.memory.embed.base import Embedder
+from ember.memory.retrieval.calibrate import MAX_DROPPED, choose_floor, shares
 from ember.memory.retrieval.rank import Ranking
 
 sys.path.insert(0, str(Path(__file__).parent))
 from memory_sets import EvalSet, all_sets
 
 K = 10
+FLOOR_DATA = Path(__file__).parent / "data" / "floor_scores.json"
 
 
 class CachedEmbedder:
@@ -65,11 +67,12 @@ def methods(embedder: CachedEmbedder, tune: bool) -> dict[str, Ranking]:
     z = embedder.cosine_zero
     out = {
         "chosen": Ranking(cosine_zero=z),
-        "today (mix)": Ranking("mix", cosine_zero=z),
+        "today (mix)": Ranking("mix", cosine_zero=z, recency_weight=0.25),
         "rrf": Ranking("rrf", cosine_zero=z),
         "vector only": Ranking("vector", cosine_zero=z),
         "bm25 only": Ranking("bm25", cosine_zero=z),
-        "chosen, no recency": Ranking(cosine_zero=z, recency_weight=0.0),
+        "chosen + recency 0.25": Ranking(cosine_zero=z, recency_weight=0.25),
+        "mix, no recency": Ranking("mix", cosine_zero=z),
     }
     if tune:
         for w in (0.5, 0.6, 0.7, 0.8, 0.9):
@@ -112,28 +115,47 @@ def scores(rs: list[int | None]) -> dict[str, float]:
     }
 
 
-def floor_table(store: HierarchicalMemory, turn_of: dict[str, str], es: EvalSet,
-                other: EvalSet, r: Ranking) -> dict[str, Any]:  # fmt: skip
-    """Scores of evidence hits vs. other hits, and of the best hit for asks the store cannot
-    answer (``other``'s questions), against candidate floors."""
-    rel, irr, unanswerable = [], [], []
+def hit_scores(store: HierarchicalMemory, turn_of: dict[str, str], es: EvalSet,
+               r: Ranking) -> tuple[list[float], list[float]]:  # fmt: skip
+    """Scores of the evidence hits in each question's top 10, and of the other hits."""
+    rel, other = [], []
     for q in es.questions:
         for h in store.search(q.question, top_k=K, fusion=r, now=es.now, touch=False):
-            (rel if turn_of[h.memory.id] in q.evidence else irr).append(h.score)
-    for q in other.questions:
-        hits = store.search(q.question, top_k=1, fusion=r, now=es.now, touch=False)
-        if hits and hits[0].memory.metadata.get("turn", "").startswith("gen:") is False:
-            unanswerable.append(hits[0].score)
-    rows = []
-    for f in np.arange(0.20, 0.62, 0.04):
-        rows.append({
-            "floor": round(float(f), 2),
-            "relevant dropped": float(np.mean([s < f for s in rel])) if rel else 0.0,
-            "other hits kept": float(np.mean([s >= f for s in irr])) if irr else 0.0,
-            "unanswerable asks injected": float(np.mean([s >= f for s in unanswerable]))
-            if unanswerable else 0.0,
-        })  # fmt: skip
-    return {"set": es.name, "n_relevant": len(rel), "n_unanswerable": len(unanswerable), "rows": rows}
+            (rel if turn_of[h.memory.id] in q.evidence else other).append(h.score)
+    return rel, other
+
+
+def unanswerable_scores(store: HierarchicalMemory, asks: EvalSet, r: Ranking) -> list[float]:
+    """Scores of the top-10 hits for asks this store holds no answer to."""
+    out = []
+    for q in asks.questions:
+        out += [h.score for h in store.search(q.question, top_k=K, fusion=r, now=asks.now,
+                                              touch=False)]  # fmt: skip
+    return out
+
+
+def calibrate(emb: CachedEmbedder, sets: list[EvalSet]) -> dict[str, Any]:
+    """The floor for the shipped ranking from the dev sets: relevant = evidence hits;
+    irrelevant = every hit for the other set's questions on a store of this set alone."""
+    r = Ranking(cosine_zero=emb.cosine_zero)
+    relevant: list[float] = []
+    irrelevant: list[float] = []
+    gen = next(x for x in sets if x.name == "generated")
+    logs = next(x for x in sets if x.name == "agent-logs")
+    logs_only = dataclasses.replace(logs, turns=tuple(t for t in logs.turns if not t.id.startswith("gen:")))
+    for es, asks in ((gen, logs), (logs_only, gen)):
+        with tempfile.TemporaryDirectory() as tmp:
+            store = HierarchicalMemory(Path(tmp) / "ember.db", emb)
+            turn_of = build(store, es)
+            relevant += hit_scores(store, turn_of, es, r)[0]
+            irrelevant += unanswerable_scores(store, asks, r)
+            store.close()
+    choice = choose_floor(relevant, irrelevant)
+    rows = [shares(relevant, irrelevant, round(float(f), 2)) for f in np.arange(0.2, 0.62, 0.04)]
+    return {"embedder": emb.name, "choice": dataclasses.asdict(choice),
+            "rows": [dataclasses.asdict(x) for x in rows],
+            "relevant": sorted(round(x, 6) for x in relevant),
+            "irrelevant": sorted(round(x, 6) for x in irrelevant)}  # fmt: skip
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
@@ -166,6 +188,7 @@ def main() -> None:
     ap.add_argument("--tune", action="store_true", help="the norm grid (dev split)")
     ap.add_argument("--floor", action="store_true", help="calibrate the floor (dev split)")
     ap.add_argument("--json", type=Path, help="write all numbers here")
+    ap.add_argument("--save-floor", action="store_true", help=f"write the samples to {FLOOR_DATA.name}")
     args = ap.parse_args()
     splits = ("dev", "test") if args.split == "both" else (args.split,)
     rows: list[dict[str, Any]] = []
@@ -185,19 +208,22 @@ def main() -> None:
                         s = scores(ranks(store, turn_of, es, r))
                         rows.append({"set": es.name, "split": split, "embedder": emb.name,
                                      "method": name, **s})  # fmt: skip
-                    if args.floor and split == "dev" and es.name == "generated":
-                        other = next(x for x in sets if x.name == "agent-logs")
-                        r = Ranking(cosine_zero=emb.cosine_zero)
-                        floors.append({"embedder": emb.name, **floor_table(store, turn_of, es, other, r)})
                     store.close()
+            if args.floor and split == "dev":
+                floors.append(calibrate(emb, sets))
     print_table(rows)
     for f in floors:
-        print(f"\nfloor calibration, {f['set']}/dev with {f['embedder']} "
-              f"({f['n_relevant']} evidence hits, {f['n_unanswerable']} unanswerable asks)")  # fmt: skip
-        print(f"{'floor':>6}{'relevant dropped':>18}{'other hits kept':>17}{'unanswerable injected':>23}")
+        c = f["choice"]
+        print(f"\nfloor calibration (dev splits, {f['embedder']}): {len(f['relevant'])} evidence "
+              f"hits, {len(f['irrelevant'])} hits for asks the store cannot answer")  # fmt: skip
+        print(f"{'floor':>6}{'relevant dropped':>18}{'irrelevant injected':>21}")
         for row in f["rows"]:
-            print(f"{row['floor']:>6.2f}{row['relevant dropped']:>18.1%}{row['other hits kept']:>17.1%}"
-                  f"{row['unanswerable asks injected']:>23.1%}")  # fmt: skip
+            print(f"{row['floor']:>6.2f}{row['relevant_dropped']:>18.1%}{row['irrelevant_kept']:>21.1%}")
+        print(f"chosen (highest floor dropping <= {MAX_DROPPED:.0%} of relevant hits): "
+              f"{c['floor']:.2f}: drops {c['relevant_dropped']:.1%} of relevant hits, "
+              f"injects {c['irrelevant_kept']:.1%} of irrelevant ones")  # fmt: skip
+        if args.save_floor:
+            FLOOR_DATA.write_text(json.dumps(f, indent=0) + "\n")
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "floors": floors}, indent=1))
 
