@@ -167,7 +167,8 @@ def rank(
     fusion: Fusion | Ranking = "norm",
     recency_weight: float | None = None,
 ) -> list[Ranked]:
-    """Candidates by ``relevance x recency boost``, best first; equal scores ordered by id.
+    """Candidates by ``relevance x recency boost``, best first; equal scores newer first, then
+    by id.
 
     Scores are rounded to 9 decimals before comparing, so float noise from a different
     summation order cannot swap two memories and change the injected bytes.
@@ -186,4 +187,6 @@ def rank(
         rec = recency_boost(c.created_at, now, recency_weight)
         lexical = round(bm25[c.key] / best, 9) if c.key in bm25 and best > 0 else None
         out.append(Ranked(c.key, round(rel[c.key] * rec, 9), round(c.similarity, 9), lexical, rec))
-    return sorted(out, key=lambda r: (-r.score, r.key))
+    # Equal scores: the newer memory first (a fact restated later is the one to show), then id.
+    age = {c.key: round(recency_factor(c.created_at, now), 9) for c in candidates}
+    return sorted(out, key=lambda r: (-r.score, -age[r.key], r.key))
