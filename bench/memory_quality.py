@@ -96,7 +96,9 @@ def build(store: HierarchicalMemory, es: EvalSet) -> dict[str, str]:
     return turn_of
 
 
-def ranks(store: HierarchicalMemory, turn_of: dict[str, str], es: EvalSet, r: Ranking) -> list[int | None]:
+def ranks(
+    store: HierarchicalMemory, turn_of: dict[str, str], es: EvalSet, r: Ranking
+) -> list[int | None]:
     out: list[int | None] = []
     for q in es.questions:
         hits = store.search(q.question, top_k=K, fusion=r, now=es.now, touch=False)
@@ -142,7 +144,9 @@ def calibrate(emb: CachedEmbedder, sets: list[EvalSet]) -> dict[str, Any]:
     irrelevant: list[float] = []
     gen = next(x for x in sets if x.name == "generated")
     logs = next(x for x in sets if x.name == "agent-logs")
-    logs_only = dataclasses.replace(logs, turns=tuple(t for t in logs.turns if not t.id.startswith("gen:")))
+    logs_only = dataclasses.replace(
+        logs, turns=tuple(t for t in logs.turns if not t.id.startswith("gen:"))
+    )
     for es, asks in ((gen, logs), (logs_only, gen)):
         with tempfile.TemporaryDirectory() as tmp:
             store = HierarchicalMemory(Path(tmp) / "ember.db", emb)
@@ -159,11 +163,14 @@ def calibrate(emb: CachedEmbedder, sets: list[EvalSet]) -> dict[str, Any]:
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    head = f"{'set':<12}{'split':<6}{'embedder':<34}{'method':<22}{'n':>5}{'R@5':>7}{'R@10':>7}{'MRR':>7}{'x today':>9}"
+    head = f"{'set':<12}{'split':<6}{'embedder':<34}{'method':<22}{'n':>5}"
+    head += f"{'R@5':>7}{'R@10':>7}{'MRR':>7}{'x today':>9}"
     print(head)
     print("-" * len(head))
     base: dict[tuple[str, str, str], float] = {
-        (r["set"], r["split"], r["embedder"]): r["r@10"] for r in rows if r["method"] == "today (mix)"
+        (r["set"], r["split"], r["embedder"]): r["r@10"]
+        for r in rows
+        if r["method"] == "today (mix)"
     }
     for r in rows:
         b = base.get((r["set"], r["split"], r["embedder"])) or 0.0
@@ -188,7 +195,9 @@ def main() -> None:
     ap.add_argument("--tune", action="store_true", help="the norm grid (dev split)")
     ap.add_argument("--floor", action="store_true", help="calibrate the floor (dev split)")
     ap.add_argument("--json", type=Path, help="write all numbers here")
-    ap.add_argument("--save-floor", action="store_true", help=f"write the samples to {FLOOR_DATA.name}")
+    ap.add_argument(
+        "--save-floor", action="store_true", help=f"write the samples to {FLOOR_DATA.name}"
+    )
     args = ap.parse_args()
     splits = ("dev", "test") if args.split == "both" else (args.split,)
     rows: list[dict[str, Any]] = []
@@ -201,9 +210,10 @@ def main() -> None:
                     store = HierarchicalMemory(Path(tmp) / "ember.db", emb)
                     t0 = time.perf_counter()
                     turn_of = build(store, es)
-                    print(f"# {es.name}/{split}: {len(es.turns)} turns stored in "
-                          f"{time.perf_counter() - t0:.1f}s with {emb.name}; "
-                          f"{len(es.questions)} questions", file=sys.stderr, flush=True)  # fmt: skip
+                    took = time.perf_counter() - t0
+                    note = f"# {es.name}/{split}: {len(es.turns)} turns stored in {took:.1f}s"
+                    note += f" with {emb.name}; {len(es.questions)} questions"
+                    print(note, file=sys.stderr, flush=True)
                     for name, r in methods(emb, args.tune and split == "dev").items():
                         s = scores(ranks(store, turn_of, es, r))
                         rows.append({"set": es.name, "split": split, "embedder": emb.name,
@@ -218,7 +228,9 @@ def main() -> None:
               f"hits, {len(f['irrelevant'])} hits for asks the store cannot answer")  # fmt: skip
         print(f"{'floor':>6}{'relevant dropped':>18}{'irrelevant injected':>21}")
         for row in f["rows"]:
-            print(f"{row['floor']:>6.2f}{row['relevant_dropped']:>18.1%}{row['irrelevant_kept']:>21.1%}")
+            print(
+                f"{row['floor']:>6.2f}{row['relevant_dropped']:>18.1%}{row['irrelevant_kept']:>21.1%}"
+            )
         print(f"chosen (highest floor dropping <= {MAX_DROPPED:.0%} of relevant hits): "
               f"{c['floor']:.2f}: drops {c['relevant_dropped']:.1%} of relevant hits, "
               f"injects {c['irrelevant_kept']:.1%} of irrelevant ones")  # fmt: skip

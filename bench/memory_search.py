@@ -101,7 +101,8 @@ def recall_at_10(store: HierarchicalMemory, embedder: Embedder, queries: list[st
         v = embed_query(embedder, [q])
         assert v is not None
         exact = set(seqs[np.argsort(-(matrix @ v[0]), kind="stable")[:10]].tolist())
-        got = {s for s, _ in store.database.read(lambda conn: index.search(conn, v[0], 10))}
+        qv = v[0]
+        got = {s for s, _ in store.database.read(lambda conn, qv=qv: index.search(conn, qv, 10))}
         hits.append(len(exact & got) / 10)
     return float(np.mean(hits))
 
@@ -115,7 +116,7 @@ def bench_search(embedder: Embedder, n: int, n_queries: int, cache: Path | None)
             build(store, embedder, n)
             store.close()  # measure a store as the proxy finds it after a restart
         store = HierarchicalMemory(path, embedder)
-        it = iter(queries * 4)
+        it = iter(queries * 6)
         for q in queries[:10]:
             store.search(q, touch=False)  # warm the page cache
         cols: dict[str, list[float]] = {

@@ -133,9 +133,13 @@ def agent_logs(split: str) -> EvalSet:
             continue
         ev = set()
         for e in q["evidence"]:
-            found = [t.id for t in by_line.get(f"{e['file']}:{e['line']}", []) if e["contains"] in t.text]
+            found = [
+                t.id for t in by_line.get(f"{e['file']}:{e['line']}", []) if e["contains"] in t.text
+            ]
             if not found:
-                raise ValueError(f"question {i}: no turn at {e['file']}:{e['line']} has {e['contains']!r}")
+                raise ValueError(
+                    f"question {i}: no turn at {e['file']}:{e['line']} has {e['contains']!r}"
+                )
             ev.update(found)
         questions.append(Question(q["question"], frozenset(ev)))
     distractors, _ = _generated(json.loads(DATA.read_text()), prefix="gen:")
@@ -145,7 +149,7 @@ def agent_logs(split: str) -> EvalSet:
 
 
 def _locomo_date(text: str) -> float:
-    """"1:56 pm on 8 May, 2023" -> epoch seconds (UTC); unknown -> START."""
+    """ "1:56 pm on 8 May, 2023" -> epoch seconds (UTC); unknown -> START."""
     m = re.match(r"\s*(\d+):(\d+)\s*([ap]m)\s+on\s+(\d+)\s+(\w+),\s*(\d{4})", text or "", re.I)
     if not m:
         return START

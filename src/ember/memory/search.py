@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from ember.memory.index.base import VectorIndex, Vectors, exact_cosines
 from ember.memory.index.fts import FtsIndex, query_terms
 from ember.memory.models import MemoryFilter, MemoryHit
 from ember.memory.retrieval.query import MemoryQuery
-import dataclasses
-
 from ember.memory.retrieval.rank import Candidate, Ranking, rank
 from ember.memory.store import rows
 from ember.store.driver import Connection

@@ -59,20 +59,23 @@ def embed(embedder: Embedder, texts: Sequence[str]) -> Vectors | None:
     return np.ascontiguousarray(out / norms, dtype=np.float32)
 
 
+class _QueryView:
+    """An embedder whose ``embed`` is another's ``embed_query`` (so ``embed`` can wrap it)."""
+
+    def __init__(self, inner: Embedder, fn: Callable[[list[str]], object]) -> None:
+        self.name, self.dim, self._fn = inner.name, inner.dim, fn
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return np.asarray(self._fn(list(texts)), dtype=np.float32)
+
+
 def embed_query(embedder: Embedder, texts: Sequence[str]) -> Vectors | None:
     """Like ``embed``, for search queries: an embedder trained with distinct query and passage
     inputs (e5's "query: " / "passage: ") says so with an ``embed_query`` method."""
     as_query = getattr(embedder, "embed_query", None)
     if as_query is None:
         return embed(embedder, texts)
-
-    class _Query:
-        name, dim = embedder.name, embedder.dim
-
-        def embed(self, items: Sequence[str]) -> npt.NDArray[np.float32]:
-            return np.asarray(as_query(list(items)), dtype=np.float32)
-
-    return embed(_Query(), texts)
+    return embed(_QueryView(embedder, as_query), texts)
 
 
 def cosine_zero(embedder: Embedder | None) -> float:

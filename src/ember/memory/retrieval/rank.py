@@ -127,8 +127,7 @@ def relevance(
     if fusion == "norm":
         w, zero, half = ranking.vector_weight, ranking.cosine_zero, ranking.lexical_half
         return {
-            c.key: w * rescaled_cosine(c.similarity, zero)
-            + (1 - w) * saturated_bm25(c.bm25, half)
+            c.key: w * rescaled_cosine(c.similarity, zero) + (1 - w) * saturated_bm25(c.bm25, half)
             for c in candidates
         }
     sims = {c.key: max(c.similarity, 0.0) for c in candidates}
