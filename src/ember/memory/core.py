@@ -47,11 +47,11 @@ from ember.memory.index.cache import LruCache
 from ember.memory.index.fts import FtsIndex
 from ember.memory.models import Evidence, Memory, MemoryFilter, MemoryHit, NewMemory, content_hash
 from ember.memory.retrieval.query import EMBED_WINDOW_CHARS, MemoryQuery
-from ember.memory.retrieval.rank import Fusion
+from ember.memory.retrieval.rank import Fusion, Ranking
 from ember.memory.saving import SaveResult, store_graph
 from ember.memory.search import run_search
 from ember.memory.store import rows
-from ember.memory.vectors import EmbedderSlot, EmbedderSource, embed
+from ember.memory.vectors import EmbedderSlot, EmbedderSource, cosine_zero, embed, embed_query
 from ember.memory.vindex import IndexSlot
 from ember.store.database import Database
 from ember.store.driver import Connection, errors
@@ -75,7 +75,7 @@ class HierarchicalMemory:
         vector_index: IndexChoice = "auto",
         cache_size: int = 1024,
         bubble_threshold: float = bubbling.BUBBLE_THRESHOLD,
-        fusion: Fusion = "mix",
+        ranking: Ranking | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``db`` is the file's owner (the proxy's ``Storage`` hands it out), or a path for a
@@ -96,7 +96,7 @@ class HierarchicalMemory:
         self._fts = FtsIndex()
         self._cache = LruCache(cache_size)
         self._bubble_threshold = bubble_threshold
-        self._fusion: Fusion = fusion
+        self._ranking = ranking
         self._clock = clock
         self._embedder = EmbedderSlot(embedder)
         self._vectors = IndexSlot(self._db, use_vec, self._transact, self._embedder, self._lock)
@@ -499,7 +499,7 @@ class HierarchicalMemory:
         *,
         top_k: int = 10,
         memory_filter: MemoryFilter | None = None,
-        fusion: Fusion | None = None,
+        fusion: Fusion | Ranking | None = None,
         now: float | None = None,
         touch: bool = True,
     ) -> builtins.list[MemoryHit]:
@@ -512,10 +512,12 @@ class HierarchicalMemory:
         q = MemoryQuery(query) if isinstance(query, str) else query
         if q.is_empty or top_k <= 0:
             return []
-        mode = fusion or self._fusion
-        embedder = self._embedder.get() if mode != "bm25" else None
+        ranking = self._ranking_for(fusion)
+        embedder = self._embedder.get() if ranking.fusion != "bm25" else None
         text = q.to_embedding_input(EMBED_WINDOW_CHARS)
-        qvec = embed(embedder, [text]) if embedder is not None else None
+        qvec = embed_query(embedder, [text]) if embedder is not None else None
+        if qvec is None and ranking.fusion != "bm25":
+            log.info("memory search by keywords only: no query vector (embedder not ready)")
         index = self._vectors.index()
         dim = self._vectors.dim
         hits = self._query(
@@ -528,13 +530,20 @@ class HierarchicalMemory:
                 self._fts,
                 top_k=top_k,
                 memory_filter=memory_filter,
-                fusion=mode,
+                ranking=ranking,
                 now=self._clock() if now is None else now,
             )
         )
         if touch and hits:
             self._touch(hits)
         return hits
+
+    def _ranking_for(self, fusion: Fusion | Ranking | None) -> Ranking:
+        """The ranking asked for, else this store's, else the default for its embedder."""
+        if isinstance(fusion, Ranking):
+            return fusion
+        base = self._ranking or Ranking(cosine_zero=cosine_zero(self._embedder.get()))
+        return base if fusion is None else dataclasses.replace(base, fusion=fusion)
 
     def _touch(self, hits: Sequence[MemoryHit]) -> None:
         ids = [h.memory.id for h in hits]

@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from ember.memory.index.base import VectorIndex, Vectors, exact_cosines
 from ember.memory.index.fts import FtsIndex, query_terms
 from ember.memory.models import MemoryFilter, MemoryHit
 from ember.memory.retrieval.query import MemoryQuery
-from ember.memory.retrieval.rank import Candidate, Fusion, rank
+from ember.memory.retrieval.rank import Candidate, Ranking, rank
 from ember.memory.store import rows
 from ember.store.driver import Connection
 
 #: Candidates taken from each index: enough that filtering by scope and fusing two lists
 #: still leaves ``top_k`` good ones, few enough to stay inside the search latency budget.
 MIN_DEPTH = 40
+
+
+def keywords_only(ranking: Ranking) -> Ranking:
+    """The ranking to use while no query vector can be had (the embedder is loading or
+    failed): the same absolute scale with the whole say given to keywords, so the floor keeps
+    its meaning instead of dropping every hit for lack of a cosine."""
+    if ranking.fusion == "norm":
+        return dataclasses.replace(ranking, vector_weight=0.0)
+    return dataclasses.replace(ranking, fusion="bm25")
 
 
 def run_search(
@@ -25,9 +36,10 @@ def run_search(
     *,
     top_k: int,
     memory_filter: MemoryFilter | None,
-    fusion: Fusion,
+    ranking: Ranking,
     now: float,
 ) -> list[MemoryHit]:
+    fusion = ranking.fusion
     depth = max(MIN_DEPTH, 4 * top_k)
     use_vec = qvec is not None and index is not None and fusion != "bm25"
     vec_hits = (
@@ -50,7 +62,7 @@ def run_search(
         for s in keep
     ]
     by_id = {memories[s].id: memories[s] for s in keep}
-    ranked = rank(candidates, now, fusion if use_vec or fusion == "bm25" else "bm25")
+    ranked = rank(candidates, now, ranking if use_vec else keywords_only(ranking))
     # A bubbled fact exists twice (where it was learnt and user-wide): show it once, at the
     # better rank, so one fact cannot take two of the ten injection slots.
     seen: set[str] = set()

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from ember.memory.embed.base import Embedder
 from ember.memory.embed.errors import EmbedderError
@@ -56,3 +57,28 @@ def embed(embedder: Embedder, texts: Sequence[str]) -> Vectors | None:
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return np.ascontiguousarray(out / norms, dtype=np.float32)
+
+
+class _QueryView:
+    """An embedder whose ``embed`` is another's ``embed_query`` (so ``embed`` can wrap it)."""
+
+    def __init__(self, inner: Embedder, fn: Callable[[list[str]], object]) -> None:
+        self.name, self.dim, self._fn = inner.name, inner.dim, fn
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return np.asarray(self._fn(list(texts)), dtype=np.float32)
+
+
+def embed_query(embedder: Embedder, texts: Sequence[str]) -> Vectors | None:
+    """Like ``embed``, for search queries: an embedder trained with distinct query and passage
+    inputs (e5's "query: " / "passage: ") says so with an ``embed_query`` method."""
+    as_query = getattr(embedder, "embed_query", None)
+    if as_query is None:
+        return embed(embedder, texts)
+    return embed(_QueryView(embedder, as_query), texts)
+
+
+def cosine_zero(embedder: Embedder | None) -> float:
+    """The cosine this embedder gives unrelated text (0 unless it declares ``cosine_zero``):
+    e5 models score everything ~0.7, so their cosine is rescaled before fusion."""
+    return float(getattr(embedder, "cosine_zero", 0.0)) if embedder is not None else 0.0

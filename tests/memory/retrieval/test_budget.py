@@ -15,17 +15,18 @@ from ember.memory.tokens import count_tokens
 NOW = 1_790_000_000.0
 
 
-def hit(i: int, content: str, similarity: float = 0.8) -> MemoryHit:
+def hit(i: int, content: str, score: float | None = None) -> MemoryHit:
     m = Memory(id=f"{i:012x}", content=content, created_at=NOW, valid_from=NOW)
-    return MemoryHit(m, score=1.0 - i / 1000, similarity=similarity, lexical=None, recency=1.0)
+    s = 0.9 - i / 1000 if score is None else score
+    return MemoryHit(m, score=s, similarity=0.0, lexical=None, recency=1.0)
 
 
 def test_code_cannot_lift_the_caps() -> None:
     b = InjectionBudget(max_tokens=100_000, max_items=500, min_score=0.0)
-    assert (b.max_tokens, b.max_items, b.min_score) == (1024, 10, 0.3)
+    assert (b.max_tokens, b.max_items, b.min_score) == (1024, 10, MIN_SCORE_FLOOR)
     assert InjectionBudget(min_score=float("nan")).min_score == MIN_SCORE_FLOOR
-    lower = InjectionBudget(max_tokens=200, max_items=3, min_score=0.5)
-    assert (lower.max_tokens, lower.max_items, lower.min_score) == (200, 3, 0.5)
+    lower = InjectionBudget(max_tokens=200, max_items=3, min_score=0.6)
+    assert (lower.max_tokens, lower.max_items, lower.min_score) == (200, 3, 0.6)
 
 
 @pytest.mark.parametrize(
@@ -33,7 +34,7 @@ def test_code_cannot_lift_the_caps() -> None:
     [
         ("EMBER_MEMORY_BUDGET_TOKENS", "4096"),
         ("EMBER_MEMORY_MAX_ITEMS", "50"),
-        ("EMBER_MEMORY_MIN_SCORE", "0.1"),
+        ("EMBER_MEMORY_MIN_SCORE", "0.05"),
     ],
 )
 def test_settings_refuse_a_value_past_a_cap_naming_the_key(var: str, value: str) -> None:
@@ -43,7 +44,7 @@ def test_settings_refuse_a_value_past_a_cap_naming_the_key(var: str, value: str)
 
 def test_floor_item_cap_and_token_cap() -> None:
     hits = [hit(i, f"fact number {i} about the build") for i in range(30)]
-    hits.insert(1, hit(999, "unrelated", similarity=0.29))
+    hits.insert(1, hit(999, "unrelated", score=MIN_SCORE_FLOOR - 0.01))
     inj = InjectionBudget().select(hits)
     assert len(inj.hits) == MAX_ITEMS_CAP
     assert "999" not in inj.text.replace("fact number 999", "")
@@ -52,7 +53,8 @@ def test_floor_item_cap_and_token_cap() -> None:
     assert 0 < len(small.hits) < 10
     assert count_tokens(small.text) <= 120
     # Whole items only, best first: the kept ones are a prefix of the qualifying hits.
-    assert small.ids == tuple(h.memory.id for h in hits if h.similarity >= 0.3)[: len(small.hits)]
+    kept = tuple(h.memory.id for h in hits if h.score >= MIN_SCORE_FLOOR)
+    assert small.ids == kept[: len(small.hits)]
 
 
 def test_an_item_that_does_not_fit_ends_the_block() -> None:
@@ -62,7 +64,7 @@ def test_an_item_that_does_not_fit_ends_the_block() -> None:
 
 
 def test_nothing_qualifies_means_no_block() -> None:
-    inj = InjectionBudget().select([hit(0, "x", similarity=0.1)])
+    inj = InjectionBudget().select([hit(0, "x", score=0.1)])
     assert inj.text == "" and inj.hits == () and inj.tokens == 0
 
 

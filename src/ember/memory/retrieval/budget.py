@@ -1,9 +1,14 @@
-"""How much memory one request may carry: tokens, items and a similarity floor.
+"""How much memory one request may carry: tokens, items and a score floor.
 
 Without a cap, ten hits of ~400 tokens each put ~4,000 tokens on every request. The defaults
-(1024 tokens, 10 items, similarity >= 0.3) are also the hard limits: settings refuse a
-value past them at start-up, and a budget built in code is clamped to them, so no
+(1024 tokens, 10 items, score >= ``MIN_SCORE_FLOOR``) are also the hard limits: settings refuse
+a value past them at start-up, and a budget built in code is clamped to them, so no
 configuration can make injection unbounded or let unrelated memories through.
+
+The floor applies to ``MemoryHit.score``, the number ``ember memory search`` prints and ranks
+by (``rank.py``), never to a raw cosine: one number for one decision. Its value was calibrated
+on the dev splits of ``bench/memory_quality.py`` (docs/benchmarks.md gives the share of
+relevant memories it drops and of irrelevant ones it lets through).
 Truncation happens at item boundaries: the block holds whole memories only, best first, and
 stops at the first one that does not fit (it never skips ahead, so a lower-ranked memory
 can never appear without the higher-ranked ones before it).
@@ -21,7 +26,7 @@ from ember.memory.tokens import count_tokens
 
 MAX_TOKENS_CAP = 1024
 MAX_ITEMS_CAP = 10
-MIN_SCORE_FLOOR = 0.3
+MIN_SCORE_FLOOR = 0.21
 
 
 @dataclass(frozen=True)
@@ -50,14 +55,14 @@ class InjectionBudget:
         object.__setattr__(self, "min_score", max(floor, MIN_SCORE_FLOOR))
 
     def select(self, hits: Sequence[MemoryHit]) -> Injection:
-        """From ``hits`` (already ranked), skip those under the similarity floor and keep the
+        """From ``hits`` (already ranked), skip those scoring under the floor and keep the
         longest run of the rest that fits the item and token caps."""
         chosen: list[MemoryHit] = []
         lines: list[str] = []
         for hit in hits:
             if len(chosen) >= self.max_items:
                 break
-            if hit.similarity < self.min_score:
+            if hit.score < self.min_score:
                 continue
             line = render_line(hit.memory)
             if count_tokens(render_lines([*lines, line])) > self.max_tokens:

@@ -1,19 +1,29 @@
 """Fusion of vector and BM25 results, the recency boost, and the deterministic order.
 
-Fusion (``mix``, the default): ``0.9 x cosine + 0.1 x BM25 / best BM25 among the candidates``.
-The cosine carries meaning; the lexical term is a tie-breaker strong enough to lift the one
-memory that holds a rare exact token (a ticket id, a port, a flag name) over its semantic
-look-alikes. On ``bench/memory_quality.py`` it put the evidence turn in the top 10 more often
-than vector-only and BM25-only, and more often than reciprocal rank fusion (``rrf``), which
-gives BM25's rank — often a filler turn that only shares a service name — as much say as the
-vector's. The weight 0.9 was chosen on a separate seed of the conversation set than the one
-reported. ``rrf``, ``vector`` and ``bm25`` stay available for that comparison.
+The score a hit carries is the one number everything uses: ``ember memory search`` prints it,
+results are ranked by it and injection keeps a hit only when it reaches the calibrated floor
+(``budget.MIN_SCORE_FLOOR``). Two numbers for one decision — a fused score shown, a raw cosine
+filtered on — once dropped "where does this project deploy to?" at cosine 0.26 against the
+very fact that answered it.
 
-Recency is a bounded boost: ``relevance x ((1 - w) + w x exp(-age_days / 30))`` with
-``w = 0.25``. With ``w = 1`` it is the plain ``cosine x exp(-age/30)``, which buries every fact
-older than a few weeks (on the 40-day conversation set: evidence in the top 10 fell from 97% to
-about half); bounded, an old strong match still beats a fresh weak one, while a fresh fact beats
-an equally relevant old one (a 30-day-old memory loses 16%, a year-old one 25%).
+Fusions (``Ranking.fusion``):
+
+- ``norm`` (the default, chosen on the dev splits of ``bench/memory_quality.py``): each
+  retriever gets an equal say on an absolute scale, so the score means the same for every ask
+  and a floor on it can tell "nothing relevant" apart:
+  ``w x cos' + (1 - w) x bm25 / (bm25 + h)``, where ``cos'`` rescales the cosine so that
+  unrelated text (``cosine_zero``: ~0 for MiniLM, ~0.7 for e5) maps to 0, and the BM25 part
+  saturates (``h``: the BM25 at which it gives half its say). A relative normalisation (BM25 /
+  best BM25) would give the best keyword match of *any* ask full marks and defeat the floor.
+- ``mix``: the former default, ``0.9 x cosine + 0.1 x BM25 / best BM25``. It was tuned on the
+  project's own generated set and falls below BM25 alone on conversations it did not write.
+- ``rrf``: reciprocal rank fusion (rank only: its score says nothing absolute).
+- ``vector`` and ``bm25``: one retriever alone, for comparison.
+
+Recency is an optional bounded boost: ``relevance x ((1 - w) + w x exp(-age_days / 30))``;
+bounded, an old strong match still beats a fresh weak one (a 30-day-old memory loses 16% at
+``w = 0.25``, a year-old one 25%). The shipped ranking sets ``w = 0`` (see
+``CHOSEN_RECENCY_WEIGHT``).
 """
 
 from __future__ import annotations
@@ -23,13 +33,44 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-Fusion = Literal["rrf", "mix", "vector", "bm25"]
-FUSIONS: tuple[Fusion, ...] = ("rrf", "mix", "vector", "bm25")
+Fusion = Literal["norm", "rrf", "mix", "vector", "bm25"]
+FUSIONS: tuple[Fusion, ...] = ("norm", "rrf", "mix", "vector", "bm25")
 RRF_K = 60
 MIX_VECTOR_WEIGHT = 0.9
 DECAY_DAYS = 30.0
 RECENCY_WEIGHT = 0.25
 _DAY = 86400.0
+#: ``norm`` defaults, chosen on the dev splits of bench/memory_quality.py (docs/benchmarks.md):
+#: the grid's best MRR among settings within one question of its best recall@10.
+VECTOR_WEIGHT = 0.8
+LEXICAL_HALF = 8.0
+#: Recency's weight in the shipped ranking. Every dev set lost recall with it (0.25 cost 5
+#: points): an outdated fact is superseded and leaves the index, so age alone says little about
+#: relevance. ``mix`` kept 0.25, and the option stays for comparison.
+CHOSEN_RECENCY_WEIGHT = 0.0
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """How candidates are scored; every part can be switched for a comparison.
+
+    ``cosine_zero`` belongs to the embedder (what its cosine is for unrelated text), the rest
+    to the policy. Frozen and hashable: the same ``Ranking`` and candidates give the same order.
+    """
+
+    fusion: Fusion = "norm"
+    vector_weight: float = VECTOR_WEIGHT
+    lexical_half: float = LEXICAL_HALF
+    cosine_zero: float = 0.0
+    recency_weight: float = CHOSEN_RECENCY_WEIGHT
+
+    def __post_init__(self) -> None:
+        if self.fusion not in FUSIONS:
+            raise ValueError(f"unknown fusion {self.fusion!r}; expected one of {FUSIONS}")
+        if not 0.0 <= self.vector_weight <= 1.0:
+            raise ValueError("vector_weight must be within [0, 1]")
+        if self.lexical_half <= 0 or not 0.0 <= self.cosine_zero < 1.0:
+            raise ValueError("lexical_half must be > 0 and cosine_zero within [0, 1)")
 
 
 @dataclass(frozen=True)
@@ -67,8 +108,28 @@ def _ranks(values: dict[str, float]) -> dict[str, int]:
     return {k: i + 1 for i, (k, _) in enumerate(order)}
 
 
-def relevance(candidates: Sequence[Candidate], fusion: Fusion) -> dict[str, float]:
+def rescaled_cosine(similarity: float, zero: float) -> float:
+    """The cosine on a 0..1 scale where ``zero`` (unrelated text) is 0."""
+    return min(max((similarity - zero) / (1.0 - zero), 0.0), 1.0)
+
+
+def saturated_bm25(bm25: float | None, half: float) -> float:
+    """``bm25 / (bm25 + half)``: 0 without a keyword match, 0.5 at ``half``, below 1 always."""
+    return 0.0 if bm25 is None or bm25 <= 0 else bm25 / (bm25 + half)
+
+
+def relevance(
+    candidates: Sequence[Candidate], fusion: Fusion | Ranking = "mix"
+) -> dict[str, float]:
     """Relevance in [0, 1] for each candidate under ``fusion``."""
+    ranking = fusion if isinstance(fusion, Ranking) else Ranking(fusion)
+    fusion = ranking.fusion
+    if fusion == "norm":
+        w, zero, half = ranking.vector_weight, ranking.cosine_zero, ranking.lexical_half
+        return {
+            c.key: w * rescaled_cosine(c.similarity, zero) + (1 - w) * saturated_bm25(c.bm25, half)
+            for c in candidates
+        }
     sims = {c.key: max(c.similarity, 0.0) for c in candidates}
     bm25 = {c.key: c.bm25 for c in candidates if c.bm25 is not None and c.bm25 > 0}
     best = max(bm25.values(), default=0.0)
@@ -102,15 +163,22 @@ def recency_boost(created_at: float | None, now: float, weight: float | None = N
 def rank(
     candidates: Sequence[Candidate],
     now: float,
-    fusion: Fusion = "mix",
+    fusion: Fusion | Ranking = "norm",
     recency_weight: float | None = None,
 ) -> list[Ranked]:
-    """Candidates by ``relevance x recency boost``, best first; equal scores ordered by id.
+    """Candidates by ``relevance x recency boost``, best first; equal scores newer first, then
+    by id.
 
     Scores are rounded to 9 decimals before comparing, so float noise from a different
     summation order cannot swap two memories and change the injected bytes.
     """
-    rel = relevance(candidates, fusion)
+    if isinstance(fusion, Ranking):
+        ranking = fusion
+    else:  # a bare fusion name keeps the former bounded recency boost
+        ranking = Ranking(fusion, recency_weight=RECENCY_WEIGHT)
+    if recency_weight is None:
+        recency_weight = ranking.recency_weight
+    rel = relevance(candidates, ranking)
     bm25 = {c.key: c.bm25 for c in candidates if c.bm25 is not None and c.bm25 > 0}
     best = max(bm25.values(), default=0.0)
     out = []
@@ -118,4 +186,6 @@ def rank(
         rec = recency_boost(c.created_at, now, recency_weight)
         lexical = round(bm25[c.key] / best, 9) if c.key in bm25 and best > 0 else None
         out.append(Ranked(c.key, round(rel[c.key] * rec, 9), round(c.similarity, 9), lexical, rec))
-    return sorted(out, key=lambda r: (-r.score, r.key))
+    # Equal scores: the newer memory first (a fact restated later is the one to show), then id.
+    age = {c.key: round(recency_factor(c.created_at, now), 9) for c in candidates}
+    return sorted(out, key=lambda r: (-r.score, -age[r.key], r.key))
