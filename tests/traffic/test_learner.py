@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from ember.memory.models import Evidence
 from ember.traffic.learner import DAY, TrafficLearner, recoveries_to_drop, recovery_weight
-from ember.traffic.patterns import Category, Observation, Pointer
+from ember.traffic.patterns import Category, Observation
 
 
 def obs(key: str, mid: str) -> Observation:
-    return Observation(Category.ENVIRONMENT, key, f"fact {key}", (Pointer("tool-verified", mid),))
+    return Observation(
+        Category.ENVIRONMENT, key, f"fact {key}", (Evidence("tool-verified", message_id=mid),)
+    )
 
 
 def test_a_fact_is_handed_out_once_after_enough_sightings_with_all_their_evidence() -> None:

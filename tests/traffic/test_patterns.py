@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from ember.memory.models import Evidence
 from ember.traffic.patterns import (
     Category,
-    Pointer,
     ToolRun,
     observe,
     recoveries,
@@ -27,8 +27,8 @@ def test_a_failure_then_a_different_success_is_a_recovery_even_across_requests()
     )
     # the success is the verified evidence; the failure is only an observed outcome
     assert fact.evidence == (
-        Pointer("tool-verified", message_id="m2"),
-        Pointer("observed-outcome", session_id="s1"),
+        Evidence("tool-verified", message_id="m2"),
+        Evidence("observed-outcome", session_id="s1"),
     )
 
 
@@ -51,8 +51,8 @@ def test_environment_facts_missing_programs_and_working_build_commands() -> None
     ]
     facts = {o.key: o for o in observe([], runs, "s1") if o.category is Category.ENVIRONMENT}
     assert set(facts) == {"missing:rg", "works:make test"}
-    assert facts["missing:rg"].evidence == (Pointer("observed-outcome", session_id="s1"),)
-    assert facts["works:make test"].evidence == (Pointer("tool-verified", message_id="m2"),)
+    assert facts["missing:rg"].evidence == (Evidence("observed-outcome", session_id="s1"),)
+    assert facts["works:make test"].evidence == (Evidence("tool-verified", message_id="m2"),)
 
 
 def test_user_corrections_are_preferences_with_the_users_message_as_evidence() -> None:
@@ -60,7 +60,7 @@ def test_user_corrections_are_preferences_with_the_users_message_as_evidence() -
     prefs = [o for o in observe([], [], "s1", text, "m9") if o.category is Category.PREFERENCE]
     assert len(prefs) == 1
     assert "always run ruff before committing" in prefs[0].content
-    assert prefs[0].evidence == (Pointer("user-stated", message_id="m9"),)
+    assert prefs[0].evidence == (Evidence("user-stated", message_id="m9"),)
 
 
 def test_manifests_read_successfully_describe_the_project() -> None:

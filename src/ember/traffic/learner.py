@@ -15,7 +15,8 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ember.traffic.patterns import Category, Observation, Pointer
+from ember.memory.models import Evidence
+from ember.traffic.patterns import Category, Observation
 
 #: Sightings before a fact is saved, per category.
 MIN_EVIDENCE: Mapping[Category, int] = {
@@ -37,7 +38,7 @@ DAY = 86_400.0
 class Pending:
     observation: Observation
     count: int = 1
-    evidence: list[Pointer] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
 
 
 class TrafficLearner:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from ember.memory.models import Evidence
 from ember.traffic.intent import SHELL_TOOLS, command_of, describe, intent_key, path_of
 
 
@@ -24,15 +25,6 @@ class Category(StrEnum):
     ENVIRONMENT = "environment"
     PREFERENCE = "preference"
     ARCHITECTURE = "architecture"
-
-
-@dataclass(frozen=True)
-class Pointer:
-    """Evidence as shadow memory stores it: one message (``m...``) or one session."""
-
-    kind: str
-    message_id: str | None = None
-    session_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -51,7 +43,7 @@ class Observation:
     category: Category
     key: str
     content: str
-    evidence: tuple[Pointer, ...] = field(default=())
+    evidence: tuple[Evidence, ...] = field(default=())
 
 
 #: A recovery is the first success of the same tool within this many later calls.
@@ -116,8 +108,8 @@ def recoveries(
                     + intent_key(fixed.tool, fixed.arguments),
                     f"When `{before}` fails ({first_line(failed.output)}), `{after}` works "
                     "instead.",
-                    (Pointer("tool-verified", message_id=fixed.result_id),
-                     Pointer("observed-outcome", session_id=session_id)),
+                    (Evidence("tool-verified", message_id=fixed.result_id),
+                     Evidence("observed-outcome", session_id=session_id)),
                 )  # fmt: skip
             break
 
@@ -136,7 +128,7 @@ def environment(runs: Sequence[ToolRun], session_id: str) -> Iterator[Observatio
                     Category.ENVIRONMENT,
                     f"missing:{name}",
                     f"`{name}` is not installed (or not on PATH) in this environment.",
-                    (Pointer("observed-outcome", session_id=session_id),),
+                    (Evidence("observed-outcome", session_id=session_id),),
                 )
             continue
         key = intent_key(run.tool, run.arguments)
@@ -146,7 +138,7 @@ def environment(runs: Sequence[ToolRun], session_id: str) -> Iterator[Observatio
                 Category.ENVIRONMENT,
                 f"works:{shown}",
                 f"`{shown}` runs successfully in this project.",
-                (Pointer("tool-verified", message_id=run.result_id),),
+                (Evidence("tool-verified", message_id=run.result_id),),
             )
 
 
@@ -162,7 +154,7 @@ def architecture(runs: Sequence[ToolRun]) -> Iterator[Observation]:
                 Category.ARCHITECTURE,
                 f"manifest:{name}",
                 f"The project has a {name} ({MANIFESTS[name]}).",
-                (Pointer("tool-verified", message_id=run.result_id),),
+                (Evidence("tool-verified", message_id=run.result_id),),
             )
 
 
@@ -182,7 +174,7 @@ def preferences(user_text: str, message_id: str | None) -> Iterator[Observation]
                 Category.PREFERENCE,
                 "preference:" + re.sub(r"\W+", " ", sentence.lower()).strip(),
                 f"The user asked: “{sentence}”",
-                (Pointer("user-stated", message_id=message_id),),
+                (Evidence("user-stated", message_id=message_id),),
             )
 
 

@@ -192,11 +192,11 @@ def _checked(conn: Any, facts: list[Observation]) -> dict[str, tuple[Evidence, .
         kept: list[Evidence] = []
         for p in fact.evidence:
             if p.session_id is not None:
-                kept.append(Evidence(p.kind, session_id=p.session_id))  # type: ignore[arg-type]
+                kept.append(p)
             elif p.message_id is not None:
                 row = rows.get(p.message_id)
                 if row is not None and row.kind == _TARGET.get(p.kind):
-                    kept.append(Evidence(p.kind, message_id=p.message_id))  # type: ignore[arg-type]
+                    kept.append(p)
         needs_message = any(p.message_id for p in fact.evidence)
         if kept and (not needs_message or any(e.message_id for e in kept)):
             out[fact.key] = tuple(kept)
