@@ -77,9 +77,12 @@ def loop_session(path: Path) -> None:
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
-    """A home directory holding every fixture where its agent writes logs."""
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A home directory holding every fixture where its agent writes logs; the current
+    directory is the home too (where a run without --project would write)."""
     home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.chdir(home)
     claude = home / ".claude" / "projects" / "-tmp"
     shutil.copytree(AGENT_LOGS / "claude-code", claude, ignore=shutil.ignore_patterns("*.json"))
     loop_session(home / ".claude" / "projects" / project_slug(PROJECT) / "loopy.jsonl")
@@ -104,11 +107,16 @@ def home(tmp_path: Path) -> Path:
     return home
 
 
+def ember_home(home: Path) -> Path:
+    """Kept beside the home, so "nothing written" in the home means no file changed."""
+    return home.parent / "ember-home"
+
+
 def invoke(home: Path, *args: str, **env: str) -> Result:
     clean: dict[str, str | None] = {
         k: None for k in os.environ if k.startswith(("EMBER_", "ANTHROPIC_", "OPENAI_"))
     }
-    clean.update({"HOME": str(home), "EMBER_HOME": str(home / "ember"), **env})
+    clean.update({"HOME": str(home), "EMBER_HOME": str(ember_home(home)), **env})
     return CliRunner().invoke(cli, ["learn", *args], env=clean)
 
 
@@ -154,7 +162,7 @@ def test_learn_reads_every_agent_and_asks_the_model_once(home: Path) -> None:
     )
     assert recs[1] == {**ANSWER["recommendations"][1], "is_loop_guardrail": False, "evidence": []}
     assert report["unusable_recommendations"] == 1
-    assert report["model"]["ok"] and report["written"] is False
+    assert report["model"]["ok"] and report["written"] == []
     assert files_of(home) == before  # dry run: nothing written anywhere
 
 
