@@ -8,7 +8,9 @@ a grep re-run with a bigger ``head``). Then, in a fresh child process each:
 
 - ``parse``: read every line and ``orjson.loads`` it, nothing else (the floor: I/O + JSON);
 - ``scan``: ``ember learn``'s whole offline path — discovery, the Claude reader, loop
-  detection per session and the digest under its 80k-token budget (``pipeline.fold`` + build).
+  detection per session and the digest under its 80k-token budget (``pipeline.fold`` + build);
+- ``verbosity``: ``ember learn --verbosity``'s path — the same reader, each session's messages
+  folded into the verbosity signals and the baseline (``run.verbosity_of``).
 
 Reports MB/s and the child's peak RSS (``ru_maxrss``) next to its RSS after imports, so the
 memory the scan itself added is visible. Goal: >= 20 MB/s and a peak under 200 MB.
@@ -158,7 +160,9 @@ def child(mode: str, folder: Path) -> None:
     """Run one measurement in this (fresh) process and print it as JSON."""
     from ember.learn.digest import DigestBuilder  # noqa: F401  (imports count as baseline)
     from ember.learn.logs import Scan, readers, sources
+    from ember.learn.logs.discovery import scan
     from ember.learn.pipeline import analyse, fold
+    from ember.learn.run import verbosity_of
 
     baseline = _rss_mb()
     start = time.perf_counter()
@@ -170,6 +174,16 @@ def child(mode: str, folder: Path) -> None:
                     size += len(raw)
                     orjson.loads(raw)
         extra: dict[str, Any] = {}
+    elif mode == "verbosity":
+        available = readers()
+        found = Scan(sources(available, ["claude"], Path.home(), [folder]))
+        run = verbosity_of(scan(available, found), None)
+        size = found.stats.bytes
+        extra = {
+            "sessions": found.sessions,
+            "answers": run.report.baseline_answers,
+            "new_asks": run.report.signals.new_asks,
+        }
     else:
         available = readers()
         found = Scan(sources(available, ["claude"], Path.home(), [folder]))
@@ -224,7 +238,7 @@ def main() -> None:
         print(
             f"{'pass':<7} {'MB':>6} {'s':>7} {'MB/s':>7} {'RSS after imports':>18} {'peak RSS':>9}"
         )
-        for mode in ("parse", "scan"):
+        for mode in ("parse", "scan", "verbosity"):
             r = measure(mode, folder)
             rate = r["bytes"] / 1e6 / r["seconds"]
             print(
@@ -235,6 +249,11 @@ def main() -> None:
                 print(
                     f"        {r['sessions']} sessions, {r['loops']} loops, digest "
                     f"{r['digest_tokens']} tokens"
+                )
+            if mode == "verbosity":
+                print(
+                    f"        {r['sessions']} sessions, {r['answers']} answers in the "
+                    f"baseline, {r['new_asks']} new asks"
                 )
     finally:
         if args.keep is None:

@@ -168,3 +168,36 @@ def test_at_the_default_spend_cap_the_demo_run_is_skipped_and_says_why(tmp_path:
     text = out.getvalue()
     assert "skipped (spend cap:" in text and "shadow_max_share=" not in text
     assert "session 2" not in text
+
+
+def test_learn_shows_the_diff_then_writes_the_block_on_apply(
+    demo: tuple[DemoResult, str],
+) -> None:
+    result, text = demo
+    learn = result.learn
+    assert learn is not None
+    assert learn.loops == ["Bash: cat src/app/setings.py x4"]
+    assert learn.model_calls == 2  # one per run: the dry run and the second --apply
+    assert not learn.written_before_apply
+    assert "+<!-- ember:learn:start -->" in learn.diff and "--- CLAUDE.local.md" in learn.diff
+    assert learn.block.startswith("<!-- ember:learn:start -->")
+    assert learn.block.endswith("<!-- ember:learn:end -->")
+    assert "src/app/settings.py" in learn.block
+    assert learn.user_text_kept and learn.second_apply_changes == 0
+    assert "Learning from the agent's own logs" in text and "untouched" in text
+
+
+def test_learn_demo_is_fast_and_the_same_in_any_home(tmp_path: Path) -> None:
+    import time
+
+    from ember.demo.learn import run_learn_demo
+
+    outputs = []
+    for name in ("a", "bb"):
+        out = io.StringIO()
+        start = time.monotonic()
+        run_learn_demo(tmp_path / name, Console(file=out, width=200))
+        assert time.monotonic() - start < 3.0
+        outputs.append(out.getvalue())
+    assert outputs[0] == outputs[1]
+    assert str(tmp_path) not in outputs[0]

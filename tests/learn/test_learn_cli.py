@@ -77,9 +77,12 @@ def loop_session(path: Path) -> None:
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
-    """A home directory holding every fixture where its agent writes logs."""
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A home directory holding every fixture where its agent writes logs; the current
+    directory is the home too (where a run without --project would write)."""
     home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.chdir(home)
     claude = home / ".claude" / "projects" / "-tmp"
     shutil.copytree(AGENT_LOGS / "claude-code", claude, ignore=shutil.ignore_patterns("*.json"))
     loop_session(home / ".claude" / "projects" / project_slug(PROJECT) / "loopy.jsonl")
@@ -104,11 +107,16 @@ def home(tmp_path: Path) -> Path:
     return home
 
 
+def ember_home(home: Path) -> Path:
+    """Kept beside the home, so "nothing written" in the home means no file changed."""
+    return home.parent / "ember-home"
+
+
 def invoke(home: Path, *args: str, **env: str) -> Result:
     clean: dict[str, str | None] = {
         k: None for k in os.environ if k.startswith(("EMBER_", "ANTHROPIC_", "OPENAI_"))
     }
-    clean.update({"HOME": str(home), "EMBER_HOME": str(home / "ember"), **env})
+    clean.update({"HOME": str(home), "EMBER_HOME": str(ember_home(home)), **env})
     return CliRunner().invoke(cli, ["learn", *args], env=clean)
 
 
@@ -154,7 +162,7 @@ def test_learn_reads_every_agent_and_asks_the_model_once(home: Path) -> None:
     )
     assert recs[1] == {**ANSWER["recommendations"][1], "is_loop_guardrail": False, "evidence": []}
     assert report["unusable_recommendations"] == 1
-    assert report["model"]["ok"] and report["written"] is False
+    assert report["model"]["ok"] and report["written"] == []
     assert files_of(home) == before  # dry run: nothing written anywhere
 
 
@@ -285,3 +293,154 @@ def test_starting_ember_does_not_load_the_learning_pipeline() -> None:
         env={**os.environ, "PYTHONPATH": src},
     )
     assert out.stdout.strip() == "[]"
+
+
+# --- write-back: dry run, --apply, idempotence -----------------------------------------------
+
+USER_NOTES = "# My own notes\n\nKeep me exactly as I am.\n"
+
+
+def learn_once(home: Path, answer: dict[str, Any], *args: str) -> tuple[Result, Emulator]:
+    """One `ember learn` run against a fresh emulator answering ``answer``."""
+    emu = Emulator()
+    emu.script(Reply("```json\n" + json.dumps(answer) + "\n```"))
+    with BackgroundServer(emu) as server:
+        result = invoke(
+            home, "--llm-url", server.url, "--model", "claude-sonnet-4-5", *args,
+            ANTHROPIC_API_KEY="sk-test",
+        )  # fmt: skip
+    return result, emu
+
+
+@pytest.fixture
+def repo(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A git work tree with the user's own CLAUDE.local.md, the current directory."""
+    repo = tmp_path / "repo"
+    (repo / ".git" / "info").mkdir(parents=True)
+    (repo / ".git" / "info" / "exclude").write_text("# git ls-files --others --exclude-from\n")
+    (repo / "CLAUDE.local.md").write_text(USER_NOTES)
+    monkeypatch.chdir(repo)
+    return repo
+
+
+def test_dry_run_prints_the_diff_and_writes_nothing(home: Path, repo: Path) -> None:
+    before = files_of(repo)
+    result, emu = learn_once(home, ANSWER, "--agent", "claude")
+    assert result.exit_code == 0, result.output
+    assert len(emu.requests) == 1
+    assert f"--- would write {repo / 'CLAUDE.local.md'} (new Paths, Commands)" in result.output
+    assert "+<!-- ember:learn:start -->" in result.output
+    assert "+- The settings live in src/settings.py" in result.output
+    assert "+/CLAUDE.local.md" in result.output  # the exclude line it would add
+    assert "Dry run: nothing was written. Run again with --apply" in result.output
+    assert "sessions of every project were read" in result.output
+    assert files_of(repo) == before
+
+
+def test_apply_writes_the_block_and_a_second_apply_changes_nothing(home: Path, repo: Path) -> None:
+    result, emu = learn_once(home, ANSWER, "--agent", "claude", "--apply")
+    assert result.exit_code == 0, result.output
+    assert len(emu.requests) == 1
+    local = (repo / "CLAUDE.local.md").read_text()
+    assert local.startswith(USER_NOTES)  # the user's text, untouched
+    start, end = local.index("<!-- ember:learn:start -->"), local.index("<!-- ember:learn:end -->")
+    block = local[start:end]
+    assert "### Paths\n\n- The settings live in src/settings.py" in block
+    assert "### Commands\n\n- Run the tests with `make test`." in block
+    assert local[end:].strip() == "<!-- ember:learn:end -->"
+    exclude = (repo / ".git" / "info" / "exclude").read_text()
+    assert exclude.startswith("# git ls-files") and "\n/CLAUDE.local.md\n" in exclude
+    assert f"Written:\n  {repo / 'CLAUDE.local.md'}\n  {repo / '.git/info/exclude'}" in (
+        result.output
+    )
+    assert not (repo / "AGENTS.md").exists() and not (repo / "CLAUDE.md").exists()
+
+    snapshot = files_of(repo)
+    again, emu = learn_once(home, ANSWER, "--agent", "claude", "--apply", "--json")
+    assert again.exit_code == 0, again.output
+    report = json.loads(again.output)
+    assert report["written"] == [] and report["planned"][0]["files"] == []
+    assert report["planned"][0]["replaced_sections"] == ["Paths", "Commands"]
+    assert files_of(repo) == snapshot  # idempotent, byte for byte
+    assert len(emu.requests) == 1
+    digest = emu.last_request.json()["messages"][0]["content"]
+    learned = digest[digest.index("## Previously learned patterns") :]
+    assert "### Paths\n- The settings live in src/settings.py" in learned
+
+
+def test_a_section_not_reemitted_is_kept(home: Path, repo: Path) -> None:
+    assert learn_once(home, ANSWER, "--agent", "claude", "--apply")[0].exit_code == 0
+    later = {"recommendations": [{"section": "Commands", "text": "Use `make check`."}]}
+    result, _ = learn_once(home, later, "--agent", "claude", "--apply")
+    assert result.exit_code == 0, result.output
+    local = (repo / "CLAUDE.local.md").read_text()
+    assert "src/settings.py" in local  # Paths kept
+    assert "Use `make check`." in local and "make test" not in local  # Commands replaced
+    assert local.startswith(USER_NOTES)
+
+
+def test_every_agent_read_gets_its_own_file_once(home: Path, repo: Path) -> None:
+    result, _ = learn_once(home, ANSWER, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["scan"]["sessions_by_agent"] == {
+        "claude": 10, "codex": 7, "gemini": 3, "grok": 2, "opencode": 3,
+    }  # fmt: skip
+    targets = [p["target"] for p in report["planned"]]
+    assert targets == [str(repo / n) for n in ("CLAUDE.local.md", "AGENTS.md", "GEMINI.md")]
+    assert report["written"] == []
+
+
+def test_target_writes_only_that_file(home: Path, repo: Path, tmp_path: Path) -> None:
+    target = tmp_path / "notes" / "LESSONS.md"
+    before = files_of(repo)
+    result, _ = learn_once(home, ANSWER, "--target", str(target), "--apply", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["written"] == [str(target)]
+    assert "<!-- ember:learn:start -->" in target.read_text()
+    assert files_of(repo) == before
+
+
+def test_scan_only_refuses_to_apply(home: Path) -> None:
+    result = invoke(home, "--scan-only", "--apply")
+    assert result.exit_code != 0 and "nothing to write" in str(result.exception)
+
+
+# --- the model call's spend -------------------------------------------------------------------
+
+
+def test_the_learn_call_is_accounted_apart_from_user_sessions(home: Path, repo: Path) -> None:
+    from ember.prices import PriceTable
+    from ember.protocols.base import Usage
+    from ember.store.accounting import exchanges, session_totals
+
+    result, _ = learn_once(home, ANSWER, "--agent", "claude")
+    assert result.exit_code == 0, result.output
+    db = ember_home(home) / "stats.db"
+    (row,) = exchanges(db)
+    assert (row["origin"], row["thread_kind"], row["model"]) == (
+        "learn",
+        "learn",
+        "claude-sonnet-4-5",
+    )
+    assert row["session_id"].startswith("learn-") and row["status"] == 200
+    assert row["input_tokens"] > 0 and row["output_tokens"] > 0 and row["usage_known"] == 1
+    usage = Usage(row["input_tokens"], row["cache_read_tokens"], row["cache_write_tokens"], 0,
+                  row["output_tokens"])  # fmt: skip
+    assert row["cost_usd"] == pytest.approx(PriceTable().cost("claude-sonnet-4-5", usage))
+    assert row["cost_usd"] > 0
+    assert session_totals(db) == []  # never folded into a user's session
+    stats = CliRunner().invoke(
+        cli, ["stats", "--json"], env={"EMBER_HOME": str(ember_home(home)), "EMBER_CONFIG": ""}
+    )
+    assert stats.exit_code == 0, stats.output
+    assert json.loads(stats.output)["sessions"] == []
+
+
+def test_a_refused_call_records_no_spend(home: Path) -> None:
+    emu = Emulator()
+    emu.script(Reply.error(529, "overloaded_error", "Overloaded"))
+    with BackgroundServer(emu) as server:
+        result = invoke(home, "--agent", "claude", "--llm-url", server.url, ANTHROPIC_API_KEY="k")
+    assert result.exit_code == 1
+    assert not (ember_home(home) / "stats.db").exists()

@@ -40,6 +40,10 @@ class Msg:
     output_tokens: int | None = None
     input_tokens: int | None = None
 
+    @property
+    def chars(self) -> int:
+        return len(self.text)
+
 
 @dataclass(frozen=True)
 class Session:

@@ -6,17 +6,21 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
-from ember.cli.options import json_option
+from ember.cli.options import config_option, json_option
 from ember.learn.cli_backend import CLI_COMMANDS, DEFAULT_IDLE_TIMEOUT, DEFAULT_WALL_TIMEOUT
 from ember.learn.model import LearnError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ember.config import Settings
     from ember.learn.analyze import Backend
     from ember.learn.logs import Scan
+    from ember.learn.logs.base import LogReader, Progress
     from ember.learn.pipeline import LearnResult
 
 # The pipeline (and the provider SDKs it needs) is imported when `ember learn` runs, not when
@@ -24,6 +28,7 @@ if TYPE_CHECKING:
 
 DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-5-mini"}
 KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+T = TypeVar("T")
 
 
 @click.command()
@@ -45,7 +50,20 @@ KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
     "--project",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Only sessions run in this directory (or under it).",
+    help="Only sessions run in this directory (or under it), and write its files "
+    "(default: every project's sessions; files in the current directory).",
+)
+@click.option("--apply", is_flag=True, help="Write what was learned (default: dry run).")
+@click.option(
+    "--target",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the learn block into this file instead of each agent's own file.",
+)
+@click.option(
+    "--verbosity",
+    is_flag=True,
+    help="Learn the output verbosity level and baseline instead (no model call).",
 )
 @click.option("--llm-url", default=None, help="API base URL of the model (Anthropic Messages).")
 @click.option("--model", default=None, help="Model name for --llm-url.")
@@ -78,10 +96,14 @@ KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 )
 @click.option("--scan-only", is_flag=True, help="Scan and report loops; ask no model.")
 @json_option
+@config_option
 def learn(
     agent: str,
     paths: tuple[Path, ...],
     project: Path | None,
+    apply: bool,
+    target: Path | None,
+    verbosity: bool,
     llm_url: str | None,
     model: str | None,
     llm_protocol: str,
@@ -90,62 +112,181 @@ def learn(
     timeout: float,
     scan_only: bool,
     as_json: bool,
+    config_file: Path | None,
 ) -> None:
     """Learn from your agents' session logs: loops, failing commands, wrong paths.
 
     Scans the logs (Claude Code ~/.claude/projects, Codex ~/.codex/sessions, Gemini CLI
     ~/.gemini/tmp, Grok ~/.grok/sessions, OpenCode ~/.local/share/opencode), finds loops (the
     same call repeated three times or more in a session, with the tokens it wasted), and asks
-    a model once what the agent should know next time. Dry run: nothing is written.
+    a model once what the agent should know next time.
+
+    \b
+    Where it writes (dry run by default: prints the diff, writes nothing; --apply writes,
+    each file atomically). A marker block, <!-- ember:learn:start --> ... <!-- ember:learn:end -->,
+    in the project root (--project, else the current directory); text outside it is never
+    touched. Each agent whose sessions were read gets its own file, each file once:
+      Claude Code   CLAUDE.local.md (added to .git/info/exclude; a block in CLAUDE.md moves)
+      Codex, OpenCode, Grok   AGENTS.md
+      Gemini CLI    GEMINI.md
+    --target FILE writes only that file. What the block already holds is given to the model
+    as previously learned, so a second run revises it rather than repeating it.
 
     \b
     The model: --llm-url URL --model NAME (key from ANTHROPIC_API_KEY, or OPENAI_API_KEY with
     --llm-protocol openai), or --cli claude|codex|gemini. With neither, ANTHROPIC_API_KEY or
-    OPENAI_API_KEY selects the provider's API, else the first agent CLI found on PATH.
+    OPENAI_API_KEY selects the provider's API, else the first agent CLI found on PATH. An API
+    call is recorded in $EMBER_HOME/stats.db with origin "learn", apart from your sessions.
+
+    \b
+    --verbosity: no model call. Interrupted answers and replies faster than an answer could
+    be read (Claude Code and Codex logs) give the output verbosity level (never above 3) and
+    the baseline `ember output-savings` measures against; --apply saves both in
+    $EMBER_HOME/shaping/verbosity.json.
 
     \b
     Examples:
       ember learn --agent claude --project .
+      ember learn --agent claude --project . --apply
+      ember learn --verbosity --apply
       ember learn --scan-only --json
       ember learn --cli claude
     """
-    from ember.learn.analyze import CliBackend
+    from ember.config import load_settings
     from ember.learn.logs import Scan, readers, sources
-    from ember.learn.pipeline import analyse
 
     available = readers()
     agents = sorted(available) if agent == "all" else [agent]
-    project = project.resolve() if project is not None else None
+    only = project.resolve() if project is not None else None
+    root = only or Path.cwd().resolve()
     found = Scan(sources(available, agents, Path.home(), [p.expanduser() for p in paths]))
     if not found.sources:
         raise LearnError(
             f"no session logs found for {agent}; pass --path DIR (with --agent) if they are "
             "somewhere else"
         )
-    backend = None if scan_only else _backend(llm_url, model, llm_protocol, cli, timeout)
-    if isinstance(backend, CliBackend):
-        backend = CliBackend(backend.cli, cli_idle_timeout, timeout)
-    builder = _scan_with_progress(available, found, project, quiet=as_json)
+    settings = load_settings(config_file)
+    if verbosity:
+        _learn_verbosity(available, found, only, settings, apply=apply, as_json=as_json)
+        return
+    if scan_only and (apply or target is not None):
+        raise LearnError("--scan-only asks no model, so there is nothing to write; drop --apply")
+    backend = None
+    if not scan_only:
+        backend = _backend(llm_url, model, llm_protocol, cli, (cli_idle_timeout, timeout))
+    _learn(available, found, backend, settings, (only, root, target), apply=apply, as_json=as_json)
+
+
+def _learn(
+    available: dict[str, LogReader],
+    found: Scan,
+    backend: Backend | None,
+    settings: Settings,
+    where: tuple[Path | None, Path, Path | None],
+    *,
+    apply: bool,
+    as_json: bool,
+) -> None:
+    """Scan, analyse, plan the write-back (and apply it); ``where`` is (the project sessions
+    are kept to, the root files are written in, ``--target``)."""
+    from ember.cli import learn_report as out
+    from ember.learn.pipeline import analyse, fold
+    from ember.learn.run import learned_text, plan_targets, write_targets
+    from ember.learn.writeback import apply_writeback
+
+    only, root, target = where
+    builder = _with_progress(
+        found, as_json, lambda progress: fold(available, found, project=only, progress=progress)
+    )
     if found.sessions == 0:
-        raise LearnError(_nothing_read(found, project))
-    result = analyse(builder, found, backend)
+        raise LearnError(_nothing_read(found, only))
+    targets, homeless = write_targets(found.agents, root, target)
+    learned = learned_text(targets, root) if backend is not None else None
+    result = analyse(builder, found, backend, learned)
+    _record_spend(result, backend, settings)
+    plans = []
+    if backend is not None and not result.failed and result.recommendations:
+        plans = plan_targets(result.recommendations, targets, root)
+    written = [path for plan in plans if apply for path in apply_writeback(plan)]
     if as_json:
-        click.echo(json.dumps(_as_json(result), indent=2))
+        click.echo(json.dumps(out.learn_json(result, plans, written, homeless), indent=2))
     else:
-        _print(result)
+        out.print_learn(result)
+        if backend is not None and not result.failed:
+            out.print_writeback(plans, written, apply, homeless, all_projects=only is None)
     if result.failed:
         raise click.exceptions.Exit(1)
 
 
+def _record_spend(result: LearnResult, backend: Backend | None, settings: Settings) -> None:
+    """The API call's row, origin ``learn``; a failure to record it never fails the run."""
+    from ember.errors import StorageError
+    from ember.learn.analyze import ApiBackend
+    from ember.learn.spend import learn_record, record_learn_spend
+
+    if not isinstance(backend, ApiBackend) or result.answer is None:
+        return
+    record = learn_record(
+        result.answer,
+        backend.protocol,
+        settings.price_table(),
+        result.started,
+        result.model_seconds,
+    )
+    try:
+        record_learn_spend(settings.home, record)
+    except (StorageError, OSError) as exc:
+        click.echo(f"warning: the model call's cost was not recorded: {exc}", err=True)
+
+
+def _learn_verbosity(
+    available: dict[str, LogReader],
+    found: Scan,
+    only: Path | None,
+    settings: Settings,
+    *,
+    apply: bool,
+    as_json: bool,
+) -> None:
+    from ember.cli import learn_report as out
+    from ember.learn.logs import scan
+    from ember.learn.run import verbosity_of
+    from ember.learn.verbosity import save_verbosity, shaping_started
+    from ember.shaping.files import ShapingFiles, learned_level, read_json
+
+    files = ShapingFiles(settings.home)
+    since = shaping_started(files)
+    run = _with_progress(
+        found, as_json, lambda progress: verbosity_of(scan(available, found, only, progress), since)
+    )
+    if found.sessions == 0:
+        raise LearnError(_nothing_read(found, only))
+    try:
+        current = learned_level(read_json(files.verbosity))
+    except ValueError:
+        current = None
+    written = save_verbosity(files, run.report) if apply else None
+    if as_json:
+        click.echo(json.dumps(out.verbosity_json(found, run, written, current), indent=2))
+    else:
+        out.print_verbosity(found, run, files.verbosity, written, current)
+
+
 def _backend(
-    url: str | None, model: str | None, protocol: str, cli: str | None, timeout: float
+    url: str | None,
+    model: str | None,
+    protocol: str,
+    cli: str | None,
+    timeouts: tuple[float, float],
 ) -> Backend:
+    """The model to ask; ``timeouts`` is (a CLI's idle timeout, the wall-clock cap)."""
     from ember.learn.analyze import ApiBackend, CliBackend
 
+    idle, timeout = timeouts
     if cli is not None and url is not None:
         raise LearnError("pass either --cli or --llm-url, not both")
     if cli is not None:
-        return CliBackend(cli)
+        return CliBackend(cli, idle, timeout)
     if url is None:
         for name, variable in KEY_VARIABLES.items():
             if os.environ.get(variable):
@@ -157,7 +298,7 @@ def _backend(
         else:
             for name in sorted(CLI_COMMANDS):
                 if shutil.which(CLI_COMMANDS[name][0]):
-                    return CliBackend(name)
+                    return CliBackend(name, idle, timeout)
             raise LearnError(
                 "no model to learn with: pass --llm-url URL --model NAME (with "
                 "ANTHROPIC_API_KEY or OPENAI_API_KEY set), or --cli claude|codex|gemini; "
@@ -169,18 +310,17 @@ def _backend(
     return ApiBackend(url, model or DEFAULT_MODELS[protocol], key, protocol, timeout)
 
 
-def _scan_with_progress(available: Any, found: Scan, project: Path | None, *, quiet: bool) -> Any:
+def _with_progress(found: Scan, quiet: bool, work: Callable[[Progress], T]) -> T:
+    """Run ``work`` (a scan) under a rich progress bar on stderr, by bytes read."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
         DownloadColumn,
-        Progress,
         TextColumn,
         TimeRemainingColumn,
         TransferSpeedColumn,
     )
-
-    from ember.learn.pipeline import fold
+    from rich.progress import Progress as Bar
 
     console = Console(stderr=True)
     columns = (
@@ -190,10 +330,9 @@ def _scan_with_progress(available: Any, found: Scan, project: Path | None, *, qu
         TransferSpeedColumn(),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, console=console, disable=quiet or not console.is_terminal) as bar:
+    with Bar(*columns, console=console, disable=quiet or not console.is_terminal) as bar:
         task = bar.add_task("scan", total=found.total_bytes or None)
-        builder = fold(available, found, project=project, progress=lambda n: bar.advance(task, n))
-    return builder
+        return work(lambda n: bar.advance(task, n))
 
 
 def _nothing_read(found: Scan, project: Path | None) -> str:
@@ -206,76 +345,3 @@ def _nothing_read(found: Scan, project: Path | None) -> str:
     return f"no session could be read from {len(found.sources)} log sources" + (
         f" ({problems})" if problems else ""
     )
-
-
-def _as_json(result: LearnResult) -> dict[str, Any]:
-    stats = result.scan.stats
-    return {
-        "scan": {
-            "sources": len(result.scan.sources),
-            "files": stats.files,
-            "bytes": stats.bytes,
-            "sessions": result.scan.sessions,
-            "records": dict(sorted(stats.records.items())),
-            "unknown_records": dict(sorted(stats.unknown.items())),
-            "malformed_lines": stats.malformed,
-            "problems": [str(p) for p in stats.problems],
-        },
-        "loops": [loop.to_json() for loop in result.loops],
-        "digest": {
-            "tokens": result.digest.tokens,
-            "sessions_included": result.digest.sessions_included,
-            "sessions_left_out": result.digest.sessions_left_out,
-        },
-        "model": {
-            "backend": result.backend,
-            "ok": result.backend is not None and not result.failed,
-            "error": result.error,
-            "seconds": round(result.model_seconds, 3),
-        },
-        "recommendations": [r.to_json() for r in result.recommendations],
-        "unusable_recommendations": result.unusable,
-        "written": False,
-    }
-
-
-def _print(result: LearnResult) -> None:
-    stats = result.scan.stats
-    echo = click.echo
-    echo(
-        f"Scanned {result.scan.sessions} sessions in {stats.files} files "
-        f"({stats.bytes / 1e6:.1f} MB), {sum(stats.records.values())} records."
-    )
-    if stats.unknown:
-        kinds = ", ".join(f"{k} x{n}" for k, n in stats.unknown.most_common(5))
-        echo(f"Skipped {sum(stats.unknown.values())} records of unknown types ({kinds}).")
-    if stats.malformed:
-        echo(f"{stats.malformed} lines could not be read:")
-        for problem in stats.problems[:5]:
-            echo(f"  {problem}")
-    echo(f"\nLoops: {len(result.loops)}")
-    for loop in result.loops[:10]:
-        echo(
-            f"  [{loop.kind}] {loop.signature}  x{loop.occurrences} in {loop.agent} session "
-            f"{loop.session_id}, ~{loop.wasted_tokens} tokens wasted"
-        )
-    if result.backend is None:
-        echo("\nNo model asked (--scan-only).")
-        return
-    if result.error is not None:
-        echo(f"\nThe analysis failed ({result.backend}): {result.error}", err=True)
-        echo("No recommendations were made; fix the above and run `ember learn` again.", err=True)
-        return
-    echo(f"\nRecommendations from {result.backend} ({result.model_seconds:.1f} s):")
-    if not result.recommendations:
-        echo("  The model read the logs and found nothing worth writing down.")
-    section = None
-    for rec in sorted(result.recommendations, key=lambda r: r.section):
-        if rec.section != section:
-            section = rec.section
-            echo(f"\n## {section}")
-        mark = " [loop guardrail]" if rec.is_loop_guardrail else ""
-        echo(f"- {rec.text}  (~{rec.estimated_tokens_saved} tokens){mark}")
-    if result.unusable:
-        echo(f"\n{result.unusable} items of the model's answer were not usable and were left out.")
-    echo("\nDry run: nothing was written.")

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from ember.compose import build_app
 from ember.config import Settings, load_settings
+from ember.demo.learn import LearnSummary, run_learn_demo
 from ember.demo.memory import MemorySummary, run_memory_demo
 from ember.demo.shadow import ShadowSummary, run_shadow_demo
 from ember.demo.shaping import ShapingSummary, print_shaping, shaping_summary
@@ -37,6 +38,7 @@ class DemoResult:
     shaping: ShapingSummary | None = None
     memory: MemorySummary | None = None
     shadow: ShadowSummary | None = None
+    learn: LearnSummary | None = None
 
 
 def run_demo(home: Path | None = None, console: Console | None = None) -> DemoResult:
@@ -71,6 +73,7 @@ def run_demo(home: Path | None = None, console: Console | None = None) -> DemoRe
         print_shaping(result.shaping, console)
     result.memory = run_memory_demo(home, console)
     result.shadow = run_shadow_demo(home, console)
+    result.learn = run_learn_demo(home, console)
     return result
 
 

@@ -22,10 +22,14 @@ import orjson
 
 from ember.learn.cli_backend import CLI_COMMANDS, CliFailed, answer_of, run_cli
 from ember.learn.model import LearnError, Recommendation
+from ember.protocols.anthropic import AnthropicAdapter
+from ember.protocols.base import Usage
+from ember.protocols.openai_chat import openai_usage
 
 __all__ = [
     "SYSTEM_PROMPT",
     "AnalysisFailed",
+    "Answer",
     "ApiBackend",
     "Backend",
     "CliBackend",
@@ -62,7 +66,22 @@ _FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
 
 
 class AnalysisFailed(LearnError):
-    """The model call did not produce an analysis; the message says why."""
+    """The model call did not produce an analysis; the message says why. ``answer`` is what
+    came back when the call itself was answered (and billed), so it is still accounted."""
+
+    def __init__(self, message: str, *, answer: Answer | None = None) -> None:
+        super().__init__(message)
+        self.answer = answer
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The model's answer: its text, and for an API call the model that answered and the usage
+    it reported (what the call is accounted with; None through an agent CLI)."""
+
+    text: str
+    model: str | None = None
+    usage: Usage | None = None
 
 
 @dataclass(frozen=True)
@@ -80,7 +99,7 @@ class ApiBackend:
     def label(self) -> str:
         return f"{self.protocol} API {self.url} ({self.model})"
 
-    def complete(self, system: str, prompt: str) -> str:
+    def complete(self, system: str, prompt: str) -> Answer:
         try:
             if self.protocol == "openai":
                 return self._openai(system, prompt)
@@ -88,7 +107,7 @@ class ApiBackend:
         except (anthropic.APIError, openai.APIError) as exc:
             raise AnalysisFailed(f"the model call to {self.url} failed: {_describe(exc)}") from exc
 
-    def _anthropic(self, system: str, prompt: str) -> str:
+    def _anthropic(self, system: str, prompt: str) -> Answer:
         client = anthropic.Anthropic(
             base_url=self.url, api_key=self.api_key, timeout=self.timeout, max_retries=0
         )
@@ -99,9 +118,11 @@ class ApiBackend:
                 system=system,
                 messages=[{"role": "user", "content": prompt}],
             )
-        return "".join(b.text for b in message.content if b.type == "text")
+        text = "".join(b.text for b in message.content if b.type == "text")
+        usage = AnthropicAdapter().usage(message.usage.model_dump())
+        return Answer(text, message.model or self.model, usage)
 
-    def _openai(self, system: str, prompt: str) -> str:
+    def _openai(self, system: str, prompt: str) -> Answer:
         client = openai.OpenAI(
             base_url=self.url, api_key=self.api_key, timeout=self.timeout, max_retries=0
         )
@@ -113,9 +134,14 @@ class ApiBackend:
                     {"role": "user", "content": prompt},
                 ],
             )
+        raw = completion.usage.model_dump() if completion.usage is not None else None
+        usage = openai_usage(raw, "prompt_tokens", "completion_tokens", "prompt_tokens_details")
+        answer = Answer("", completion.model or self.model, usage if raw is not None else None)
         if not completion.choices:
-            raise AnalysisFailed(f"{self.url} answered a chat completion with no choices")
-        return completion.choices[0].message.content or ""
+            raise AnalysisFailed(
+                f"{self.url} answered a chat completion with no choices", answer=answer
+            )
+        return Answer(completion.choices[0].message.content or "", answer.model, answer.usage)
 
 
 @dataclass(frozen=True)
@@ -132,7 +158,7 @@ class CliBackend:
     def label(self) -> str:
         return f"{self.cli} CLI"
 
-    def complete(self, system: str, prompt: str) -> str:
+    def complete(self, system: str, prompt: str) -> Answer:
         argv = self.argv or tuple(CLI_COMMANDS[self.cli])
         try:
             run = run_cli(
@@ -142,7 +168,7 @@ class CliBackend:
                 wall_timeout=self.wall_timeout,
                 env=self.env,
             )
-            return answer_of(self.cli, run.stdout)
+            return Answer(answer_of(self.cli, run.stdout))
         except CliFailed as exc:
             raise AnalysisFailed(str(exc)) from exc
 

@@ -21,11 +21,15 @@ from ember.errors import EmberError
 SNIPPET_CHARS = 300
 #: How many malformed lines a scan keeps the details of (all are counted).
 MAX_PROBLEMS_KEPT = 200
+#: How many messages a session keeps for ``learn --verbosity`` (later ones are counted, not
+#: kept): a session is held whole only while it is folded, and this caps what that costs.
+MAX_MESSAGES_KEPT = 20_000
 
 __all__ = [
     "MAX_PROBLEMS_KEPT",
     "SNIPPET_CHARS",
     "LearnError",
+    "Message",
     "Problem",
     "Recommendation",
     "ScanStats",
@@ -81,6 +85,38 @@ class SessionEvent:
 
 
 @dataclass(slots=True)
+class Message:
+    """One message of a session as ``learn --verbosity`` reads it (``verbosity.LogMessage``).
+
+    ``role`` is ``user`` or ``assistant``; ``parts`` the kinds of its content blocks (``text``,
+    ``image``, ``tool_use``, ``tool_result``, ``tool_error``); ``text`` a snippet of its visible
+    text and ``chars`` that text's full length (how long an answer was, without holding it);
+    ``interrupted`` marks a user message that stopped the answer before it. Token counts are
+    the API usage of an assistant message (input including cached), None when not logged.
+    One assistant message is one API answer, even when the log splits it over several lines.
+    """
+
+    role: str
+    timestamp: float | None = None
+    parts: list[str] = field(default_factory=list)
+    text: str = ""
+    chars: int = 0
+    interrupted: bool = False
+    model: str | None = None
+    output_tokens: int | None = None
+    input_tokens: int | None = None
+
+    def add_text(self, text: str) -> None:
+        """Count ``text`` into the message, keeping at most a snippet of it."""
+        if not text:
+            return
+        self.chars += len(text)
+        if len(self.text) < SNIPPET_CHARS:
+            joined = f"{self.text}\n{text}" if self.text else text
+            self.text = snippet(joined) or ""
+
+
+@dataclass(slots=True)
 class Usage:
     """Tokens a session's model calls used, each API message counted once."""
 
@@ -114,6 +150,19 @@ class SessionData:
     events: list[SessionEvent] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     messages: int = 0
+    #: the messages (for ``learn --verbosity``), from readers whose logs have them
+    turns: list[Message] = field(default_factory=list)
+    #: messages past :data:`MAX_MESSAGES_KEPT`, counted and not kept
+    turns_dropped: int = 0
+
+    def add_message(self, message: Message) -> Message:
+        """Keep ``message`` unless the session already holds :data:`MAX_MESSAGES_KEPT`; the
+        message is returned either way, so a reader can go on filling it in."""
+        if len(self.turns) < MAX_MESSAGES_KEPT:
+            self.turns.append(message)
+        else:
+            self.turns_dropped += 1
+        return message
 
     def add_call(self, call: ToolCall) -> ToolCall:
         call.index = len(self.tool_calls)

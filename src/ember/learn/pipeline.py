@@ -16,7 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ember.learn.analyze import SYSTEM_PROMPT, AnalysisFailed, Backend, parse_recommendations
+from ember.learn.analyze import (
+    SYSTEM_PROMPT,
+    AnalysisFailed,
+    Answer,
+    Backend,
+    parse_recommendations,
+)
 from ember.learn.digest import DEFAULT_BUDGET_TOKENS, Digest, DigestBuilder
 from ember.learn.logs.base import LogReader, Progress
 from ember.learn.logs.discovery import Scan, scan
@@ -39,6 +45,11 @@ class LearnResult:
     #: why the model call failed (None: it did not fail)
     error: str | None = None
     model_seconds: float = 0.0
+    #: the model's answer when the call was answered (its usage is what the call cost), even
+    #: when the answer held no usable recommendations
+    answer: Answer | None = None
+    #: wall-clock time the model call started (seconds since the epoch)
+    started: float = 0.0
 
     @property
     def failed(self) -> bool:
@@ -69,12 +80,14 @@ def analyse(
     if backend is None:
         return result
     result.backend = backend.label
+    result.started = time.time()
     start = time.monotonic()
     try:
-        answer = backend.complete(SYSTEM_PROMPT, digest.text)
-        recommendations, result.unusable = parse_recommendations(answer)
+        result.answer = backend.complete(SYSTEM_PROMPT, digest.text)
+        recommendations, result.unusable = parse_recommendations(result.answer.text)
     except AnalysisFailed as exc:
         result.error = str(exc)
+        result.answer = result.answer or exc.answer
         return result
     finally:
         result.model_seconds = time.monotonic() - start

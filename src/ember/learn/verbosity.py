@@ -59,7 +59,9 @@ class LogMessage(Protocol):
 
     ``role``: ``user`` or ``assistant`` (others are skipped); ``parts``: the kinds of its
     content blocks, named as in ``ember.shaping.policy`` (``text``, ``image``, ``tool_use``,
-    ``tool_result``, ``tool_error``...); ``text``: its visible text; ``interrupted``: this user
+    ``tool_result``, ``tool_error``...); ``text``: its visible text, or a snippet of it (enough
+    to recognise "explain more"); ``chars``: the length of the whole visible text (how long an
+    answer was, which a reader need not hold to count); ``interrupted``: this user
     message records that the user stopped the answer before it (Claude Code's "[Request
     interrupted by user]", Codex's ``turn_aborted``); ``output_tokens`` / ``input_tokens``: the
     API usage of an assistant message (input including cached tokens), None when unknown.
@@ -74,6 +76,8 @@ class LogMessage(Protocol):
     def parts(self) -> Sequence[str]: ...
     @property
     def text(self) -> str: ...
+    @property
+    def chars(self) -> int: ...
     @property
     def interrupted(self) -> bool: ...
     @property
@@ -170,7 +174,7 @@ def _observe(
     first = answer[0].timestamp
     if first is None or msg.timestamp is None:
         return
-    chars = sum(len(m.text) for m in answer)
+    chars = sum(m.chars for m in answer)
     if fast_skip(PreviousAnswer("ok", not tool_pending, chars, first), msg.timestamp):
         counts.fast_skips += 1
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -26,6 +27,7 @@ __all__ = [
     "Progress",
     "as_text",
     "compact_input",
+    "epoch",
     "iter_jsonl",
     "parse_arguments",
     "read_json_file",
@@ -186,3 +188,17 @@ def as_text(content: Any) -> str:
                 return as_text(content[key])
         return ""
     return str(content)
+
+
+def epoch(value: Any) -> float | None:
+    """An ISO 8601 timestamp (``2026-01-02T10:00:00.000Z``) as seconds since the epoch (a
+    naive one is taken as UTC); None when absent or not a timestamp."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()

@@ -10,6 +10,11 @@ One API message is written over several lines (one content block each) that shar
 ``message.id``, or a session's tokens come out two to five times too high. A tool result is
 matched to its call by ``tool_use_id`` (by order when an old record has none); it failed when
 the block says ``is_error``, when the record's ``toolUseResult`` does, or when the user denied it.
+
+Messages are kept for ``learn --verbosity`` (``SessionData.turns``): the lines of one API message
+fold into one assistant message (its usage taken once), a user record into one user message
+whose parts say what it held; "[Request interrupted by user]" marks an interruption. Meta
+records and slash-command wrappers (``<command-name>`` ...) are not the user answering.
 """
 
 from __future__ import annotations
@@ -23,9 +28,18 @@ from ember.learn.logs.base import (
     Progress,
     as_text,
     compact_input,
+    epoch,
     iter_jsonl,
 )
-from ember.learn.model import ScanStats, SessionData, SessionEvent, ToolCall, Usage, snippet
+from ember.learn.model import (
+    Message,
+    ScanStats,
+    SessionData,
+    SessionEvent,
+    ToolCall,
+    Usage,
+    snippet,
+)
 
 __all__ = ["ClaudeReader", "project_slug"]
 
@@ -105,6 +119,8 @@ class _State:
         self.pending: dict[str, ToolCall] = {}
         self.unanswered: list[ToolCall] = []
         self.named_id = False
+        self.answer: Message | None = None
+        self.answer_key: Any = None
 
     def take(self, kind: str, record: dict[str, Any]) -> bool:
         """Fold ``record`` in; False when its type is not one this reader knows."""
@@ -156,6 +172,40 @@ class _State:
         for block in content if isinstance(content, list) else []:
             if isinstance(block, dict) and block.get("type") == "tool_use":
                 self._call(block.get("name"), block.get("input"), block.get("id"), record)
+        if message.get("model") != "<synthetic>":
+            self._answer(key, record, message)
+
+    def _answer(self, key: Any, record: dict[str, Any], message: dict[str, Any]) -> None:
+        """Fold this line into its API message (lines sharing ``message.id`` are one)."""
+        if self.answer is None or key is None or key != self.answer_key:
+            model = message.get("model")
+            self.answer = self.session.add_message(
+                Message(
+                    "assistant",
+                    epoch(record.get("timestamp")),
+                    model=model if isinstance(model, str) else None,
+                )
+            )
+            self.answer_key = key
+        answer = self.answer
+        usage = message.get("usage")
+        if isinstance(usage, dict):
+            u = _usage(usage)
+            fed = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
+            answer.output_tokens = max(answer.output_tokens or 0, u.output_tokens)
+            answer.input_tokens = max(answer.input_tokens or 0, fed)
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else [content]
+        for block in blocks:
+            kind = "text" if isinstance(block, str) else None
+            if isinstance(block, dict):
+                kind = block.get("type") if block.get("type") in ("text", "tool_use") else None
+            if kind is None:
+                continue
+            if kind not in answer.parts:
+                answer.parts.append(kind)
+            if kind == "text":
+                answer.add_text(as_text(block))
 
     def _user(self, record: dict[str, Any]) -> None:
         message = record.get("message")
@@ -165,19 +215,34 @@ class _State:
         denied = bool(record.get("toolDenialKind"))
         failed = denied or (isinstance(outcome, dict) and outcome.get("is_error") is True)
         texts: list[str] = []
+        said = Message("user", epoch(ts))
         for block in content if isinstance(content, list) else [content]:
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 error = bool(block.get("is_error")) or failed
                 self._result(block.get("tool_use_id"), block.get("content"), error, record)
+                said.parts.append("tool_error" if error else "tool_result")
             elif block is not None:
+                kind = block.get("type") if isinstance(block, dict) else "text"
+                said.parts.append(kind if kind in ("image", "document") else "text")
                 texts.append(as_text(block))
         text = "\n".join(t for t in texts if t)
+        self._said(said, text, record)
         if not text:
             return
         if INTERRUPT_MARK in text:
             self.session.events.append(SessionEvent("interrupt", snippet(text), ts))
         elif not record.get("isMeta") and not text.startswith("<"):
             self.session.events.append(SessionEvent("user_prompt", snippet(text), ts))
+
+    def _said(self, said: Message, text: str, record: dict[str, Any]) -> None:
+        """Keep a user message, unless it is not the user answering (meta, a command)."""
+        if not said.parts or record.get("isMeta"):
+            return
+        if text.startswith("<") and set(said.parts) == {"text"}:
+            return
+        said.add_text(text)
+        said.interrupted = INTERRUPT_MARK in text
+        self.session.add_message(said)
 
     def _system(self, record: dict[str, Any]) -> None:
         kind = _SYSTEM_EVENTS.get(str(record.get("subtype")))

@@ -8,6 +8,12 @@ command's failure is its exit code: ``exec_command_end`` carries ``exit_code``, 
 it as ``metadata.exit_code`` (JSON) or an ``Exit code: N`` line — a shell that ran and returned
 1 is the error loop the analysis looks for, even though the tool call itself "succeeded".
 Token usage is cumulative in ``token_count`` events: the last one is the session's total.
+
+Messages are kept for ``learn --verbosity`` (``SessionData.turns``): the user's own words from
+``user_message`` events (the ``response_item`` copies also carry injected context), the
+assistant's text, its tool calls and their outputs, and ``turn_aborted`` as an interruption.
+A ``token_count``'s ``last_token_usage`` is the usage of the API call just made: it goes to the
+latest assistant message still without one (or the next, when it was logged first).
 """
 
 from __future__ import annotations
@@ -20,8 +26,23 @@ from typing import Any
 
 import orjson
 
-from ember.learn.logs.base import LogSource, Progress, as_text, iter_jsonl, parse_arguments
-from ember.learn.model import ScanStats, SessionData, SessionEvent, ToolCall, Usage, snippet
+from ember.learn.logs.base import (
+    LogSource,
+    Progress,
+    as_text,
+    epoch,
+    iter_jsonl,
+    parse_arguments,
+)
+from ember.learn.model import (
+    Message,
+    ScanStats,
+    SessionData,
+    SessionEvent,
+    ToolCall,
+    Usage,
+    snippet,
+)
 
 __all__ = ["CodexReader", "exit_code_of"]
 
@@ -110,6 +131,9 @@ class _State:
         self.last_call: ToolCall | None = None
         self.total: Usage | None = None
         self.named = False
+        #: the assistant messages since the user last spoke, waiting for their usage
+        self.unbilled: list[Message] = []
+        self.usage_ahead: tuple[int, int] | None = None
 
     def take(self, kind: str, sub: str, p: dict[str, Any], ts: str | None) -> bool:
         s = self.session
@@ -143,8 +167,10 @@ class _State:
             self.last_call = call
             if call.call_id:
                 self.calls[call.call_id] = call
+            self._assistant(["tool_use"], "", ts)
             return True
         if sub in _OUTPUTS:
+            self._user(Message("user", epoch(ts), ["tool_result"]))
             answered = self.calls.get(str(p.get("call_id")))
             if answered is None and sub == "tool_result":
                 answered = self.last_call
@@ -158,15 +184,49 @@ class _State:
             return True
         if sub == "message":
             self.session.messages += 1
+            if p.get("role") == "assistant":
+                self._assistant(["text"], as_text(p.get("content")), ts)
         return False
+
+    def _assistant(self, parts: list[str], text: str, ts: str | None) -> None:
+        msg = Message("assistant", epoch(ts), parts, model=self.session.model)
+        msg.add_text(text)
+        self.session.add_message(msg)
+        if self.usage_ahead is not None:
+            msg.input_tokens, msg.output_tokens = self.usage_ahead
+            self.usage_ahead = None
+        else:
+            self.unbilled.append(msg)
+
+    def _user(self, msg: Message) -> None:
+        self.session.add_message(msg)
+        self.unbilled.clear()
+        self.usage_ahead = None
+
+    def _last_usage(self, info: Any) -> None:
+        last = info.get("last_token_usage") if isinstance(info, dict) else None
+        if not isinstance(last, dict):
+            return
+        usage = (_int(last.get("input_tokens")), _int(last.get("output_tokens")))
+        if self.unbilled:
+            msg = self.unbilled.pop()
+            msg.input_tokens, msg.output_tokens = usage
+            self.unbilled.clear()
+        else:
+            self.usage_ahead = usage
 
     def _event(self, sub: str, p: dict[str, Any], ts: str | None) -> bool:
         s = self.session
         call = self.calls.get(str(p.get("call_id")))
         if sub == "user_message":
-            s.events.append(SessionEvent("user_prompt", snippet(as_text(p.get("message"))), ts))
+            text = as_text(p.get("message"))
+            s.events.append(SessionEvent("user_prompt", snippet(text), ts))
+            said = Message("user", epoch(ts), ["text"] + (["image"] if p.get("images") else []))
+            said.add_text(text)
+            self._user(said)
         elif sub == "token_count":
             self._usage(p.get("info"))
+            self._last_usage(p.get("info"))
         elif sub == "exec_command_end":
             code = p.get("exit_code")
             if call is not None and isinstance(code, int) and code != 0:
@@ -184,6 +244,7 @@ class _State:
                 self._fail(call, as_text(result.get("Err") or ok))
         elif sub == "turn_aborted":
             s.events.append(SessionEvent("interrupt", _str(p.get("reason")), ts))
+            self._user(Message("user", epoch(ts), interrupted=True))
         elif sub == "error":
             s.events.append(SessionEvent("error", snippet(as_text(p.get("message"))), ts))
         elif sub == "context_compacted":

@@ -10,6 +10,7 @@ for Gemini, by the hash of the project's directory that names its folder.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,8 @@ class Scan:
     sessions: int = 0
     #: sessions read but left out because they belong to another project
     other_projects: int = 0
+    #: sessions read, per agent (whose files ``--apply`` writes)
+    agents: Counter[str] = field(default_factory=Counter)
 
     @property
     def total_bytes(self) -> int:
@@ -87,6 +90,7 @@ def scan(
         for session in reader.read(source, found.stats, progress):
             if in_project(session, project):
                 found.sessions += 1
+                found.agents[session.agent] += 1
                 yield session
             else:
                 found.other_projects += 1
