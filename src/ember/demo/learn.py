@@ -147,9 +147,9 @@ def _print(s: LearnSummary, console: Console) -> None:
         f"({s.model_calls} for two runs)\n"
         "  dry run (`ember learn`): the diff it would apply, nothing written:"
     )
-    console.print(s.diff.rstrip("\n"), style="dim", markup=False, highlight=False)
+    console.print(s.diff.rstrip("\n"), style="dim", markup=False, highlight=False, soft_wrap=True)
     console.print("  applied (`ember learn --apply`): CLAUDE.local.md now ends with")
-    console.print(s.block.rstrip("\n"), style="dim", markup=False, highlight=False)
+    console.print(s.block.rstrip("\n"), style="dim", markup=False, highlight=False, soft_wrap=True)
     console.print(
         "  the user's own notes above the markers: "
         + ("untouched" if s.user_text_kept else "CHANGED — write-back failed")
