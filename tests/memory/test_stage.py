@@ -83,3 +83,26 @@ async def test_a_fact_already_injected_in_the_session_is_not_injected_again(
     for m in facts:  # replayed once with the first ask, never added to the second
         assert sent.count(f"[{m.id}]") == 1
     storage.close()
+
+
+async def test_after_a_compaction_a_fact_whose_message_is_gone_may_be_injected_again(
+    tmp_path: Path,
+) -> None:
+    """A compaction replaces the history with a summary: the message that carried a fact is
+    gone, and a session that never gets it again would lose that memory for good."""
+    from ember.config import load_settings
+
+    facts = [draft(NewMemory("Builds use ninja"), new_id(), 1.0)]
+    storage = Storage(tmp_path)
+    router = _FakeRouter(_FakeStore(facts), tmp_path / "p" / "ember.db")
+    stage = MemoryStage(load_settings(env={}), storage, router=router)  # type: ignore[arg-type]
+    history: list[dict[str, object]] = []
+    await stage.on_request(_ask(history, "how do we build?"))
+    compacted: list[dict[str, object]] = [
+        {"role": "user", "content": "Summary of the conversation so far: we discussed builds."},
+        {"role": "assistant", "content": "Understood."},
+    ]
+    after = _ask(compacted, "and the docs build?")
+    await stage.on_request(after)
+    assert after.doc.to_bytes().decode().count(f"[{facts[0].id}]") == 1
+    storage.close()

@@ -129,15 +129,19 @@ class MemoryStage(Stage):
             e.message_index == ask and e.message_digest == digests[ask] for e in entries
         ):
             new_ask = False  # a retry of an ask already answered: replay, never re-retrieve
-        for e in entries:
-            if e.block and digests.get(e.message_index) == e.message_digest:
+        # The entries whose message is still in this history: their blocks are replayed, and
+        # only their facts count as already in the conversation. After a compaction the
+        # history no longer holds them, and their facts may be injected again.
+        live = [e for e in entries if digests.get(e.message_index) == e.message_digest]
+        for e in live:
+            if e.block:
                 adapter.append_user_tail(ex.doc, e.message_index, e.block)
         if not new_ask or ask is None or is_compaction(adapter.user_text(body, ask)):
             return  # a compaction's instructions are the client's, not an ask of the user's
         # From here on a failure costs only this ask's new block: the replays above stay, so
         # the session's cached prefix keeps its bytes.
         try:
-            entry = await self._retrieve(ex, adapter, ask, digests[ask], injected(entries))
+            entry = await self._retrieve(ex, adapter, ask, digests[ask], injected(live))
             if entry is None:
                 return
             await self.ledger.record(db, ex.session_id, entry)
@@ -152,8 +156,8 @@ class MemoryStage(Stage):
         self, ex: Exchange, adapter: ProtocolAdapter, ask: int, digest: str, already: set[str]
     ) -> LedgerEntry | None:
         """The entry for a new ask; None when retrieval could not run (nothing recorded, so
-        a later retry may still get memories). Facts ``already`` injected in this session
-        are left out: they are still in the conversation, a second copy only costs tokens."""
+        a later retry may still get memories). Facts ``already`` injected into messages
+        this history still holds are left out: a second copy only costs tokens."""
         body = ex.doc.value
         tools, turns = adapter.recent_context(body, ask)
         query = MemoryQuery.build(ask_text(adapter.user_text(body, ask)), tools, turns)
