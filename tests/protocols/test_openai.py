@@ -5,6 +5,7 @@ import json
 from ember.protocols import OPENAI_CHAT, OPENAI_RESPONSES
 from ember.protocols.jsonedit import JsonDoc
 from ember.protocols.sse import iter_events
+from tests.client_fixtures import load_scenario
 
 CHAT = {
     "model": "gpt-5",
@@ -208,3 +209,15 @@ def test_leading_user_texts_count_user_messages_past_any_number_of_developer_ite
     ]
     assert OPENAI_RESPONSES.leading_user_texts({"input": "hello"}, 3) == ["hello"]
     assert OPENAI_CHAT.leading_user_texts(CHAT, 3) == ["list files"]
+
+
+def test_codex_tools_sent_in_an_input_item_count_as_offered_tools() -> None:
+    """Codex with its default model sends its tools in an ``additional_tools`` input item
+    (recorded from the real CLI); without reading them its main thread offered "no tools"
+    and a side request could not be told apart from it."""
+    [first, *_] = [r for r in load_scenario("codex", "default-model-exec-then-resume")]
+    body = first.json()
+    assert "tools" not in body
+    assert OPENAI_RESPONSES.has_tools(body)
+    assert "exec" in OPENAI_RESPONSES.tool_names(body)
+    assert not OPENAI_RESPONSES.has_tools({"input": [{"role": "user", "content": "hi"}]})

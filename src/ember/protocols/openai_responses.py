@@ -57,6 +57,15 @@ def _is_role(item: Any, roles: tuple[str, ...]) -> bool:
 class OpenAIResponsesAdapter(OpenAIAdapterBase):
     name: ClassVar[str] = "openai_responses"
 
+    def has_tools(self, body: Any) -> bool:
+        return super().has_tools(body) or bool(_input_tool_names(body))
+
+    def tool_names(self, body: Any) -> tuple[str, ...]:
+        """The ``tools`` field's, and those Codex (with its default model) sends in an
+        ``additional_tools`` input item instead: without them its conversations read as
+        offering no tools, and a side request could not be told from the main thread."""
+        return tuple(sorted((*super().tool_names(body), *_input_tool_names(body))))
+
     def system_text(self, body: Any) -> str:
         if not isinstance(body, dict):
             return ""
@@ -440,3 +449,22 @@ class ResponsesAssembler:
             return final
         self.msg.blocks = self._streamed()
         return self.msg
+
+
+def _input_tool_names(body: Any) -> list[str]:
+    """Names of the tools in ``additional_tools`` input items, namespaces flattened."""
+    names: list[str] = []
+    pending: list[Any] = []
+    for item in _items(body):
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            tools = item.get("tools")
+            pending.extend(tools if isinstance(tools, list) else [])
+    while pending:
+        tool = pending.pop()
+        if not isinstance(tool, dict):
+            continue
+        if tool.get("type") == "namespace" and isinstance(tool.get("tools"), list):
+            pending.extend(tool["tools"])
+        elif isinstance(tool.get("name") or tool.get("type"), str):
+            names.append(str(tool.get("name") or tool.get("type")))
+    return names
