@@ -162,7 +162,8 @@ def learn(
     found = Scan(sources(available, agents, Path.home(), [p.expanduser() for p in paths]))
     if not found.sources:
         raise LearnError(
-            f"no session logs found for {agent}; pass --path DIR (with --agent) if they are "
+            f"no session logs found for {'any agent' if agent == 'all' else agent} in their "
+            "default places (--help lists them); pass --agent NAME --path DIR if they are "
             "somewhere else"
         )
     settings = load_settings(config_file)
