@@ -434,7 +434,15 @@ def test_the_learn_call_is_accounted_apart_from_user_sessions(home: Path, repo: 
         cli, ["stats", "--json"], env={"EMBER_HOME": str(ember_home(home)), "EMBER_CONFIG": ""}
     )
     assert stats.exit_code == 0, stats.output
-    assert json.loads(stats.output)["sessions"] == []
+    shown = json.loads(stats.output)
+    assert shown["sessions"] == []
+    [spend] = shown["ember_spend"]  # listed apart, by origin
+    assert (spend["origin"], spend["requests"]) == ("learn", 1)
+    assert spend["cost_usd"] == pytest.approx(row["cost_usd"])
+    table = CliRunner().invoke(
+        cli, ["stats"], env={"EMBER_HOME": str(ember_home(home)), "EMBER_CONFIG": ""}
+    )
+    assert "No sessions recorded" in table.output and "learn" in table.output
 
 
 def test_a_refused_call_records_no_spend(home: Path) -> None:

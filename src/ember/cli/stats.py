@@ -12,7 +12,7 @@ import click
 from ember.cli.options import config_option, json_option, project_options
 from ember.config import load_settings
 from ember.project import project_from_cli
-from ember.store.accounting import session_totals
+from ember.store.accounting import own_spend, session_totals
 from ember.store.registry import read_problems, stats_db_path
 
 
@@ -30,18 +30,21 @@ def _cost(v: Any, unpriced: int) -> str:
 def stats(
     project_id: str | None, cwd: Path | None, limit: int, as_json: bool, config_file: Path | None
 ) -> None:
-    """Per-session requests, tokens and cost.
+    """Per-session requests, tokens and cost, and what ember spent on its own.
 
     Without --project-id/--cwd, shows the global stats file (requests whose project could not
-    be resolved). Cost is "unknown" when a model has no price — never a made-up $0.
+    be resolved, and `ember learn`'s model calls). Cost is "unknown" when a model has no
+    price — never a made-up $0. Calls ember makes on its own (shadow memory, the steward,
+    memory tool rounds, learn) are listed apart, by origin, never in a session's totals.
     """
     settings = load_settings(config_file)
     ref = project_from_cli(project_id, str(cwd) if cwd else None)
     path = ref.db_path(settings.home) if ref else stats_db_path(settings.home)
     problem = read_problems(settings.home).get(str(path))
     rows = session_totals(path)[:limit]
+    own = own_spend(path)
     if as_json:
-        out: dict[str, Any] = {"db": str(path), "sessions": rows}
+        out: dict[str, Any] = {"db": str(path), "sessions": rows, "ember_spend": own}
         if problem is not None:
             out["problem"] = problem
         click.echo(json.dumps(out, indent=2))
@@ -53,9 +56,15 @@ def stats(
             f"Run `ember doctor` for what to do.",
             err=True,
         )
-    if not rows:
+    if rows:
+        _print_sessions(rows, path)
+    else:
         click.echo(f"No sessions recorded in {path}.")
-        return
+    if own:
+        _print_own(own)
+
+
+def _print_sessions(rows: list[dict[str, Any]], path: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -81,5 +90,25 @@ def stats(
             f"{r['cache_write_tokens']:,}",
             f"{r['output_tokens']:,}",
             _cost(r["cost_usd"], r["unpriced_requests"]),
+        )
+    Console().print(table)
+
+
+def _print_own(own: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="ember's own calls (not in any session's totals)")
+    for col in ("origin", "requests", "input", "cache read", "cache write", "output", "cost"):
+        table.add_column(col, justify="left" if col == "origin" else "right")
+    for r in own:
+        table.add_row(
+            r["origin"],
+            str(r["requests"]),
+            f"{r['input_tokens']:,}",
+            f"{r['cache_read_tokens']:,}",
+            f"{r['cache_write_tokens']:,}",
+            f"{r['output_tokens']:,}",
+            "unknown" if r["cost_usd"] is None else f"${r['cost_usd']:.4f}",
         )
     Console().print(table)

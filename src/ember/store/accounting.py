@@ -100,6 +100,20 @@ def session_totals(path: Path) -> list[dict[str, Any]]:
     return _query(path, "SELECT * FROM session_totals ORDER BY last_seen DESC")
 
 
+def own_spend(path: Path) -> list[dict[str, Any]]:
+    """What ember spent on its own (shadow memory, the steward, owned-tool rounds, learn),
+    per origin, never folded into a session's totals; cost is None when any call of that
+    origin has no price."""
+    return _query(
+        path,
+        "SELECT origin, COUNT(*) AS requests, SUM(input_tokens) AS input_tokens, "
+        "SUM(cache_read_tokens) AS cache_read_tokens, "
+        "SUM(cache_write_tokens) AS cache_write_tokens, SUM(output_tokens) AS output_tokens, "
+        "CASE WHEN COUNT(cost_usd) = COUNT(*) THEN SUM(cost_usd) END AS cost_usd "
+        "FROM exchanges WHERE origin != 'client' GROUP BY origin ORDER BY origin",
+    )
+
+
 def exchanges(path: Path, session_id: str | None = None) -> list[dict[str, Any]]:
     if session_id:
         return _query(path, "SELECT * FROM exchanges WHERE session_id=? ORDER BY id", (session_id,))
