@@ -67,6 +67,7 @@ def methods(embedder: CachedEmbedder, tune: bool) -> dict[str, Ranking]:
     z = embedder.cosine_zero
     out = {
         "chosen": Ranking(cosine_zero=z),
+        "norm, bm25 (before)": Ranking(cosine_zero=z, lexical="bm25"),
         "today (mix)": Ranking("mix", cosine_zero=z, recency_weight=0.25),
         "rrf": Ranking("rrf", cosine_zero=z),
         "vector only": Ranking("vector", cosine_zero=z),
@@ -76,10 +77,16 @@ def methods(embedder: CachedEmbedder, tune: bool) -> dict[str, Ranking]:
     }
     if tune:
         for w in (0.5, 0.6, 0.7, 0.8, 0.9):
+            out[f"norm cover w={w}"] = Ranking(vector_weight=w, cosine_zero=z)
+        for w in (0.5, 0.6, 0.7, 0.8, 0.9):
             for h in (4.0, 8.0, 16.0):
                 for rw in (0.0, 0.1, 0.25):
                     out[f"norm w={w} h={h:g} rw={rw}"] = Ranking(
-                        vector_weight=w, lexical_half=h, cosine_zero=z, recency_weight=rw
+                        vector_weight=w,
+                        lexical_half=h,
+                        cosine_zero=z,
+                        recency_weight=rw,
+                        lexical="bm25",
                     )
         for rw in (0.0, 0.1):
             out[f"mix rw={rw}"] = Ranking("mix", cosine_zero=z, recency_weight=rw)

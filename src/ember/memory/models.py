@@ -191,9 +191,10 @@ class MemoryFilter:
 class MemoryHit:
     """A memory with the numbers that ranked it.
 
-    ``similarity`` is the cosine of query and memory (what the floor checks), ``lexical`` the
-    normalised BM25 match (None when no query term occurs), ``recency`` the age factor and
-    ``score`` the final ranking value.
+    ``similarity`` is the cosine of query and memory, ``lexical`` the keyword part (the
+    weighted share of the ask's terms the memory holds under the shipped ranking, BM25 / best
+    BM25 under the others; None when no ask term occurs), ``recency`` the age factor and
+    ``score`` the final ranking value: the one number that ranks and that the floor checks.
     """
 
     memory: Memory

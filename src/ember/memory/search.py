@@ -7,6 +7,7 @@ import dataclasses
 from ember.memory.index.base import VectorIndex, Vectors, exact_cosines
 from ember.memory.index.fts import FtsIndex, query_terms
 from ember.memory.models import MemoryFilter, MemoryHit
+from ember.memory.retrieval import lexical
 from ember.memory.retrieval.query import MemoryQuery
 from ember.memory.retrieval.rank import Candidate, Ranking, rank
 from ember.memory.store import rows
@@ -24,6 +25,24 @@ def keywords_only(ranking: Ranking) -> Ranking:
     if ranking.fusion == "norm":
         return dataclasses.replace(ranking, vector_weight=0.0)
     return dataclasses.replace(ranking, fusion="bm25")
+
+
+def _coverages(
+    conn: Connection, fts: FtsIndex, query: MemoryQuery, contents: list[tuple[str, str]]
+) -> dict[str, float]:
+    """The share of the ask's content terms each candidate holds (``lexical.py``). The ask is
+    the user's own words; context (tool outputs, assistant turns) only when they have none."""
+    if not contents:
+        return {}
+    terms = lexical.ask_terms([query.user_text])
+    if not terms:
+        terms = lexical.ask_terms(query.lexical_texts())
+    if not terms:
+        return {}
+    df = fts.doc_counts(conn, list(terms.values()))
+    n = fts.size(conn)
+    weights = {stem: lexical.term_weight(df.get(word, 0), n) for stem, word in terms.items()}
+    return lexical.coverages(weights, contents)
 
 
 def run_search(
@@ -57,8 +76,15 @@ def run_search(
     missing = [s for s in keep if s not in sims]
     if qvec is not None and dim is not None and missing:
         sims.update(exact_cosines(conn, qvec, missing, dim))
+    cover = _coverages(conn, fts, query, [(memories[s].id, memories[s].content) for s in keep])
     candidates = [
-        Candidate(memories[s].id, sims.get(s, 0.0), lex_hits.get(s), memories[s].created_at)
+        Candidate(
+            memories[s].id,
+            sims.get(s, 0.0),
+            lex_hits.get(s),
+            memories[s].created_at,
+            cover.get(memories[s].id),
+        )
         for s in keep
     ]
     by_id = {memories[s].id: memories[s] for s in keep}

@@ -115,3 +115,31 @@ def test_search_and_injection_give_the_same_bytes_every_time(tmp_path: Path, emb
     first, again = run(), run()
     assert first == again
     assert any(block for _, block in first)
+
+
+@pytest.mark.parametrize(
+    ("ask", "fact"),
+    [
+        (
+            "Where does this project deploy to?",
+            "The project deploys to eu-west-1 via the deploy script",
+        ),
+        ("which database does this project use", "We use PostgreSQL 16 as the main database"),
+    ],
+)
+def test_real_asks_about_a_young_projects_facts_pass_the_floor(
+    tmp_path: Path, ask: str, fact: str
+) -> None:
+    """Issue #10's own examples, with the real embedder, in a store of three memories: both
+    asks scored ~0.25 against the fact that answers them and were not injected. The fact must
+    now be injected, and the other memories must not ride along on a shared word."""
+    from ember.memory.embed import get_embedder
+
+    others = ["CI runs pytest with xdist on every push", "Redis caches the session tokens"]
+    with HierarchicalMemory(tmp_path / "ember.db", get_embedder(), clock=lambda: NOW) as store:
+        for text in [fact, *others]:
+            store.add(text, created_at=NOW)
+        hits = store.search(ask, now=NOW, touch=False)
+        injected = InjectionBudget().select(hits)
+    assert [h.memory.content for h in hits if h.score >= MIN_SCORE_FLOOR] == [fact]
+    assert fact in injected.text

@@ -70,5 +70,23 @@ class FtsIndex:
         ).fetchall()
         return [(int(r[0]), float(r[1])) for r in rows]
 
+    def doc_counts(self, conn: Connection, words: Sequence[str]) -> dict[str, int]:
+        """How many memories hold each word (stemmed by the index itself, as search does)."""
+        out: dict[str, int] = {}
+        for word in words:
+            expr = match_expression([word])
+            if expr is None:
+                continue
+            row = conn.execute(
+                "SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?", (expr,)
+            ).fetchone()
+            out[word] = int(row[0]) if row else 0
+        return out
+
+    def size(self, conn: Connection) -> int:
+        """The number of indexed memories (from FTS5's per-row size table: no text read)."""
+        row = conn.execute("SELECT count(*) FROM memory_fts_docsize").fetchone()
+        return int(row[0]) if row else 0
+
     def reset(self, conn: Connection) -> None:
         conn.execute("DELETE FROM memory_fts")

@@ -11,10 +11,13 @@ Fusions (``Ranking.fusion``):
 - ``norm`` (the default, chosen on the dev splits of ``bench/memory_quality.py``): each
   retriever gets an equal say on an absolute scale, so the score means the same for every ask
   and a floor on it can tell "nothing relevant" apart:
-  ``w x cos' + (1 - w) x bm25 / (bm25 + h)``, where ``cos'`` rescales the cosine so that
-  unrelated text (``cosine_zero``: ~0 for MiniLM, ~0.7 for e5) maps to 0, and the BM25 part
-  saturates (``h``: the BM25 at which it gives half its say). A relative normalisation (BM25 /
-  best BM25) would give the best keyword match of *any* ask full marks and defeat the floor.
+  ``w x cos' + (1 - w) x coverage``, where ``cos'`` rescales the cosine so that unrelated
+  text (``cosine_zero``: ~0 for MiniLM, ~0.7 for e5) maps to 0, and ``coverage`` is the
+  IDF-weighted share of the ask's content terms the memory holds (``lexical.py``): a share
+  means the same in a one-memory store and a 100k-memory one, so one floor serves both.
+  ``Ranking(lexical="bm25")`` keeps the former keyword part, ``bm25 / (bm25 + h)``, whose
+  scale grows with the store (IDF is ``log(N / df)``). A relative normalisation (BM25 / best
+  BM25) would give the best keyword match of *any* ask full marks and defeat the floor.
 - ``mix``: the former default, ``0.9 x cosine + 0.1 x BM25 / best BM25``. It was tuned on the
   project's own generated set and falls below BM25 alone on conversations it did not write.
 - ``rrf``: reciprocal rank fusion (rank only: its score says nothing absolute).
@@ -35,6 +38,10 @@ from typing import Literal
 
 Fusion = Literal["norm", "rrf", "mix", "vector", "bm25"]
 FUSIONS: tuple[Fusion, ...] = ("norm", "rrf", "mix", "vector", "bm25")
+#: The keyword part of ``norm``: the share of the ask's terms a memory holds (``lexical.py``,
+#: the same for a store of any size) or the former saturated BM25 (grows with the store).
+Lexical = Literal["coverage", "bm25"]
+LEXICALS: tuple[Lexical, ...] = ("coverage", "bm25")
 RRF_K = 60
 MIX_VECTOR_WEIGHT = 0.9
 DECAY_DAYS = 30.0
@@ -63,10 +70,13 @@ class Ranking:
     lexical_half: float = LEXICAL_HALF
     cosine_zero: float = 0.0
     recency_weight: float = CHOSEN_RECENCY_WEIGHT
+    lexical: Lexical = "coverage"
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:
             raise ValueError(f"unknown fusion {self.fusion!r}; expected one of {FUSIONS}")
+        if self.lexical not in LEXICALS:
+            raise ValueError(f"unknown lexical {self.lexical!r}; expected one of {LEXICALS}")
         if not 0.0 <= self.vector_weight <= 1.0:
             raise ValueError("vector_weight must be within [0, 1]")
         if self.lexical_half <= 0 or not 0.0 <= self.cosine_zero < 1.0:
@@ -75,12 +85,14 @@ class Ranking:
 
 @dataclass(frozen=True)
 class Candidate:
-    """One memory found by either index, with its exact cosine and its BM25 score (if any)."""
+    """One memory found by either index, with its exact cosine, its BM25 score (if any) and
+    the share of the ask's terms it holds (``lexical.coverage``; None when not computed)."""
 
     key: str  # the memory id: the final tie-breaker
     similarity: float
     bm25: float | None
     created_at: float | None
+    coverage: float | None = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +130,13 @@ def saturated_bm25(bm25: float | None, half: float) -> float:
     return 0.0 if bm25 is None or bm25 <= 0 else bm25 / (bm25 + half)
 
 
+def lexical_part(c: Candidate, ranking: Ranking) -> float:
+    """The keyword part of ``norm`` in [0, 1]: the ask's share held, or saturated BM25."""
+    if ranking.lexical == "coverage":
+        return min(max(c.coverage or 0.0, 0.0), 1.0)
+    return saturated_bm25(c.bm25, ranking.lexical_half)
+
+
 def relevance(
     candidates: Sequence[Candidate], fusion: Fusion | Ranking = "mix"
 ) -> dict[str, float]:
@@ -125,9 +144,9 @@ def relevance(
     ranking = fusion if isinstance(fusion, Ranking) else Ranking(fusion)
     fusion = ranking.fusion
     if fusion == "norm":
-        w, zero, half = ranking.vector_weight, ranking.cosine_zero, ranking.lexical_half
+        w, zero = ranking.vector_weight, ranking.cosine_zero
         return {
-            c.key: w * rescaled_cosine(c.similarity, zero) + (1 - w) * saturated_bm25(c.bm25, half)
+            c.key: w * rescaled_cosine(c.similarity, zero) + (1 - w) * lexical_part(c, ranking)
             for c in candidates
         }
     sims = {c.key: max(c.similarity, 0.0) for c in candidates}
@@ -184,7 +203,10 @@ def rank(
     out = []
     for c in candidates:
         rec = recency_boost(c.created_at, now, recency_weight)
-        lexical = round(bm25[c.key] / best, 9) if c.key in bm25 and best > 0 else None
+        if ranking.fusion == "norm" and ranking.lexical == "coverage":
+            lexical = round(c.coverage, 9) if c.coverage else None
+        else:
+            lexical = round(bm25[c.key] / best, 9) if c.key in bm25 and best > 0 else None
         out.append(Ranked(c.key, round(rel[c.key] * rec, 9), round(c.similarity, 9), lexical, rec))
     # Equal scores: the newer memory first (a fact restated later is the one to show), then id.
     age = {c.key: round(recency_factor(c.created_at, now), 9) for c in candidates}
