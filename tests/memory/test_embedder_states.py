@@ -8,7 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ember.memory import HierarchicalMemory
-from ember.memory.embed.errors import EmbedderNotReady
+from ember.models.errors import EmbedderNotReady
 from tests.memory.conftest import HashEmbedder, OpenStore, RawSql
 
 

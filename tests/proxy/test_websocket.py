@@ -17,7 +17,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from ember.memory import HierarchicalMemory
-from ember.memory.embed import get_embedder
+from ember.models import get_embedder
 from ember.project import resolve_project
 from ember.store.accounting import exchanges
 from ember.testing import Reply

@@ -15,7 +15,7 @@ import anthropic
 import pytest
 
 from ember.memory import HierarchicalMemory
-from ember.memory.embed import get_embedder
+from ember.models import get_embedder
 from ember.project import resolve_project
 from ember.store.driver import connect
 from ember.testing.agent import TOOLS, system_prompt

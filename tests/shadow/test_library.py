@@ -20,7 +20,7 @@ import pytest
 
 from ember.compose import shadow_library
 from ember.config import load_settings
-from ember.memory.embed import get_embedder
+from ember.models import get_embedder
 from ember.protocols.jsonedit import locate
 from ember.server import BackgroundServer
 from ember.shadow.library import ShadowLibrary, database_path

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from ember.memory import HierarchicalMemory
-from ember.memory.embed import get_embedder
+from ember.models import get_embedder
 from ember.project import resolve_project
 from ember.server import BackgroundServer
 from ember.store.driver import connect

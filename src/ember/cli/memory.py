@@ -26,13 +26,13 @@ from ember.cli.options import config_option, json_option, project_options
 from ember.config import Settings, load_settings
 from ember.errors import ProjectError
 from ember.memory.core import HierarchicalMemory
-from ember.memory.embed.base import Embedder
 from ember.memory.errors import MemoryInputError, MemoryNotFound
 from ember.memory.importing import parse_lines
 from ember.memory.models import Memory, MemoryHit, NewMemory, iso
 from ember.memory.router import MemoryRouter
 from ember.memory.writers import WRITERS, export, writer_for
 from ember.memory.writers.base import default_dest
+from ember.models.base import Embedder
 from ember.project import ProjectRef, project_from_cli
 
 EmbedderFactory = Callable[[], Embedder]
@@ -54,7 +54,7 @@ def _embedder_factory(settings: Settings) -> EmbedderFactory:
         return override  # type: ignore[no-any-return]
 
     def load() -> Embedder:
-        from ember.memory.embed import embedder_from
+        from ember.models import embedder_from
 
         return embedder_from(settings)
 

@@ -29,13 +29,13 @@ from pathlib import Path
 from ember.config import Settings
 from ember.errors import EmberError
 from ember.exchange import Exchange, Stage
-from ember.memory.embed import Embedder, EmbedderLoader, preload_from
 from ember.memory.ledger import InjectionLedger, LedgerEntry, message_digest
 from ember.memory.models import MemoryFilter, MemoryHit
 from ember.memory.retrieval.budget import InjectionBudget
 from ember.memory.retrieval.query import MemoryQuery
 from ember.memory.router import MemoryRouter
 from ember.memory.tools import MEMORY_TOOL_SPECS, MemoryTools
+from ember.models import Embedder, EmbedderLoader, preload_from
 from ember.protocols.base import ProtocolAdapter
 from ember.protocols.tooling import TOOLING
 from ember.store.registry import Storage

@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from ember.memory.embed.base import Embedder
-from ember.memory.embed.errors import EmbedderError
 from ember.memory.index.base import Vectors
+from ember.models.base import Embedder
+from ember.models.errors import EmbedderError
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ember.memory.embed.errors import EmbedderUnavailable
+from ember.models.errors import EmbedderUnavailable
 
 log = logging.getLogger(__name__)
 

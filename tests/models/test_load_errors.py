@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from ember.memory.embed import EmbedderUnavailable, ModelFiles
-from ember.memory.embed.runtime import load_onnx_embedder
+from ember.models import EmbedderUnavailable, ModelFiles
+from ember.models.runtime import load_onnx_embedder
 
 
 def _copy(package_files: ModelFiles, dest: Path) -> ModelFiles:

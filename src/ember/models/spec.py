@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ember.memory.embed.errors import EmbedderUnavailable
+from ember.models.errors import EmbedderUnavailable
 
 #: The ONNX graph's interface: int64 ``[batch, seq]`` inputs, float32 ``[batch, hidden]`` output.
 INPUT_IDS = "input_ids"

@@ -13,10 +13,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from ember.memory.embed import Embedder, ModelFiles, compiled, get_embedder
-from ember.memory.embed.files import find_package_files
+from ember.models import Embedder, ModelFiles, compiled, get_embedder
+from ember.models.files import find_package_files
 
-FIXTURE = Path(__file__).parents[2] / "fixtures" / "minilm_reference.json"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "minilm_reference.json"
 
 
 @pytest.fixture(scope="session")

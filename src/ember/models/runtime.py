@@ -20,14 +20,14 @@ import numpy.typing as npt
 import onnxruntime as ort  # type: ignore[import-untyped]
 from tokenizers import Tokenizer
 
-from ember.memory.embed.batching import plan_batches
-from ember.memory.embed.checkpoint import read_spec
-from ember.memory.embed.compiled import build_model, compiled_model, discard
-from ember.memory.embed.errors import EmbedderUnavailable
-from ember.memory.embed.exitguard import native_work
-from ember.memory.embed.files import ModelFiles
-from ember.memory.embed.prune import prune
-from ember.memory.embed.spec import ATTENTION_MASK, INPUT_IDS, OUTPUT, ModelSpec
+from ember.models.batching import plan_batches
+from ember.models.checkpoint import read_spec
+from ember.models.compiled import build_model, compiled_model, discard
+from ember.models.errors import EmbedderUnavailable
+from ember.models.exitguard import native_work
+from ember.models.files import ModelFiles
+from ember.models.prune import prune
+from ember.models.spec import ATTENTION_MASK, INPUT_IDS, OUTPUT, ModelSpec
 
 log = logging.getLogger(__name__)
 

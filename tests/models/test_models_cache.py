@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 
 from ember.config import load_settings
-from ember.memory.embed import (
+from ember.models import (
     EmbedderCache,
     EmbedderUnavailable,
     ModelFiles,
     models_dir,
     preload_from,
 )
-from ember.memory.embed import factory as factory_module
-from ember.memory.embed.compiled import (
+from ember.models import factory as factory_module
+from ember.models.compiled import (
     DATA_FILE,
     LAST_USED,
     MODEL_FILE,
@@ -35,7 +35,7 @@ from ember.memory.embed.compiled import (
     is_complete,
     user_models_dir,
 )
-from ember.memory.embed.prune import LEFTOVER_AFTER, prune
+from ember.models.prune import LEFTOVER_AFTER, prune
 
 from .conftest import TinyGraph
 
@@ -60,8 +60,8 @@ def test_a_build_killed_mid_write_leaves_no_entry_a_later_start_would_load(
 import os
 from pathlib import Path
 import onnx
-from ember.memory.embed import compiled
-from ember.memory.embed.files import ModelFiles
+from ember.models import compiled
+from ember.models.files import ModelFiles
 
 def save_half_then_die(model, path, **kwargs):
     Path(path).write_bytes(b"graph")

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ember.memory.embed import ModelFiles
-from ember.memory.embed.compiled import DATA_FILE, LAST_USED, MODEL_FILE, entry_name
-from ember.memory.embed.prune import DAY, prune
-from ember.memory.embed.runtime import Tuning, _open_session
+from ember.models import ModelFiles
+from ember.models.compiled import DATA_FILE, LAST_USED, MODEL_FILE, entry_name
+from ember.models.prune import DAY, prune
+from ember.models.runtime import Tuning, _open_session
 
 from .conftest import TinyGraph
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ember.memory.embed import Embedder, ModelFiles
-from ember.memory.embed import compiled as compiled_module
-from ember.memory.embed.compiled import DATA_FILE, MODEL_FILE, cache_key, entry_name
-from ember.memory.embed.runtime import load_onnx_embedder
+from ember.models import Embedder, ModelFiles
+from ember.models import compiled as compiled_module
+from ember.models.compiled import DATA_FILE, MODEL_FILE, cache_key, entry_name
+from ember.models.runtime import load_onnx_embedder
 
 TEXTS = ["the cached graph is the same model", "", "数据库连接池"]
 NAME = "onnx:all-MiniLM-L6-v2"

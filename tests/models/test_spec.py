@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from ember.memory.embed import EmbedderUnavailable, ModelFiles
-from ember.memory.embed.checkpoint import read_spec
-from ember.memory.embed.spec import parse_spec
+from ember.models import EmbedderUnavailable, ModelFiles
+from ember.models.checkpoint import read_spec
+from ember.models.spec import parse_spec
 
 BERT: dict[str, Any] = {
     "model_type": "bert",

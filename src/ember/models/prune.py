@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ember.memory.embed.compiled import (
+from ember.models.compiled import (
     STAGING_PREFIX,
     TRASH_PREFIX,
     entry_model,

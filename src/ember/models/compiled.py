@@ -42,8 +42,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ember.memory.embed.files import ModelFiles
-from ember.memory.embed.spec import ModelSpec
+from ember.models.files import ModelFiles
+from ember.models.spec import ModelSpec
 
 if TYPE_CHECKING:
     import onnx
@@ -106,8 +106,8 @@ def is_complete(entry: Path) -> bool:
 def build_model(files: ModelFiles, spec: ModelSpec, fused_attention: bool) -> onnx.ModelProto:
     """Build the graph in memory. ``graph`` (and with it ``onnx``) is imported only here, so a
     start-up that finds its graph on disk never pays for that import."""
-    from ember.memory.embed.checkpoint import read_weights
-    from ember.memory.embed.graph import build_graph
+    from ember.models.checkpoint import read_weights
+    from ember.models.graph import build_graph
 
     return build_graph(spec, read_weights(files.weights), fused_attention)
 
