@@ -76,7 +76,9 @@ def run_search(
     missing = [s for s in keep if s not in sims]
     if qvec is not None and dim is not None and missing:
         sims.update(exact_cosines(conn, qvec, missing, dim))
-    cover = _coverages(conn, fts, query, [(memories[s].id, memories[s].content) for s in keep])
+    cover: dict[str, float] = {}
+    if fusion == "norm" and ranking.lexical == "coverage":
+        cover = _coverages(conn, fts, query, [(memories[s].id, memories[s].content) for s in keep])
     candidates = [
         Candidate(
             memories[s].id,

@@ -77,7 +77,7 @@ def tokens(text: str) -> list[tuple[str, str]]:
     return out
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=2048)
 def stems(text: str) -> frozenset[str]:
     """Every stem of ``text`` (a memory's content is immutable: cached by its text)."""
     return frozenset(s for _, s in tokens(text))
