@@ -18,6 +18,7 @@ written) unless the user explicitly opted into a global store.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import posixpath
 import re
@@ -43,7 +44,14 @@ class ProjectRef:
         return project_dir_name(self.identity, is_path=self.source != "header:x-ember-project-id")
 
     def db_path(self, home: Path) -> Path:
-        return home / "projects" / self.dir_name / "ember.db"
+        return _db_path(self, home)
+
+
+@functools.lru_cache(maxsize=4096)
+def _db_path(ref: ProjectRef, home: Path) -> Path:
+    """Cached: every stage asks it for every request, and building the path (a digest, a
+    sanitised name, three joins) showed in the proxy's profile."""
+    return home / "projects" / ref.dir_name / "ember.db"
 
 
 def sanitize(name: str, limit: int = 40) -> str:
