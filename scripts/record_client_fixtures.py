@@ -360,6 +360,11 @@ def run_scenario(sc: Scenario, work: Path, npm: Path, base_url: str, rec: Record
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-([0-9a-f])[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}")
 _HEX64 = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
 _REDACT = {"x-api-key": "<redacted>", "authorization": "Bearer <redacted>"}
+#: Codex names its agents as paths under ``/root`` (``You are `/root`...``, ``/root/task1``).
+#: Not a directory, but it reads as the recording user's home: written as ``/agent-root`` so no
+#: fixture holds a path that looks machine-specific (``</root>`` tags are left alone).
+_AGENT_ROOT = re.compile(r"(?<![<\w])/root(?=[/`\"\\\s]|$)")
+AGENT_ROOT_PLACEHOLDER = "/agent-root"
 _SESSION_HEADERS = ("x-claude-code-session-id", "session-id")
 
 
@@ -370,7 +375,8 @@ class Scrubber:
     original version digit, N: order of first appearance, the session id being 1), so a session
     id is the same across all requests of its session and differs between scenarios. 64-hex
     device ids and Claude Code's sub-agent ids likewise; the project and home directories
-    become fixed placeholders, including Claude Code's dash-munged project directory name.
+    become fixed placeholders, including Claude Code's dash-munged project directory name, and
+    Codex's agent paths (``/root/...``) become ``/agent-root/...``.
     """
 
     def __init__(self, number: int, root: Path, exchanges: list[Exchange]) -> None:
@@ -399,6 +405,7 @@ class Scrubber:
     def text(self, value: str) -> str:
         for real, placeholder in self.literals:
             value = value.replace(real, placeholder)
+        value = _AGENT_ROOT.sub(AGENT_ROOT_PLACEHOLDER, value)
         return _HEX64.sub(self._hex, _UUID.sub(self._uuid, value))
 
     def headers(self, pairs: list[tuple[str, str]], body_len: int) -> dict[str, str]:

@@ -17,6 +17,10 @@ from tests.client_fixtures import CLIENTS, PROJECT_DIR, ClientRequest, all_reque
 REQUESTS = all_requests()
 MODEL_CALLS = [r for r in REQUESTS if r.is_model_call]
 _CWD = re.compile(r"(?:Primary working directory|Working directory): (\S+)|<cwd>([^<]*)</cwd>")
+#: A path under a real home directory (the recording user's). Codex's own agent paths, which
+#: read like one, are scrubbed to ``/agent-root/...``; ``/tmp`` stays (Claude Code's prompt
+#: names it).
+_MACHINE_PATH = re.compile(r"(?<![<\w])/(?:root|Users/\w+)(?=[/`\"\\\s]|$)")
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -69,6 +73,8 @@ def test_scrubbing_kept_one_session_and_one_project_per_scenario() -> None:
         assert {r.headers[header] for r in calls} == {calls[0].session_id()}
         for r in calls:
             assert b"sk-test" not in r.body
+            shown = r.body.decode("utf-8") + "".join(r.headers.values())
+            assert not _MACHINE_PATH.search(shown), f"{r.name}: {_MACHINE_PATH.search(shown)}"
             named = {a or b for text in _strings(r.json()) for a, b in _CWD.findall(text)}
             assert named <= {PROJECT_DIR}, r.name
 
