@@ -11,10 +11,10 @@ none older than 21 days is kept and at most 15 are kept at once (``recoveries_to
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ember.bounded import Bounded
 from ember.memory.models import Evidence
 from ember.traffic.patterns import Category, Observation
 
@@ -51,10 +51,8 @@ class TrafficLearner:
         max_saved: int = MAX_SAVED,
     ) -> None:
         self.min_evidence = min_evidence
-        self.max_pending = max_pending
-        self.max_saved = max_saved
-        self._pending: OrderedDict[tuple[str, str], Pending] = OrderedDict()
-        self._saved: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._pending: Bounded[tuple[str, str], Pending] = Bounded(max_pending)
+        self._saved: Bounded[tuple[str, str], int] = Bounded(max_saved)
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -68,8 +66,7 @@ class TrafficLearner:
         reaches the threshold (once per lesson), else None."""
         k = (project, obs.key)
         if k in self._saved:
-            self._saved[k] += 1
-            self._saved.move_to_end(k)
+            self._saved.put(k, self._saved[k] + 1)
             return None
         entry = self._pending.pop(k, None) or Pending(obs, 0)
         entry.count += 1
@@ -77,13 +74,9 @@ class TrafficLearner:
             if p not in entry.evidence and len(entry.evidence) < MAX_POINTERS:
                 entry.evidence.append(p)
         if entry.count < self.min_evidence.get(obs.category, 2):
-            self._pending[k] = entry
-            while len(self._pending) > self.max_pending:
-                self._pending.popitem(last=False)
+            self._pending.put(k, entry)
             return None
-        self._saved[k] = entry.count
-        while len(self._saved) > self.max_saved:
-            self._saved.popitem(last=False)
+        self._saved.put(k, entry.count)
         first = entry.observation
         return Observation(first.category, first.key, first.content, tuple(entry.evidence))
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ember.bounded import Bounded
 from ember.config import Settings
 from ember.exchange import Exchange, Outcome, Services, Stage
 from ember.memory.core import HierarchicalMemory
@@ -52,16 +53,11 @@ _TARGET = {"tool-verified": "tool_result", "user-stated": "user", "user-accepted
 class _Book:
     """What this process has seen of one session: results already observed, recent calls."""
 
-    seen: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    seen: Bounded[str, None] = field(default_factory=lambda: Bounded(MAX_SEEN))
     recent: deque[ToolRun] = field(default_factory=lambda: deque(maxlen=RECOVERY_WINDOW))
 
     def first_sight(self, key: str) -> bool:
-        if key in self.seen:
-            return False
-        self.seen[key] = None
-        while len(self.seen) > MAX_SEEN:
-            self.seen.popitem(last=False)
-        return True
+        return self.seen.first_sight(key, None)
 
 
 class TrafficStage(Stage):
@@ -74,7 +70,7 @@ class TrafficStage(Stage):
         self.memories = memories
         self.learner = learner if learner is not None else TrafficLearner()
         self.storage: Storage | None = None
-        self._books: OrderedDict[tuple[str, str], _Book] = OrderedDict()
+        self._books: Bounded[tuple[str, str], _Book] = Bounded(MAX_SESSIONS)
         self._saving: set[asyncio.Task[None]] = set()
 
     async def start(self, services: Services) -> None:
@@ -96,10 +92,8 @@ class TrafficStage(Stage):
 
     def _book(self, project: str, session: str) -> _Book:
         key = (project, session)
-        book = self._books.pop(key, None) or _Book()
-        self._books[key] = book
-        while len(self._books) > MAX_SESSIONS:
-            self._books.popitem(last=False)
+        book = self._books.get(key) or _Book()
+        self._books.put(key, book)
         return book
 
     async def _learn(self, ex: Exchange, project: ProjectRef) -> None:

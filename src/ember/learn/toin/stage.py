@@ -24,11 +24,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ember.bounded import Bounded
 from ember.exchange import Exchange, Outcome, Services, Stage
 from ember.learn.toin.keys import PatternKey, auth_mode, family
 from ember.learn.toin.patterns import Pattern
@@ -56,18 +56,13 @@ class _Call:
 
 @dataclass
 class _Session:
-    calls: OrderedDict[str, _Call] = field(default_factory=OrderedDict)
+    calls: Bounded[str, _Call] = field(default_factory=lambda: Bounded(MAX_CALLS))
     #: call digest -> the key and kind of the output the first such call got
-    digests: OrderedDict[str, tuple[PatternKey, str]] = field(default_factory=OrderedDict)
+    digests: Bounded[str, tuple[PatternKey, str]] = field(
+        default_factory=lambda: Bounded(MAX_DIGESTS)
+    )
     #: result ids already observed (a resent request observes nothing new)
-    observed: OrderedDict[str, None] = field(default_factory=OrderedDict)
-
-
-def _remember(table: OrderedDict[str, Any], key: str, value: Any, limit: int) -> None:
-    table[key] = value
-    table.move_to_end(key)
-    while len(table) > limit:
-        table.popitem(last=False)
+    observed: Bounded[str, None] = field(default_factory=lambda: Bounded(MAX_CALLS))
 
 
 class ToinStage(Stage):
@@ -84,7 +79,7 @@ class ToinStage(Stage):
         self.clock = clock
         self.flush_every = flush_every
         self.flush_seconds = flush_seconds
-        self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        self._sessions: Bounded[str, _Session] = Bounded(MAX_SESSIONS)
         self._pending: dict[PatternKey, Pattern] = {}
         self._count = 0
         self._ticker: asyncio.Task[None] | None = None
@@ -99,10 +94,8 @@ class ToinStage(Stage):
             self.flush()
 
     def _session(self, session_id: str) -> _Session:
-        s = self._sessions.get(session_id)
-        if s is None:
-            s = _Session()
-        _remember(self._sessions, session_id, s, MAX_SESSIONS)
+        s = self._sessions.get(session_id) or _Session()
+        self._sessions.put(session_id, s)
         return s
 
     def _pattern(self, key: PatternKey, kind: str) -> Pattern:
@@ -131,10 +124,8 @@ class ToinStage(Stage):
         slice_ = (auth_mode(ex.headers), family(ex.model))
         now = self.clock()
         for r in results:
-            if r.tool_use_id is not None:
-                if r.tool_use_id in session.observed:
-                    continue
-                _remember(session.observed, r.tool_use_id, None, MAX_CALLS)
+            if r.tool_use_id is not None and not session.observed.first_sight(r.tool_use_id, None):
+                continue
             call = session.calls.pop(r.tool_use_id, None) if r.tool_use_id else None
             structure = structure_of(call.tool if call else None, r.content)
             key = PatternKey(*slice_, structure.hash)
@@ -144,7 +135,7 @@ class ToinStage(Stage):
             if call is not None:
                 pattern.queries.update(call.queries)
                 if call.digest not in session.digests:
-                    _remember(session.digests, call.digest, (key, structure.kind), MAX_DIGESTS)
+                    session.digests.put(call.digest, (key, structure.kind))
             self._count += 1
         if self._count >= self.flush_every:
             self.flush()
@@ -163,7 +154,7 @@ class ToinStage(Stage):
                 self._count += 1
             if block.id:
                 call = _Call(block.name, digest, tuple(query_patterns(block.input)))
-                _remember(session.calls, block.id, call, MAX_CALLS)
+                session.calls.put(block.id, call)
 
     def flush(self) -> asyncio.Future[Any] | None:
         """Hand what was observed to ``stats.db``'s writer (never waits for it)."""
