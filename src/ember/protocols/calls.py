@@ -1,10 +1,11 @@
-"""The arguments of every tool call in a conversation, by call id, whatever the wire format.
+"""Every tool call in a conversation, by call id, whatever the wire format: one walk.
 
-The transcript keeps a call as one readable line (``called Bash({...})``, cut at a limit);
-a feature that reasons about what a call *did* (traffic learning: which command failed and
-which one worked) needs the arguments as the client sent them. Chat and Responses send them
-as a JSON string: a string that does not parse is kept as ``{"_raw": text}`` rather than
-dropped, so a call is never silently missing.
+The transcript keeps a call as one readable line (``called Bash({...})``, cut at a limit) and
+needs only a call's tool name to label its result; a feature that reasons about what a call
+*did* (traffic learning: which command failed and which one worked) needs the arguments as
+the client sent them. Both read the same walk here. Chat and Responses send arguments as a
+JSON string: a string that does not parse is kept as ``{"_raw": text}`` rather than dropped,
+so a call is never silently missing.
 """
 
 from __future__ import annotations
@@ -16,12 +17,69 @@ from typing import Any
 
 from ember.protocols.base import ProtocolAdapter
 
+#: (call id, tool name, the arguments as sent)
+RawCall = tuple[str, str, Any]
+
 
 @dataclass(frozen=True)
 class Call:
     call_id: str
     name: str
     arguments: dict[str, Any]
+
+
+def conversation(adapter: ProtocolAdapter, body: Any) -> list[Any]:
+    """The messages (Anthropic, Chat) or input items (Responses) of ``body``."""
+    if not isinstance(body, dict):
+        return []
+    if adapter.name == "openai_responses":
+        items = body.get("input")
+        if isinstance(items, str):
+            return [{"role": "user", "content": items}]
+        return items if isinstance(items, list) else []
+    messages = body.get("messages")
+    return messages if isinstance(messages, list) else []
+
+
+def _anthropic(messages: list[Any]) -> Iterator[RawCall]:
+    """``tool_use`` blocks, server and MCP tool use included."""
+    for m in messages:
+        content = m.get("content") if isinstance(m, dict) and m.get("role") == "assistant" else None
+        for b in content if isinstance(content, list) else []:
+            kind = b.get("type") if isinstance(b, dict) else None
+            if not isinstance(kind, str) or not kind.endswith("tool_use"):
+                continue
+            if isinstance(b.get("id"), str) and isinstance(b.get("name"), str):
+                yield b["id"], b["name"], b.get("input")
+
+
+def _chat(messages: list[Any]) -> Iterator[RawCall]:
+    for m in messages:
+        mine = isinstance(m, dict) and m.get("role") == "assistant"
+        calls = m.get("tool_calls") if mine else None
+        for c in calls if isinstance(calls, list) else []:
+            fn = c.get("function") if isinstance(c, dict) else None
+            if not isinstance(fn, dict) or not isinstance(c.get("id"), str):
+                continue
+            if isinstance(fn.get("name"), str):
+                yield c["id"], fn["name"], fn.get("arguments")
+
+
+def _responses(items: list[Any]) -> Iterator[RawCall]:
+    """``function_call``, ``custom_tool_call``, ``local_shell_call``... items."""
+    for item in items:
+        kind = item.get("type") if isinstance(item, dict) else None
+        if isinstance(kind, str) and kind.endswith("_call") and "call_id" in item:
+            name = item.get("name") or kind.removesuffix("_call")
+            raw = next((item[k] for k in ("arguments", "input", "action") if k in item), None)
+            yield str(item["call_id"]), name, raw
+
+
+WALKS: dict[str, Callable[[list[Any]], Iterator[RawCall]]] = {
+    "anthropic": _anthropic,
+    "openai_chat": _chat,
+    "openai_responses": _responses,
+}
 
 
 def _parsed(raw: Any) -> dict[str, Any]:
@@ -36,52 +94,10 @@ def _parsed(raw: Any) -> dict[str, Any]:
     return {}
 
 
-def _anthropic(body: dict[str, Any]) -> Iterator[Call]:
-    for m in body.get("messages") or []:
-        if not isinstance(m, dict) or m.get("role") != "assistant":
-            continue
-        content = m.get("content")
-        for b in content if isinstance(content, list) else []:
-            ok = isinstance(b, dict) and b.get("type") == "tool_use"
-            if ok and isinstance(b.get("id"), str) and isinstance(b.get("name"), str):
-                yield Call(b["id"], b["name"], _parsed(b.get("input")))
-
-
-def _chat(body: dict[str, Any]) -> Iterator[Call]:
-    for m in body.get("messages") or []:
-        if not isinstance(m, dict) or m.get("role") != "assistant":
-            continue
-        for c in m.get("tool_calls") or []:
-            fn = c.get("function") if isinstance(c, dict) else None
-            if not isinstance(fn, dict) or not isinstance(c.get("id"), str):
-                continue
-            if isinstance(fn.get("name"), str):
-                yield Call(c["id"], fn["name"], _parsed(fn.get("arguments")))
-
-
-def _responses(body: dict[str, Any]) -> Iterator[Call]:
-    items = body.get("input")
-    for item in items if isinstance(items, list) else []:
-        if not isinstance(item, dict) or not isinstance(item.get("call_id"), str):
-            continue
-        kind = item.get("type")
-        if isinstance(kind, str) and kind.endswith("_call"):
-            name = item.get("name") or kind.removesuffix("_call")
-            raw = next((item[k] for k in ("arguments", "input", "action") if k in item), None)
-            yield Call(item["call_id"], str(name), _parsed(raw))
-
-
-_CALLS: dict[str, Callable[[dict[str, Any]], Iterator[Call]]] = {
-    "anthropic": _anthropic,
-    "openai_chat": _chat,
-    "openai_responses": _responses,
-}
-
-
 def tool_calls(adapter: ProtocolAdapter, body: Any) -> dict[str, Call]:
     """Every tool call the conversation of ``body`` holds, by call id (``{}`` for a body
     that is not an object or a wire format without calls)."""
-    calls = _CALLS.get(adapter.name)
-    if calls is None or not isinstance(body, dict):
+    walk = WALKS.get(adapter.name)
+    if walk is None:
         return {}
-    return {c.call_id: c for c in calls(body)}
+    return {i: Call(i, str(n), _parsed(raw)) for i, n, raw in walk(conversation(adapter, body))}

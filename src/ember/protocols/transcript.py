@@ -36,6 +36,7 @@ from ember.protocols.base import (
     structured_error,
     text_of,
 )
+from ember.protocols.calls import WALKS, conversation
 from ember.protocols.jsonedit import dumps
 from ember.protocols.replay import REPLAYS
 
@@ -229,59 +230,6 @@ _ITEMS: dict[str, Callable[[list[Any], int, dict[str, str]], Items]] = {
 }
 
 
-# -- tool names only (the messages before ``from_position``) ---------------------------------
-
-
-def _anthropic_names(messages: list[Any], names: dict[str, str]) -> None:
-    for m in messages:
-        content = m.get("content") if isinstance(m, dict) and m.get("role") == "assistant" else None
-        for b in content if isinstance(content, list) else []:
-            kind = b.get("type") if isinstance(b, dict) else None
-            if not isinstance(kind, str) or not kind.endswith("tool_use"):
-                continue
-            if isinstance(b.get("id"), str) and isinstance(b.get("name"), str):
-                names[b["id"]] = b["name"]
-
-
-def _chat_names(messages: list[Any], names: dict[str, str]) -> None:
-    for m in messages:
-        calls = (
-            m.get("tool_calls") if isinstance(m, dict) and m.get("role") == "assistant" else None
-        )
-        for call in calls if isinstance(calls, list) else []:
-            fn = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(fn, dict) or not isinstance(call.get("id"), str):
-                continue
-            if isinstance(fn.get("name"), str):
-                names[call["id"]] = fn["name"]
-
-
-def _responses_names(items: list[Any], names: dict[str, str]) -> None:
-    for item in items:
-        kind = item.get("type") if isinstance(item, dict) else None
-        if isinstance(kind, str) and kind.endswith("_call") and "call_id" in item:
-            names[str(item["call_id"])] = item.get("name") or kind.removesuffix("_call")
-
-
-_NAMES: dict[str, Callable[[list[Any], dict[str, str]], None]] = {
-    "anthropic": _anthropic_names,
-    "openai_chat": _chat_names,
-    "openai_responses": _responses_names,
-}
-
-
-def _conversation(adapter: ProtocolAdapter, body: Any) -> list[Any]:
-    if not isinstance(body, dict):
-        return []
-    if adapter.name == "openai_responses":
-        items = body.get("input")
-        if isinstance(items, str):
-            return [{"role": "user", "content": items}]
-        return items if isinstance(items, list) else []
-    messages = body.get("messages")
-    return messages if isinstance(messages, list) else []
-
-
 def transcript_items(
     adapter: ProtocolAdapter, body: Any, from_position: int = 0
 ) -> list[TranscriptItem]:
@@ -294,16 +242,16 @@ def transcript_items(
     whole on every request of a long session was the largest cost ember added to it. The
     items it returns are exactly the full call's items at those positions.
     """
-    items, names_of = _ITEMS.get(adapter.name), _NAMES.get(adapter.name)
-    if items is None or names_of is None:
+    items, walk = _ITEMS.get(adapter.name), WALKS.get(adapter.name)
+    if items is None or walk is None:
         return []
-    conversation = _conversation(adapter, body)
+    messages = conversation(adapter, body)
     names: dict[str, str] = {}
     if from_position <= 1:
-        return items(conversation, 0, names)
-    head = items(conversation[:1], 0, names)
-    names_of(conversation[1:from_position], names)
-    return head + items(conversation[from_position:], from_position, names)
+        return items(messages, 0, names)
+    head = items(messages[:1], 0, names)
+    names.update((i, str(n)) for i, n, _ in walk(messages[1:from_position]))
+    return head + items(messages[from_position:], from_position, names)
 
 
 def answer_items(
