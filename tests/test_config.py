@@ -83,3 +83,14 @@ def test_request_limits_come_from_env_and_refuse_values_past_their_caps(tmp_path
         with pytest.raises(ConfigError) as err:
             load_settings(env={**home, key: value})
         assert err.value.key == key
+
+
+def test_provider_url_never_doubles_the_openai_v1_and_keeps_the_query() -> None:
+    s = load_settings(env={}, anthropic_url="https://a.example", openai_url="https://o.example/v1")
+    assert s.provider_url("anthropic", "/v1/messages", "beta=true") == (
+        "https://a.example/v1/messages?beta=true"
+    )
+    assert s.provider_url("openai_responses", "/v1/responses") == "https://o.example/v1/responses"
+    assert s.provider_url("openai_chat", "/chat/completions") == (
+        "https://o.example/v1/chat/completions"
+    )

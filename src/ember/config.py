@@ -176,6 +176,16 @@ class Settings(BaseModel):
     def price_table(self) -> PriceTable:
         return PriceTable({k: Price(**v.model_dump()) for k, v in self.prices.items()})
 
+    def provider_url(self, protocol: str, path: str, query: str = "") -> str:
+        """The provider URL for a client's ``path`` in wire format ``protocol``: Anthropic's
+        under ``anthropic_url``; OpenAI's under ``openai_url``, which already ends in ``/v1``
+        as ``OPENAI_BASE_URL`` does (so the client's ``/v1`` is not doubled)."""
+        if protocol == "anthropic":
+            url = self.anthropic_url + path
+        else:
+            url = self.openai_url + (path[3:] if path.startswith("/v1/") else path)
+        return f"{url}?{query}" if query else url
+
     @property
     def projects_dir(self) -> Path:
         return self.home / "projects"

@@ -188,12 +188,7 @@ class ProxyApp:
         return OPENAI_CHAT
 
     def _url(self, adapter: ProtocolAdapter, path: str, query: str) -> str:
-        if adapter is ANTHROPIC:
-            url = self.settings.anthropic_url + path
-        else:
-            # EMBER_OPENAI_URL already ends in /v1, as OPENAI_BASE_URL does.
-            url = self.settings.openai_url + (path[3:] if path.startswith("/v1/") else path)
-        return f"{url}?{query}" if query else url
+        return self.settings.provider_url(adapter.name, path, query)
 
     # -- one exchange -----------------------------------------------------------------------
 

@@ -216,11 +216,7 @@ class ShadowLibrary:
 
     def _url(self, adapter: ProtocolAdapter, path: str, query: str) -> str:
         """The provider URL of ``settings`` (``anthropic_url``, ``openai_url``) for a call."""
-        if adapter.name == "anthropic":
-            url = self.settings.anthropic_url + path
-        else:  # openai_url ends in /v1, as OPENAI_BASE_URL does
-            url = self.settings.openai_url + (path[3:] if path.startswith("/v1/") else path)
-        return f"{url}?{query}" if query else url
+        return self.settings.provider_url(adapter.name, path, query)
 
     # -- the API -----------------------------------------------------------------------------
 
