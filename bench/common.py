@@ -42,3 +42,19 @@ async def wait_healthy(url: str, timeout: float = 20.0) -> float:
                 pass
             await asyncio.sleep(0.01)
     raise RuntimeError(f"{url} not healthy after {timeout}s")
+
+
+def proxy_cmd(port: int, up: str) -> list[str]:
+    """``ember proxy`` on ``port`` in front of the emulator at ``up`` (quiet logs)."""
+    return [
+        EMBER,
+        "proxy",
+        "--port",
+        str(port),
+        "--anthropic-url",
+        up,
+        "--openai-url",
+        up + "/v1",
+        "--log-level",
+        "warning",
+    ]

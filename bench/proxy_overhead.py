@@ -27,7 +27,7 @@ from pathlib import Path
 
 import aiohttp
 
-from common import EMBER, process, wait_healthy
+from common import EMBER, process, proxy_cmd, wait_healthy
 from ember.server import free_port
 
 
@@ -136,21 +136,6 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def proxy_cmd(port: int, up: str) -> list[str]:
-    return [
-        EMBER,
-        "proxy",
-        "--port",
-        str(port),
-        "--anthropic-url",
-        up,
-        "--openai-url",
-        up + "/v1",
-        "--log-level",
-        "warning",
-    ]
 
 
 async def main_async(args: argparse.Namespace) -> None:

@@ -44,7 +44,7 @@ from typing import Any
 
 import aiohttp
 
-from common import EMBER, process, wait_healthy
+from common import process, proxy_cmd, wait_healthy
 from ember.server import free_port
 from shadow_agent import AgentSession, ask_text, grow, project_db, query
 from shadow_tables import (
@@ -77,21 +77,6 @@ def proxy_env(home: Path, shadow: str) -> dict[str, str]:
         EMBER_LIGHT_MODEL=LIGHT_MODEL,
     )
     return env
-
-
-def proxy_cmd(port: int, up: str) -> list[str]:
-    return [
-        EMBER,
-        "proxy",
-        "--port",
-        str(port),
-        "--anthropic-url",
-        up,
-        "--openai-url",
-        up + "/v1",
-        "--log-level",
-        "warning",
-    ]
 
 
 async def finished_run(
