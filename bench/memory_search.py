@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ember.memory import HierarchicalMemory, NewMemory
+from ember.memory import HierarchicalMemory, NewMemory, overlap
 from ember.memory.retrieval.rank import Ranking
 from ember.memory.vectors import embed_query
 from ember.models import get_embedder
@@ -126,6 +126,15 @@ def recall_at_10(store: HierarchicalMemory, embedder: Embedder, queries: list[st
     return float(np.mean(hits))
 
 
+def serial(store: HierarchicalMemory, q: str) -> object:
+    """The shipped search with its keyword and vector sides one after the other."""
+    saved, overlap.both = overlap.both, overlap.one_after_other
+    try:
+        return store.search(q, touch=False)
+    finally:
+        overlap.both = saved
+
+
 def bench_search(embedder: Embedder, n: int, n_queries: int, cache: Path | None) -> None:
     queries = search_queries(n_queries)
     with tempfile.TemporaryDirectory() as tmp:
@@ -144,6 +153,7 @@ def bench_search(embedder: Embedder, n: int, n_queries: int, cache: Path | None)
             "bm25 only": lambda q: store.search(q, fusion="bm25", touch=False),
             "today (mix)": lambda q: store.search(q, fusion="mix", touch=False),
             "norm bm25": lambda q: store.search(q, fusion=BEFORE, touch=False),
+            "hybrid serial": lambda q: serial(store, q),
             "hybrid": lambda q: store.search(q, touch=False),
         }
         cols = interleaved(runs, it, n_queries)

@@ -36,6 +36,7 @@ from ember.memory.errors import (
     VectorIndexUnavailable,
 )
 from ember.memory.extraction import SavePayload
+from ember.memory.finder import Finder
 from ember.memory.index.base import (
     VectorIndex,
     Vectors,
@@ -46,12 +47,11 @@ from ember.memory.index.base import (
 from ember.memory.index.cache import LruCache
 from ember.memory.index.fts import FtsIndex
 from ember.memory.models import Evidence, Memory, MemoryFilter, MemoryHit, NewMemory, content_hash
-from ember.memory.retrieval.query import EMBED_WINDOW_CHARS, MemoryQuery
+from ember.memory.retrieval.query import MemoryQuery
 from ember.memory.retrieval.rank import Fusion, Ranking
 from ember.memory.saving import SaveResult, store_graph
-from ember.memory.search import run_search
 from ember.memory.store import rows
-from ember.memory.vectors import EmbedderSlot, EmbedderSource, cosine_zero, embed, embed_query
+from ember.memory.vectors import EmbedderSlot, EmbedderSource, cosine_zero, embed
 from ember.memory.vindex import IndexSlot
 from ember.store.database import Database
 from ember.store.driver import Connection, errors
@@ -100,6 +100,7 @@ class HierarchicalMemory:
         self._clock = clock
         self._embedder = EmbedderSlot(embedder)
         self._vectors = IndexSlot(self._db, use_vec, self._transact, self._embedder, self._lock)
+        self._finder = Finder(self._query, self._fts, self._embedder, self._vectors)
 
     def _check_vec(self, choice: IndexChoice) -> bool:
         """Whether sqlite-vec is the index. ``sqlite-vec`` fails when the extension cannot
@@ -512,27 +513,13 @@ class HierarchicalMemory:
         q = MemoryQuery(query) if isinstance(query, str) else query
         if q.is_empty or top_k <= 0:
             return []
-        ranking = self._ranking_for(fusion)
-        embedder = self._embedder.get() if ranking.fusion != "bm25" else None
-        text = q.to_embedding_input(EMBED_WINDOW_CHARS)
-        qvec = embed_query(embedder, [text]) if embedder is not None else None
-        if qvec is None and ranking.fusion != "bm25":
-            log.info("memory search by keywords only: no query vector (embedder not ready)")
-        index = self._vectors.index()
-        dim = self._vectors.dim
-        hits = self._query(
-            lambda conn: run_search(
-                conn,
-                q,
-                qvec[0] if qvec is not None else None,
-                index,
-                dim,
-                self._fts,
-                top_k=top_k,
-                memory_filter=memory_filter,
-                ranking=ranking,
-                now=self._clock() if now is None else now,
-            )
+        now = self._clock() if now is None else now
+        hits = self._finder.find(
+            q,
+            top_k=top_k,
+            memory_filter=memory_filter,
+            ranking=self._ranking_for(fusion),
+            now=now,
         )
         if touch and hits:
             self._touch(hits)

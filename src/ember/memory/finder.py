@@ -1,0 +1,103 @@
+"""A store's search pipeline: the query vector, the two candidate sides at once, the merge.
+
+The stages themselves are pure functions of a snapshot (``search.py``); this module decides
+which run, and in what order, for a ranking: ``bm25`` never embeds, ``vector`` asks FTS5 for
+candidates only when no vector can be had, and a fused ranking overlaps its keyword side with
+the embedding and the vector side (``overlap.both``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from ember.memory import overlap
+from ember.memory import search as stages
+from ember.memory.index.base import Vectors
+from ember.memory.index.fts import FtsIndex
+from ember.memory.models import MemoryFilter, MemoryHit
+from ember.memory.retrieval.query import EMBED_WINDOW_CHARS, MemoryQuery
+from ember.memory.retrieval.rank import Ranking
+from ember.memory.vectors import EmbedderSlot, embed_query
+from ember.memory.vindex import IndexSlot
+from ember.store.driver import Connection
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class Reader(Protocol):
+    """Runs a read on one of the store's read-only connections, in one snapshot."""
+
+    def __call__(self, fn: Callable[[Connection], T]) -> T: ...
+
+
+@dataclass(frozen=True)
+class Finder:
+    read: Reader
+    fts: FtsIndex
+    embedder: EmbedderSlot
+    vectors: IndexSlot
+
+    def find(
+        self,
+        q: MemoryQuery,
+        *,
+        top_k: int,
+        memory_filter: MemoryFilter | None,
+        ranking: Ranking,
+        now: float,
+    ) -> list[MemoryHit]:
+        """The ``top_k`` best hits for ``q`` under ``ranking``, best first."""
+        index, dim = self.vectors.index(), self.vectors.dim
+        depth = stages.depth_for(top_k)
+
+        def vector_part() -> tuple[Vectors | None, dict[int, float]]:
+            qvec = self.query_vector(q) if ranking.fusion != "bm25" else None
+            return qvec, self.read(lambda c: stages.vector_side(c, index, qvec, depth))
+
+        def keyword_part(candidates: bool) -> stages.KeywordSide:
+            return self.read(
+                lambda c: stages.keyword_side(
+                    c, self.fts, q, depth=depth, ranking=ranking, candidates=candidates
+                )
+            )
+
+        qvec: Vectors | None = None
+        vec_hits: dict[int, float] = {}
+        if index is None or ranking.fusion == "bm25":
+            keywords = keyword_part(True)
+        elif ranking.fusion == "vector":  # keyword candidates only when there is no vector
+            qvec, vec_hits = vector_part()
+            keywords = keyword_part(qvec is None)
+        else:
+            keywords, (qvec, vec_hits) = overlap.both(lambda: keyword_part(True), vector_part)
+        return self.read(
+            lambda conn: stages.merge(
+                conn,
+                qvec,
+                dim,
+                vec_hits,
+                keywords,
+                vectors=stages.uses_vectors(ranking, qvec, index),
+                top_k=top_k,
+                memory_filter=memory_filter,
+                ranking=ranking,
+                now=now,
+            )
+        )
+
+    def query_vector(self, q: MemoryQuery) -> Vectors | None:
+        """The ask's vector, or None while the embedder is loading or failed (then the search
+        ranks by keywords alone, and says so in the log)."""
+        embedder = self.embedder.get()
+        text = q.to_embedding_input(EMBED_WINDOW_CHARS)
+        qvec = embed_query(embedder, [text]) if embedder is not None else None
+        if qvec is None:
+            log.info("memory search by keywords only: no query vector (embedder not ready)")
+            return None
+        row: Vectors = qvec[0]
+        return row
