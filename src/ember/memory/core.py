@@ -40,9 +40,6 @@ from ember.memory.finder import Finder
 from ember.memory.index.base import (
     VectorIndex,
     Vectors,
-    drop_vectors,
-    get_vectors,
-    put_vectors,
 )
 from ember.memory.index.cache import LruCache
 from ember.memory.index.fts import FtsIndex
@@ -51,6 +48,7 @@ from ember.memory.retrieval.query import MemoryQuery
 from ember.memory.retrieval.rank import Fusion, Ranking
 from ember.memory.saving import SaveResult, store_graph
 from ember.memory.store import rows
+from ember.memory.upkeep import Upkeep
 from ember.memory.vectors import EmbedderSlot, EmbedderSource, cosine_zero, embed
 from ember.memory.vindex import IndexSlot
 from ember.store.database import Database
@@ -95,11 +93,11 @@ class HierarchicalMemory:
         use_vec = self._check_vec(vector_index)
         self._fts = FtsIndex()
         self._cache = LruCache(cache_size)
-        self._bubble_threshold = bubble_threshold
         self._ranking = ranking
         self._clock = clock
         self._embedder = EmbedderSlot(embedder)
         self._vectors = IndexSlot(self._db, use_vec, self._transact, self._embedder, self._lock)
+        self._upkeep = Upkeep(self._fts, self._vectors, bubble_threshold, clock)
         self._finder = Finder(self._query, self._fts, self._embedder, self._vectors)
 
     def _check_vec(self, choice: IndexChoice) -> bool:
@@ -201,81 +199,15 @@ class HierarchicalMemory:
         memories = [self._materialise(item) for item in items]
         vectors = self._embed([m.content for m in memories])
         out = self._transact(
-            lambda conn, index: self._insert_all(conn, index, memories, vectors, items, dedup)
+            lambda conn, index: self._upkeep.insert_all(
+                conn, index, memories, vectors, items, dedup
+            )
         )
         self._cache_put(out)
         return out
 
     def _materialise(self, item: NewMemory) -> Memory:
         return draft(item, new_id(), self._clock())
-
-    def _insert_all(
-        self,
-        conn: Connection,
-        index: VectorIndex | None,
-        memories: Sequence[Memory],
-        vectors: Vectors | None,
-        items: Sequence[NewMemory],
-        dedup: bool,
-    ) -> list[Memory]:
-        out: list[Memory] = []
-        for i, m in enumerate(memories):
-            existing = rows.current_by_hash(conn, m.content_hash, m) if dedup else None
-            if existing is not None:
-                out.append(existing)
-                continue
-            vec = None if vectors is None else vectors[i : i + 1]
-            m = self._insert(conn, index, m, vec, items[i].evidence)
-            out.append(m)
-            if bubbling.should_bubble(m, self._bubble_threshold):
-                self._bubble(conn, index, m, vec)
-        return out
-
-    def _insert(
-        self,
-        conn: Connection,
-        index: VectorIndex | None,
-        m: Memory,
-        vec: Vectors | None,
-        evidence: Sequence[Evidence] = (),
-    ) -> Memory:
-        """Row + evidence + FTS + vector for one memory (inside a write job)."""
-        for _ in range(5):
-            try:
-                seq = rows.insert(conn, m, self._vectors.embedder_key(vec))
-                break
-            except errors.IntegrityError:
-                if rows.by_id(conn, m.id) is None:
-                    raise
-                m = dataclasses.replace(m, id=new_id())  # a 48-bit id clash: draw again
-        else:  # pragma: no cover - five clashes in a row
-            raise MemoryStoreError("could not allocate a memory id")
-        rows.add_evidence(conn, seq, evidence)
-        if m.is_current:
-            self._fts.add(conn, [seq], [m.content])
-            if vec is not None and index is not None:
-                put_vectors(conn, [seq], vec)
-                index.add(conn, [seq], vec)
-                rows.bump_generation(conn)
-        return m
-
-    def _bubble(
-        self, conn: Connection, index: VectorIndex | None, m: Memory, vec: Vectors | None
-    ) -> Memory | None:
-        copy = bubbling.promoted_copy(m, new_id())
-        if rows.current_by_hash(conn, copy.content_hash, copy) is not None:
-            return None  # the same fact is already user-wide
-        return self._insert(conn, index, copy, vec)
-
-    def _unindex(self, conn: Connection, index: VectorIndex | None, seq: int) -> None:
-        self._fts.remove(conn, [seq])
-        self._unindex_vector_only(conn, index, seq)
-
-    def _unindex_vector_only(self, conn: Connection, index: VectorIndex | None, seq: int) -> None:
-        drop_vectors(conn, [seq])
-        if index is not None:
-            index.remove(conn, [seq])
-        rows.bump_generation(conn)
 
     def _require(self, conn: Connection, memory_id: str) -> tuple[int, Memory]:
         found = rows.by_id(conn, memory_id)
@@ -313,28 +245,16 @@ class HierarchicalMemory:
                 rows.set_fields(conn, seq, **changes)
             new = dataclasses.replace(old, **changes)
             if "content" in changes and new.is_current:
-                self._fts.add(conn, [seq], [new.content])
-                self._unindex_vector_only(conn, index, seq)
-                if vec is not None and index is not None:
-                    put_vectors(conn, [seq], vec)
-                    index.add(conn, [seq], vec)
-                rows.set_fields(conn, seq, embedder=self._vectors.embedder_key(vec))
-            if bubbling.should_bubble(new, self._bubble_threshold) and not rows.has_copy(
+                self._upkeep.reindex_content(conn, index, seq, new, vec)
+            if bubbling.should_bubble(new, self._upkeep.bubble_threshold) and not rows.has_copy(
                 conn, new.id
             ):
-                self._bubble(conn, index, new, self._stored_vector(conn, seq))
+                self._upkeep.bubble(conn, index, new, self._upkeep.stored_vector(conn, seq))
             return new
 
         new = self._transact(job)
         self._cache_put([new])
         return new
-
-    def _stored_vector(self, conn: Connection, seq: int) -> Vectors | None:
-        dim = self._vectors.dim
-        if dim is None:
-            return None
-        got = get_vectors(conn, [seq], dim).get(seq)
-        return None if got is None else got.reshape(1, -1)
 
     def supersede(self, memory_id: str, content: str, **fields: Any) -> Memory:
         """Replace a fact that changed: a new current memory, the old one kept as history.
@@ -361,24 +281,19 @@ class HierarchicalMemory:
 
         def job(conn: Connection, index: VectorIndex | None) -> Memory:
             seq, old = self._require(conn, memory_id)
-            new = self._insert(conn, index, draft, vec)
+            new = self._upkeep.insert(conn, index, draft, vec)
             copy = None
-            if bubbling.should_bubble(new, self._bubble_threshold):
-                copy = self._bubble(conn, index, new, vec)
-            self._close(conn, index, seq, new.id)
+            if bubbling.should_bubble(new, self._upkeep.bubble_threshold):
+                copy = self._upkeep.bubble(conn, index, new, vec)
+            self._upkeep.close(conn, index, seq, new.id)
             for c_seq, _ in rows.current_copies(conn, old.id):
-                self._close(conn, index, c_seq, copy.id if copy else new.id)
+                self._upkeep.close(conn, index, c_seq, copy.id if copy else new.id)
             return new
 
         new = self._transact(job)
         self._cache_discard([old.id])
         self._cache_put([new])
         return new
-
-    def _close(self, conn: Connection, index: VectorIndex | None, seq: int, successor: str) -> None:
-        now = self._clock()
-        rows.set_fields(conn, seq, valid_until=now, superseded_by=successor)
-        self._unindex(conn, index, seq)
 
     def delete(self, memory_id: str) -> list[str]:
         """Delete a memory for good, with its vector, evidence and any user-wide copies
@@ -390,7 +305,7 @@ class HierarchicalMemory:
                 return []
             targets = [found, *rows.current_copies(conn, memory_id)]
             for seq, _ in targets:
-                self._unindex(conn, index, seq)
+                self._upkeep.unindex(conn, index, seq)
                 rows.delete(conn, seq)
             return [m.id for _, m in targets]
 
@@ -487,7 +402,7 @@ class HierarchicalMemory:
         def job(
             conn: Connection, index: VectorIndex | None
         ) -> tuple[builtins.list[Memory], builtins.list[str]]:
-            saved = self._insert_all(conn, index, memories, vectors, items, True)
+            saved = self._upkeep.insert_all(conn, index, memories, vectors, items, True)
             return saved, store_graph(conn, payload, saved, self._clock())
 
         saved, entities = self._transact(job)

@@ -34,3 +34,37 @@ def test_porter_stemming_matches_word_forms(tmp_path: Path) -> None:
     hits = db.read(lambda c: fts.search(c, query_terms(["migration runs"]), 5))
     assert [s for s, _ in hits] == [1]
     db.close()
+
+
+def _store(tmp_path: Path, fts: FtsIndex) -> Database:
+    """Ten memories hold "deploy", two "ledger", one "kafka"."""
+    db = Database(tmp_path / "b.db", PROJECT)
+    texts = [f"deploy step {i}" for i in range(8)]
+    texts += ["deploy the ledger nightly", "ledger backups go to the kafka topic"]
+    texts += ["deploy notes"]
+    db.write(lambda c: fts.add(c, list(range(1, len(texts) + 1)), texts))
+    return db
+
+
+def test_an_ask_within_the_postings_budget_is_searched_with_every_term(tmp_path: Path) -> None:
+    fts = FtsIndex(postings_budget=1000)
+    db = _store(tmp_path, fts)
+    terms = query_terms(["deploy the ledger to kafka"])
+    assert db.read(lambda c: fts.bounded(c, terms)) == terms
+    assert db.read(lambda c: fts.search(c, terms, 20)) == db.read(lambda c: fts.rank(c, terms, 20))
+    db.close()
+
+
+def test_over_the_budget_the_most_common_terms_leave_the_candidate_query(tmp_path: Path) -> None:
+    """Bounded: "deploy" (in 10 of 11 memories) would make every memory a scored match."""
+    fts = FtsIndex(postings_budget=3)
+    db = _store(tmp_path, fts)
+    terms = query_terms(["deploy the ledger to kafka"])
+    assert db.read(lambda c: fts.bounded(c, terms)) == ["kafka", "ledger"]
+    assert {s for s, _ in db.read(lambda c: fts.search(c, terms, 20))} == {9, 10}
+    assert len(db.read(lambda c: fts.rank(c, terms, 20))) == 11  # what it would have scored
+    # The rarest term stays even when it alone is over the budget: an ask always has a query.
+    assert db.read(lambda c: FtsIndex(postings_budget=1).bounded(c, ["deploy", "step"])) == ["step"]
+    unbounded = FtsIndex(postings_budget=0)
+    assert db.read(lambda c: unbounded.bounded(c, terms)) == terms
+    db.close()
