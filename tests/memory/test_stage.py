@@ -8,7 +8,7 @@ from pathlib import Path
 from ember.exchange import Exchange
 from ember.memory.drafting import draft, new_id
 from ember.memory.models import Memory, MemoryHit, NewMemory
-from ember.memory.stage import MemoryStage, ask_text
+from ember.memory.stage import MemoryStage, ask_text, search_depth
 from ember.project import ProjectRef
 from ember.protocols import ANTHROPIC
 from ember.protocols.jsonedit import JsonDoc
@@ -24,6 +24,13 @@ def test_the_query_leaves_out_client_context_blocks() -> None:
     assert ask_text("<environment_context><cwd>/x</cwd></environment_context>") == ""
 
 
+def test_the_search_asks_one_spare_hit_per_injected_fact_within_three_times_the_items() -> None:
+    assert search_depth(10, 0) == 10
+    assert search_depth(10, 4) == 14
+    assert search_depth(10, 500) == 30
+    assert search_depth(0, 3) == 0
+
+
 class _FakeStore:
     """Finds the same two facts for every ask."""
 
@@ -35,6 +42,7 @@ class _FakeStore:
         return len(self.memories)
 
     def search(self, query: object, **kw: object) -> list[MemoryHit]:
+        self.asked_top_k = kw.get("top_k")
         return [MemoryHit(m, 0.9, 0.9, None, 1.0) for m in self.memories]
 
 
@@ -77,8 +85,10 @@ async def test_a_fact_already_injected_in_the_session_is_not_injected_again(
     await stage.on_request(first)
     assert all(f"[{m.id}]" in first.doc.to_bytes().decode() for m in facts)
     history.append({"role": "assistant", "content": "With ninja."})
+    assert router.store.asked_top_k == 10  # a fresh ask: what `memory search --top-k 10` shows
     second = _ask(history, "and how do we build the docs?")
     await stage.on_request(second)
+    assert router.store.asked_top_k == 12  # one spare hit per fact already injected
     sent = second.doc.to_bytes().decode()
     for m in facts:  # replayed once with the first ask, never added to the second
         assert sent.count(f"[{m.id}]") == 1

