@@ -1,7 +1,8 @@
 """Retrieval quality on sets this project did not tune on: recall@5, recall@10 and MRR.
 
-For each evaluation set (``memory_sets.py``: hand-written questions on the real agent logs,
-the generated conversations, LoCoMo when ``EMBER_BENCH_LOCOMO`` names its file) and split,
+For each evaluation set (``memory_sets.py``: hand-written questions on the real agent logs and
+on real human chats (``chitchat``, when its package or ``EMBER_BENCH_CHITCHAT`` is there), the
+generated conversations, LoCoMo when ``EMBER_BENCH_LOCOMO`` names its file) and split,
 every turn is stored as a memory of one project (timestamped), then every question is asked
 each way below, side by side in one run. A question counts as found at rank r when any turn
 holding its evidence is the r-th hit.
@@ -17,6 +18,7 @@ stored content unchanged) and ranks each the shipped way and vector only.
 
     python bench/memory_quality.py [--split dev|test|both] [--e5] [--tune] [--floor]
                                    [--context VARIANTS [--context-words N]]
+                                   [--sets generated,agent-logs,chitchat]
 """
 
 from __future__ import annotations
@@ -285,6 +287,9 @@ def main() -> None:
     ap.add_argument("--floor", action="store_true", help="calibrate the floor (dev split)")
     ap.add_argument("--json", type=Path, help="write all numbers here")
     ap.add_argument(
+        "--sets", help="comma-separated set names to measure (default: all that are available)"
+    )
+    ap.add_argument(
         "--save-floor", action="store_true", help=f"write the samples to {FLOOR_DATA.name}"
     )
     ap.add_argument(
@@ -303,7 +308,8 @@ def main() -> None:
     for emb in embedders(args.e5):
         for split in splits:
             sets = all_sets(split)
-            for es in sets:
+            wanted = set(args.sets.split(",")) if args.sets else {x.name for x in sets}
+            for es in (x for x in sets if x.name in wanted):
                 for ctx in args.context or [None]:
                     rows += run_set(emb, es, ctx, args.tune and split == "dev", args.context_words)
             if args.floor and split == "dev":

@@ -9,6 +9,12 @@
 * ``locomo``: LoCoMo (``locomo10.json``, CC BY-NC 4.0) when ``EMBER_BENCH_LOCOMO`` names the file;
   conversations 0-4 are dev, 5-9 test; adversarial questions (category 5, no answer) are left
   out. No package registry we could reach ships it, so it is never committed or downloaded here.
+* ``chitchat``: questions written by hand (``data/chitchat_questions.json``) against real human
+  chats: 39 multi-session conversations between two pairs of students from the Chit-Chat
+  Challenge data set (PyPI ``chitchat-dataset`` 0.9.0, MIT), read at run time from the
+  installed package or from the ``dataset.json`` that ``EMBER_BENCH_CHITCHAT`` names; never
+  committed. Every message turn (2,554) is a memory dated by its own timestamp. Even questions
+  are dev, odd ones test. Skipped, with a line on stderr, when the data cannot be found.
 
 Each set is a list of ``Turn`` (the memories) and ``Question`` (with the ids of the turns that
 hold its answer: a hit on any of them counts).
@@ -16,12 +22,14 @@ hold its answer: a hit on any of them counts).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +51,7 @@ def _find_logs() -> Path:
 
 LOGS = _find_logs()
 QUESTIONS = HERE / "data" / "agent_log_questions.json"
+CHITCHAT_QUESTIONS = HERE / "data" / "chitchat_questions.json"
 DAY = 86400.0
 START = 1_780_000_000.0
 _TEXT_KEYS = ("text", "content", "message", "output", "prompt", "display", "summary")
@@ -194,7 +203,75 @@ def locomo(split: str, path: str | None = None) -> EvalSet | None:
     return EvalSet("locomo", split, tuple(turns), tuple(questions), end)
 
 
+def chitchat_data() -> Path | None:
+    """``EMBER_BENCH_CHITCHAT``, else the ``dataset.json`` of the installed ``chitchat_dataset``
+    package (found without importing it: its import reads nothing, but the file is 40 MB)."""
+    if os.environ.get("EMBER_BENCH_CHITCHAT"):
+        return Path(os.environ["EMBER_BENCH_CHITCHAT"])
+    spec = importlib.util.find_spec("chitchat_dataset")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    candidate = Path(next(iter(spec.submodule_search_locations))) / "dataset.json"
+    return candidate if candidate.is_file() else None
+
+
+def _timestamp(text: str) -> float:
+    """ "2018-10-29T22:31:05Z" -> epoch seconds, read as UTC (the data's local clock times
+    carry a Z; only order and day matter here)."""
+    return datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp()
+
+
+def chitchat_turns(data: dict[str, Any], conversations: list[str]) -> list[Turn]:
+    """Every message of the chosen conversations as a memory: ``<conversation>:<index>``, its
+    lines joined with newlines, dated by its first line's timestamp."""
+    turns = []
+    for cid in conversations:
+        for i, message in enumerate(data[cid]["messages"]):
+            text = "\n".join(u["text"] for u in message).strip()
+            if text:
+                turns.append(Turn(f"{cid}:{i}", text, _timestamp(message[0]["timestamp"])))
+    return turns
+
+
+def chitchat_questions(turns: list[Turn], split: str | None = None) -> list[Question]:
+    """The hand-written questions (one split, or all when ``split`` is None); raises when an
+    evidence item does not resolve to a turn holding its ``contains`` text."""
+    by_id = {t.id: t for t in turns}
+    out = []
+    items = json.loads(CHITCHAT_QUESTIONS.read_text())["questions"]
+    for i, q in enumerate(items):
+        if split is not None and (i % 2 == 0) != (split == "dev"):
+            continue
+        ev = set()
+        for e in q["evidence"]:
+            tid = f"{e['conversation']}:{e['message']}"
+            turn = by_id.get(tid)
+            if turn is None or e["contains"] not in turn.text:
+                raise ValueError(f"question {i}: turn {tid} does not hold {e['contains']!r}")
+            ev.add(tid)
+        out.append(Question(q["question"], frozenset(ev)))
+    return out
+
+
+def chitchat(split: str, path: Path | None = None) -> EvalSet | None:
+    """The Chit-Chat Challenge set; None (and a line on stderr) when its data is not found."""
+    path = path or chitchat_data()
+    if path is None or not path.is_file():
+        print(
+            "# chitchat: skipped (pip install chitchat-dataset, the `bench` extra, or set "
+            "EMBER_BENCH_CHITCHAT to its dataset.json)",
+            file=sys.stderr,
+        )
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    conversations = json.loads(CHITCHAT_QUESTIONS.read_text())["conversations"]
+    turns = chitchat_turns(data, conversations)
+    questions = chitchat_questions(turns, split)
+    end = max(t.created_at for t in turns) + DAY
+    return EvalSet("chitchat", split, tuple(turns), tuple(questions), end)
+
+
 def all_sets(split: str) -> list[EvalSet]:
     sets = [generated(split), agent_logs(split)]
-    extra = locomo(split)
-    return sets + ([extra] if extra is not None else [])
+    extras = [locomo(split), chitchat(split)]
+    return sets + [x for x in extras if x is not None]
