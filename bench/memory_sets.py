@@ -223,13 +223,15 @@ def _timestamp(text: str) -> float:
 
 def chitchat_turns(data: dict[str, Any], conversations: list[str]) -> list[Turn]:
     """Every message of the chosen conversations as a memory: ``<conversation>:<index>``, its
-    lines joined with newlines, dated by its first line's timestamp."""
+    lines joined with newlines, dated by its first line's timestamp; its session is its
+    conversation."""
     turns = []
     for cid in conversations:
         for i, message in enumerate(data[cid]["messages"]):
             text = "\n".join(u["text"] for u in message).strip()
             if text:
-                turns.append(Turn(f"{cid}:{i}", text, _timestamp(message[0]["timestamp"])))
+                ts = _timestamp(message[0]["timestamp"])
+                turns.append(Turn(f"{cid}:{i}", text, ts, cid))
     return turns
 
 

@@ -77,6 +77,7 @@ def test_the_set_is_one_store_dated_by_the_data(sets: ModuleType, data: dict[str
     # Real timestamps (October-November 2018), not synthetic days.
     assert min(t.created_at for t in es.turns) >= 1_538_352_000  # 2018-10-01
     assert max(t.created_at for t in es.turns) < es.now
+    assert {t.session for t in es.turns} == set(json.loads(QUESTIONS.read_text())["conversations"])
 
 
 def test_a_wrong_contains_is_an_error(sets: ModuleType, monkeypatch: pytest.MonkeyPatch,
