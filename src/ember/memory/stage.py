@@ -191,10 +191,11 @@ def search_depth(max_items: int, already: int) -> int:
     """How many hits to ask for: the block's items plus one spare per fact already injected
     (``not_yet_injected`` drops at most that many), at most three times the items.
 
-    The budget keeps a ranked run and never skips ahead, so more hits than that change
-    nothing in the block; they only cost time: asking 30 instead of 10 searched three times as
-    deep on both indexes (84.6 against 50.3 ms p50 at 100k memories on a loaded machine). A
-    fresh ask thus injects what ``ember memory search --top-k 10`` shows, floor applied.
+    The budget keeps a ranked run and never skips ahead, so hits past that never reach the
+    block; asking for them only made each index search three times as deep (30 hits instead of
+    10: 84.6 against 50.3 ms p50 at 100k memories on a loaded machine). A fresh ask thus
+    injects what ``ember memory search --top-k 10`` shows, floor applied: the search that
+    ``bench/memory_quality.py`` measures, not a deeper one it never evaluated.
     """
     return min(max_items + already, 3 * max_items)
 
