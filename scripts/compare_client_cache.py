@@ -18,8 +18,9 @@ seeded with facts the first ask retrieves (memory on, ``auto_tail``). Printed:
 Nothing is written outside ``--work``; the output names no machine path (the project directory
 prints as ``/work/proj``) and no key (the clients are given ``sk-test``).
 
-    npm install --prefix /var/tmp/cli @anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0
-    PYTHONPATH=src python scripts/compare_client_cache.py --npm /var/tmp/cli --work /var/tmp/cmp
+    D="$HOME/ember-clients"   # any directory outside /tmp
+    npm install --prefix "$D/npm" @anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0
+    PYTHONPATH=src python scripts/compare_client_cache.py --npm "$D/npm" --work "$D/cmp"
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ Each request is scrubbed (keys, ids, machine paths) and written to ``tests/fixtu
 together with the request table in its README. ``compare_client_cache.py`` runs the same
 scenarios direct and through ``ember proxy`` and compares their cache reads (docs/clients.md).
 
-    npm install --prefix /var/tmp/cli @anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0
-    PYTHONPATH=src python scripts/record_client_fixtures.py --npm /var/tmp/cli --work /var/tmp/rec
+    D="$HOME/ember-clients"   # any directory outside /tmp
+    npm install --prefix "$D/npm" @anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0
+    PYTHONPATH=src python scripts/record_client_fixtures.py --npm "$D/npm" --work "$D/rec"
 
 ``--work`` must not be under /tmp: Codex will not set up its helpers under the temp dir.
 """
@@ -360,9 +361,10 @@ def run_scenario(sc: Scenario, work: Path, npm: Path, base_url: str, rec: Record
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-([0-9a-f])[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}")
 _HEX64 = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
 _REDACT = {"x-api-key": "<redacted>", "authorization": "Bearer <redacted>"}
-#: Codex names its agents as paths under ``/root`` (``You are `/root`...``, ``/root/task1``).
-#: Not a directory, but it reads as the recording user's home: written as ``/agent-root`` so no
-#: fixture holds a path that looks machine-specific (``</root>`` tags are left alone).
+#: Codex names its agents as paths: the main agent is the superuser's home directory, a
+#: sub-agent a child of it (``task1``). Not a directory, but it reads as the recording user's
+#: home: written as ``/agent-root`` so no fixture holds a path that looks machine-specific
+#: (``<root>`` elements, which hold the workspace roots, are left alone).
 _AGENT_ROOT = re.compile(r"(?<![<\w])/root(?=[/`\"\\\s]|$)")
 AGENT_ROOT_PLACEHOLDER = "/agent-root"
 _SESSION_HEADERS = ("x-claude-code-session-id", "session-id")
@@ -376,7 +378,7 @@ class Scrubber:
     id is the same across all requests of its session and differs between scenarios. 64-hex
     device ids and Claude Code's sub-agent ids likewise; the project and home directories
     become fixed placeholders, including Claude Code's dash-munged project directory name, and
-    Codex's agent paths (``/root/...``) become ``/agent-root/...``.
+    Codex's agent paths (the superuser's home and below) become ``/agent-root/...``.
     """
 
     def __init__(self, number: int, root: Path, exchanges: list[Exchange]) -> None:
