@@ -5,7 +5,7 @@
 3. ``merge``: load the candidates, score each exactly (cosine, keyword share), rank.
 
 The first two need nothing from each other, so the store runs them at the same time
-(``core.MemoryStore.search``): at 100k memories each takes ~25-35 ms on this project's bench
+(``finder.Finder.find``): at 100k memories each takes ~25-35 ms on this project's bench
 machine, and one after the other they alone broke the 60 ms budget. Each stage is a pure
 function of its snapshot and inputs: run together or one after the other, a search gives the
 same bytes.
@@ -86,11 +86,6 @@ def keyword_side(
     if ranking.fusion == "norm" and ranking.lexical == "coverage":
         weights = term_weights(conn, fts, query)
     return KeywordSide(hits, weights)
-
-
-def wants_keyword_candidates(ranking: Ranking, vectors: bool) -> bool:
-    """Vector-only ranking skips BM25 candidates, unless there is no vector to search with."""
-    return ranking.fusion != "vector" or not vectors
 
 
 def vector_side(
