@@ -34,6 +34,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -135,13 +136,23 @@ def recall_at_10(store: HierarchicalMemory, embedder: Embedder, queries: list[st
     return float(np.mean(hits))
 
 
-def serial(store: HierarchicalMemory, q: str) -> object:
-    """The shipped search with its keyword and vector sides one after the other."""
-    saved, overlap.both = overlap.both, overlap.one_after_other
+@contextmanager
+def serially(on: bool = True) -> Iterator[None]:
+    """Within it (when ``on``), searches run their keyword and vector sides one after the
+    other instead of at once."""
+    saved = overlap.both
+    if on:
+        overlap.both = overlap.one_after_other
     try:
-        return store.search(q, touch=False)
+        yield
     finally:
         overlap.both = saved
+
+
+def serial(store: HierarchicalMemory, q: str) -> object:
+    """The shipped search with its keyword and vector sides one after the other."""
+    with serially():
+        return store.search(q, touch=False)
 
 
 def unbounded(store: HierarchicalMemory, q: str) -> list[str]:
@@ -235,14 +246,10 @@ def bench_concurrency(embedder: Embedder, n: int, threads: int, cache: Path | No
         for q in queries[:10]:
             store.search(q, touch=False)
         rates: dict[str, list[float]] = {"serial": [], "overlapped": []}
-        saved = overlap.both
         for _ in range(3):  # alternate, so a load change hits both alike
-            for name, way in (("serial", overlap.one_after_other), ("overlapped", saved)):
-                overlap.both = way
-                try:
+            for name in rates:
+                with serially(name == "serial"):
                     rates[name].append(concurrent_rate(store, queries, threads))
-                finally:
-                    overlap.both = saved
         store.close()
     best = {k: statistics.median(v) for k, v in rates.items()}
     print(f"\n{threads} callers at once over {n:,} memories, searches/s (median of 3)")
