@@ -3,7 +3,8 @@
 The stages themselves are pure functions of a snapshot (``search.py``); this module decides
 which run, and in what order, for a ranking: ``bm25`` never embeds, ``vector`` asks FTS5 for
 candidates only when no vector can be had, and a fused ranking overlaps its keyword side with
-the embedding and the vector side (``overlap.both``).
+the embedding and the vector side (``overlap.both``). An ask naming a time adds the
+candidates inside that window (``search.window_side``) when the ranking weighs time.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import tzinfo
 from typing import Protocol, TypeVar
 
 from ember.memory import overlap
@@ -20,6 +22,7 @@ from ember.memory.index.fts import FtsIndex
 from ember.memory.models import MemoryFilter, MemoryHit
 from ember.memory.retrieval.query import EMBED_WINDOW_CHARS, MemoryQuery
 from ember.memory.retrieval.rank import Ranking
+from ember.memory.retrieval.timeframe import Window, ask_window
 from ember.memory.vectors import EmbedderSlot, embed_query
 from ember.memory.vindex import IndexSlot
 from ember.store.driver import Connection
@@ -41,6 +44,8 @@ class Finder:
     fts: FtsIndex
     embedder: EmbedderSlot
     vectors: IndexSlot
+    #: Where a day starts when an ask says "yesterday" (None: the machine's own zone).
+    tz: tzinfo | None = None
 
     def find(
         self,
@@ -75,8 +80,13 @@ class Finder:
             keywords = keyword_part(qvec is None)
         else:
             keywords, (qvec, vec_hits) = overlap.both(lambda: keyword_part(True), vector_part)
-        return self.read(
-            lambda conn: stages.merge(
+        window = self.window(q, ranking, now)
+
+        def merged(conn: Connection) -> list[MemoryHit]:
+            more: list[int] = []
+            if window is not None:
+                more = stages.window_side(conn, self.fts, q, window, qvec, dim, depth)
+            return stages.merge(
                 conn,
                 qvec,
                 dim,
@@ -87,8 +97,18 @@ class Finder:
                 memory_filter=memory_filter,
                 ranking=ranking,
                 now=now,
+                window=window,
+                more=more,
             )
-        )
+
+        return self.read(merged)
+
+    def window(self, q: MemoryQuery, ranking: Ranking, now: float) -> Window | None:
+        """The time the user's own words name, when the ranking weighs time (never context:
+        a date in a pasted log says nothing about what the user asks for)."""
+        if ranking.time_weight <= 0:
+            return None
+        return ask_window(q.user_text, now, self.tz)
 
     def query_vector(self, q: MemoryQuery) -> Vectors | None:
         """The ask's vector, or None while the embedder is loading or failed (then the search

@@ -193,8 +193,9 @@ class MemoryHit:
 
     ``similarity`` is the cosine of query and memory, ``lexical`` the keyword part (the
     weighted share of the ask's terms the memory holds under the shipped ranking, BM25 / best
-    BM25 under the others; None when no ask term occurs), ``recency`` the age factor and
-    ``score`` the final ranking value: the one number that ranks and that the floor checks.
+    BM25 under the others; None when no ask term occurs), ``recency`` the age factor,
+    ``timing`` the closeness to the time the ask names (1 when it names none) and ``score``
+    the final ranking value: the one number that ranks and that the floor checks.
     """
 
     memory: Memory
@@ -202,3 +203,4 @@ class MemoryHit:
     similarity: float
     lexical: float | None
     recency: float
+    timing: float = 1.0

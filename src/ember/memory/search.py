@@ -4,6 +4,9 @@
 2. ``vector_side``: nearest neighbours of the query vector;
 3. ``merge``: load the candidates, score each exactly (cosine, keyword share), rank.
 
+An ask that names a time (``timeframe.ask_window``) also takes candidates from inside that
+window (``window_side``) before the merge.
+
 The first two need nothing from each other, so the store runs them at the same time
 (``finder.Finder.find``): at 100k memories each takes ~25-35 ms on this project's bench
 machine, and one after the other they alone broke the 60 ms budget. Each stage is a pure
@@ -14,15 +17,17 @@ same bytes.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ember.memory.index.base import VectorIndex, Vectors, exact_cosines
+from ember.memory.index.base import top_k as best_first
 from ember.memory.index.fts import FtsIndex, query_terms
 from ember.memory.models import MemoryFilter, MemoryHit
 from ember.memory.retrieval import lexical
 from ember.memory.retrieval.query import MemoryQuery
 from ember.memory.retrieval.rank import Candidate, Ranking, rank
+from ember.memory.retrieval.timeframe import DAY, Window
 from ember.memory.store import rows
 from ember.store.driver import Connection
 
@@ -97,6 +102,39 @@ def vector_side(
     return dict(index.search(conn, qvec, depth))
 
 
+#: The most memories a time window's candidates are drawn from. A window holding more ("this
+#: year" in a store of years) adds none: its factor still ranks the other candidates, and
+#: scoring every memory of a year would break the latency budget.
+WINDOW_ROWS = 2_000
+
+
+def window_side(
+    conn: Connection,
+    fts: FtsIndex,
+    query: MemoryQuery,
+    window: Window,
+    qvec: Vectors | None,
+    dim: int | None,
+    depth: int,
+) -> list[int]:
+    """Seqs of the ``depth`` nearest and the ``depth`` best BM25 matches among memories
+    created inside ``window`` (a day wider each side: "last night", said the morning after
+    Halloween, is about Halloween). The turn that answers "what did we watch on Halloween?"
+    may share no word with the ask and sit far below the global top 40: this is how it
+    becomes a candidate at all. Nothing when the window holds more than ``WINDOW_ROWS``."""
+    seqs = rows.current_between(conn, window.start - DAY, window.end + DAY, WINDOW_ROWS + 1)
+    if not seqs or len(seqs) > WINDOW_ROWS:
+        return []
+    picked: set[int] = set()
+    if qvec is not None and dim is not None:
+        picked.update(s for s, _ in best_first(exact_cosines(conn, qvec, seqs, dim), depth))
+    inside = set(seqs)
+    terms = query_terms(query.lexical_texts())
+    matches = fts.rank_between(conn, terms, min(seqs), max(seqs))
+    picked.update([s for s, _ in matches if s in inside][:depth])
+    return sorted(picked)
+
+
 def merge(
     conn: Connection,
     qvec: Vectors | None,
@@ -109,13 +147,16 @@ def merge(
     memory_filter: MemoryFilter | None,
     ranking: Ranking,
     now: float,
+    window: Window | None = None,
+    more: Sequence[int] = (),
 ) -> list[MemoryHit]:
     """Load both sides' candidates, keep the current ones the filter admits, score each
     exactly and rank. A candidate gone from this snapshot (deleted since a side looked) is
     skipped. ``vectors``: whether a query vector was searched with (``uses_vectors``);
-    without one the keywords get the whole say."""
+    without one the keywords get the whole say. ``window``: the time the ask names, and
+    ``more`` the candidates from inside it (``window_side``)."""
     lex_hits = keywords.hits
-    seqs = sorted(set(vec_hits) | set(lex_hits))
+    seqs = sorted(set(vec_hits) | set(lex_hits) | set(more))
     memories = rows.by_seqs(conn, seqs)
     allowed = memory_filter or MemoryFilter()
     keep = [s for s in seqs if s in memories and memories[s].is_current]
@@ -139,7 +180,7 @@ def merge(
         for s in keep
     ]
     by_id = {memories[s].id: memories[s] for s in keep}
-    ranked = rank(candidates, now, ranking if vectors else keywords_only(ranking))
+    ranked = rank(candidates, now, ranking if vectors else keywords_only(ranking), window=window)
     # A bubbled fact exists twice (where it was learnt and user-wide): show it once, at the
     # better rank, so one fact cannot take two of the ten injection slots.
     seen: set[str] = set()
@@ -149,7 +190,7 @@ def merge(
         if m.content_hash in seen:
             continue
         seen.add(m.content_hash)
-        hits.append(MemoryHit(m, r.score, r.similarity, r.lexical, r.recency))
+        hits.append(MemoryHit(m, r.score, r.similarity, r.lexical, r.recency, r.timing))
         if len(hits) >= top_k:
             break
     return hits

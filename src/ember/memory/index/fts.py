@@ -113,6 +113,24 @@ class FtsIndex:
         ).fetchall()
         return [(int(r[0]), float(r[1])) for r in rows]
 
+    def rank_between(
+        self, conn: Connection, terms: Sequence[str], first: int, last: int
+    ) -> list[tuple[int, float]]:
+        """Every (seq, BM25) for the OR of ``terms`` among seqs ``first..last``, best first:
+        the same values ``search`` gives (FTS5 scores on the whole index's statistics).
+
+        A rowid range, not a list: FTS5 seeks a range in its postings, but runs the whole
+        query once per rowid of an ``IN`` list (+70 ms for a week of a 10k store)."""
+        expr = match_expression(terms)
+        if expr is None or first > last:
+            return []
+        rows = conn.execute(
+            "SELECT rowid, -bm25(memory_fts) AS s FROM memory_fts WHERE memory_fts MATCH ? "
+            "AND rowid BETWEEN ? AND ? ORDER BY s DESC, rowid",
+            (expr, first, last),
+        ).fetchall()
+        return [(int(r[0]), float(r[1])) for r in rows]
+
     def doc_counts(self, conn: Connection, words: Sequence[str]) -> dict[str, int]:
         """How many memories hold each word (stemmed by the index itself, as search does)."""
         out: dict[str, int] = {}

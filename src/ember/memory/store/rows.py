@@ -173,6 +173,17 @@ def listing(
     return [to_memory(r) for r in rows]
 
 
+def current_between(conn: Connection, start: float, end: float, limit: int) -> list[int]:
+    """Seqs of up to ``limit`` current memories created in ``[start, end)``, oldest first
+    (read from the ``memories_current`` index alone)."""
+    rows = conn.execute(
+        "SELECT seq FROM memories WHERE valid_until IS NULL AND created_at >= ? "
+        "AND created_at < ? ORDER BY created_at, seq LIMIT ?",
+        (start, end, limit),
+    ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
 def count_current(conn: Connection) -> int:
     row = conn.execute("SELECT COUNT(*) FROM memories WHERE valid_until IS NULL").fetchone()
     return int(row[0])

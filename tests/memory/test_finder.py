@@ -1,0 +1,65 @@
+"""The search pipeline: an ask that names a time finds what was said then."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from ember.memory import HierarchicalMemory, NewMemory
+from ember.memory.retrieval.query import MemoryQuery
+from ember.memory.retrieval.rank import Ranking
+from tests.memory.conftest import Clock, OpenStore
+
+DAY = 86400.0
+#: Noon UTC, so the day is the same in every zone a test machine may run in.
+HALLOWEEN = datetime(2018, 10, 31, 12, 0, tzinfo=UTC).timestamp()
+ASK = "which film did we watch on Halloween?"
+
+
+def _film_club(store: HierarchicalMemory) -> str:
+    """Sixty strong keyword matches on other days, and the answer: a turn from Halloween that
+    shares only "watch" with the ask."""
+    others = [
+        NewMemory(f"the film club will watch film number {i} together", created_at=t)
+        for i, t in enumerate(HALLOWEEN - (i + 2) * DAY for i in range(60))
+    ]
+    store.add_many(others, dedup=False)
+    (answer,) = store.add_many(
+        [NewMemory("we watched A Quiet Place, so scary", created_at=HALLOWEEN)], dedup=False
+    )
+    return answer.id
+
+
+def test_an_ask_naming_a_day_finds_the_turn_from_that_day(
+    open_store: OpenStore, clock: Clock
+) -> None:
+    clock.now = HALLOWEEN + 15 * DAY
+    store = open_store()
+    answer = _film_club(store)
+    timeless = [h.memory.id for h in store.search(ASK, top_k=5, fusion=Ranking(), touch=False)]
+    assert answer not in timeless  # buried under sixty better keyword matches
+    hits = store.search(ASK, top_k=5, fusion=Ranking(time_weight=0.5), touch=False)
+    assert hits[0].memory.id == answer
+    assert hits[0].timing == 1.0
+    assert all(h.timing < 1.0 for h in hits[1:])
+
+
+def test_time_aware_search_is_deterministic(open_store: OpenStore, clock: Clock) -> None:
+    clock.now = HALLOWEEN + 15 * DAY
+    store = open_store()
+    _film_club(store)
+    ranking = Ranking(time_weight=0.5)
+    runs = [store.search(ASK, top_k=10, fusion=ranking, touch=False) for _ in range(3)]
+    assert runs[0] == runs[1] == runs[2]
+
+
+def test_a_date_in_context_is_not_the_ask_naming_a_time(
+    open_store: OpenStore, clock: Clock
+) -> None:
+    """Only the user's own words set the window: a log line's date pasted as a tool output
+    must not pull the search towards that day."""
+    clock.now = HALLOWEEN + 15 * DAY
+    store = open_store()
+    _film_club(store)
+    q = MemoryQuery("which film did we watch?", tool_outputs=("2018-10-31 12:00 build ok",))
+    hits = store.search(q, top_k=5, fusion=Ranking(time_weight=0.5), touch=False)
+    assert all(h.timing == 1.0 for h in hits)
