@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -25,9 +26,13 @@ def run(tmp_path: Path):  # type: ignore[no-untyped-def]
     env["EMBER_HOME"] = str(tmp_path / "home")
     runner = CliRunner()
 
-    def invoke(*args: str, stdin: str | None = None) -> Result:
+    def invoke(*args: str, stdin: str | None = None, **extra: str) -> Result:
         return runner.invoke(
-            cli, ["memory", *args], obj={"embedder": HashEmbedder}, env=env, input=stdin
+            cli,
+            ["memory", *args],
+            obj={"embedder": HashEmbedder},
+            env=env | extra,
+            input=stdin,
         )
 
     return invoke
@@ -73,6 +78,35 @@ def test_search_reads_queries_from_stdin(run) -> None:  # type: ignore[no-untype
         "where do deploys go",
     ]
     assert run("search", *P).exit_code == 2  # no query at all: a usage error
+
+
+def _local_noon(days_ago: int) -> str:
+    """Noon ``days_ago`` days back in the machine's zone, as the UTC time ``import`` reads."""
+    day = datetime.now().astimezone() - timedelta(days=days_ago)
+    noon = day.replace(hour=12, minute=0, second=0, microsecond=0)
+    return noon.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_a_query_naming_a_time_prefers_memories_from_then(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "mem.jsonl"
+    lines = [
+        {"content": "we watched the film Alien", "created_at": _local_noon(1)},
+        {"content": "we watched the film Heat", "created_at": _local_noon(40)},
+    ]
+    f.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert run("import", *P, str(f)).exit_code == 0
+    ask = "which film did we watch yesterday"
+
+    def scores(*flags: str, **env: str) -> dict[str, float]:
+        out = run("search", *P, "--json", *flags, ask, **env)
+        return {h["content"][-5:]: h["score"] for h in json.loads(out.output)["hits"]}
+
+    aware, off = scores(), scores("--no-time-aware")
+    assert list(aware) == ["Alien", " Heat"]
+    assert aware["Alien"] == off["Alien"]  # inside the window: untouched
+    assert aware[" Heat"] == pytest.approx(off[" Heat"] * 0.7, rel=0.01)  # 40 days out
+    assert scores(EMBER_MEMORY_TIME_AWARE="false") == off
+    assert scores("--time-aware", EMBER_MEMORY_TIME_AWARE="false") == aware
 
 
 def test_import_reports_bad_lines_by_number_and_writes_only_good_ones(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -63,7 +63,10 @@ def _embedder_factory(settings: Settings) -> EmbedderFactory:
 
 @contextmanager
 def _store(
-    project_id: str | None, cwd: Path | None, config_file: Path | None
+    project_id: str | None,
+    cwd: Path | None,
+    config_file: Path | None,
+    time_aware: bool | None = None,
 ) -> Iterator[tuple[HierarchicalMemory, ProjectRef | None]]:
     settings = load_settings(config_file)
     ref = project_from_cli(project_id, str(cwd) if cwd else None)
@@ -74,7 +77,10 @@ def _store(
             "project; EMBER_UNRESOLVED_PROJECT=global opts into one shared store)"
         )
     store = HierarchicalMemory(
-        path, _embedder_factory(settings), vector_index=settings.memory_vector_index
+        path,
+        _embedder_factory(settings),
+        vector_index=settings.memory_vector_index,
+        time_aware=settings.memory_time_aware if time_aware is None else time_aware,
     )
     try:
         yield store, ref
@@ -252,6 +258,12 @@ def _hit_json(h: MemoryHit) -> dict[str, Any]:
     "--top-k", type=click.IntRange(1, 1000), default=10, show_default=True, help="Hits per query."
 )
 @click.option("--stdin", "from_stdin", is_flag=True, help="Read queries from stdin, one a line.")
+@click.option(
+    "--time-aware/--no-time-aware",
+    default=None,
+    help="Whether a query naming a time (\"last week\", \"on May 3\") prefers memories from "
+    "then. Default: the memory_time_aware setting (on).",
+)
 @project_options
 @json_option
 @config_option
@@ -259,6 +271,7 @@ def search_cmd(
     queries: tuple[str, ...],
     top_k: int,
     from_stdin: bool,
+    time_aware: bool | None,
     project_id: str | None,
     cwd: Path | None,
     as_json: bool,
@@ -274,7 +287,7 @@ def search_cmd(
         wanted += [line.strip() for line in sys.stdin if line.strip()]
     if not wanted:
         raise click.UsageError("give at least one QUERY, or --stdin with one query per line")
-    with _store(project_id, cwd, config_file) as (store, _):
+    with _store(project_id, cwd, config_file, time_aware) as (store, _):
         for q in wanted:
             hits = store.search(q, top_k=top_k, touch=False)
             if as_json:

@@ -37,10 +37,7 @@ from ember.memory.errors import (
 )
 from ember.memory.extraction import SavePayload
 from ember.memory.finder import Finder
-from ember.memory.index.base import (
-    VectorIndex,
-    Vectors,
-)
+from ember.memory.index.base import VectorIndex, Vectors
 from ember.memory.index.cache import LruCache
 from ember.memory.index.fts import FtsIndex
 from ember.memory.models import Evidence, Memory, MemoryFilter, MemoryHit, NewMemory, content_hash
@@ -75,9 +72,11 @@ class HierarchicalMemory:
         bubble_threshold: float = bubbling.BUBBLE_THRESHOLD,
         ranking: Ranking | None = None,
         clock: Callable[[], float] = time.time,
+        time_aware: bool = True,
     ) -> None:
         """``db`` is the file's owner (the proxy's ``Storage`` hands it out), or a path for a
-        store of its own (the CLI, tests), closed with this object. Blocking: opens the file."""
+        store of its own (the CLI, tests), closed with this object. Blocking: opens the file.
+        ``time_aware=False``: an ask naming a time ranks as one naming none."""
         self._owns_db = not isinstance(db, Database)
         if isinstance(db, Database):
             self._db = db
@@ -93,7 +92,7 @@ class HierarchicalMemory:
         use_vec = self._check_vec(vector_index)
         self._fts = FtsIndex()
         self._cache = LruCache(cache_size)
-        self._ranking = ranking
+        self._ranking, self._time_aware = ranking, time_aware
         self._clock = clock
         self._embedder = EmbedderSlot(embedder)
         self._vectors = IndexSlot(self._db, use_vec, self._transact, self._embedder, self._lock)
@@ -445,6 +444,7 @@ class HierarchicalMemory:
         if isinstance(fusion, Ranking):
             return fusion
         base = self._ranking or Ranking(cosine_zero=cosine_zero(self._embedder.get()))
+        base = base if self._time_aware else dataclasses.replace(base, time_weight=0.0)
         return base if fusion is None else dataclasses.replace(base, fusion=fusion)
 
     def _touch(self, hits: Sequence[MemoryHit]) -> None:

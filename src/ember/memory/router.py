@@ -66,6 +66,7 @@ class MemoryRouter:
             self._storage.database(path),
             self._embedder,
             vector_index=self._settings.memory_vector_index,
+            time_aware=self._settings.memory_time_aware,
         )
 
     def path_for(self, project: ProjectRef | None) -> Path | None:
