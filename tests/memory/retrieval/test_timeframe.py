@@ -31,7 +31,7 @@ def d(month: int, day: int, year: int = 2018) -> date:
         ("Which film did we watch on Halloween night?", d(10, 31), d(10, 31)),
         ("what did we fix yesterday", d(11, 14), d(11, 14)),
         ("what did you say last night", d(11, 14), d(11, 14)),
-        ("the plan for tonight", d(11, 15), d(11, 15)),
+        ("the day before yesterday", d(11, 13), d(11, 13)),
         ("3 days ago", d(11, 12), d(11, 12)),
         ("a couple of weeks ago", d(10, 29), d(11, 4)),
         ("last week", d(11, 5), d(11, 11)),  # Monday to Sunday
@@ -80,6 +80,8 @@ def test_a_date_without_a_year_is_the_latest_one_not_after_today() -> None:
         "the dec file",
         "version 2018-13-45",
         "what changed in the last release",
+        "let's ship it tonight",  # today is still in the conversation: no window
+        "what should we do today",
     ],
 )
 def test_words_that_only_look_like_time_name_none(ask: str) -> None:

@@ -9,6 +9,7 @@ its date, and sat at rank 117 of 2,554 turns without one.
 Only phrases that name a time are read; a word that is also a verb or a name ("may",
 "march", "sat", "jan") counts only when a date form makes it one ("in May", "March 3").
 A date without a year is the latest such date not after today: memories are of the past.
+"Today" and "tonight" name none: what was said today is still in the conversation.
 Days are calendar days in ``tz`` (the machine's own zone when None), weeks start on Monday.
 """
 
@@ -154,12 +155,7 @@ def _holiday(m: re.Match[str], today: date) -> Span | None:
 
 def _relative_day(m: re.Match[str], today: date) -> Span | None:
     word = m["word"].lower()
-    if word.startswith("the day before"):
-        back = 2
-    elif word.startswith(("yesterday", "last night")):
-        back = 1
-    else:  # today, tonight, this morning / afternoon / evening
-        back = 0
+    back = 2 if word.startswith("the day before") else 1
     return _one_day(today - timedelta(days=back))
 
 
@@ -219,8 +215,10 @@ def _rx(pattern: str) -> re.Pattern[str]:
 
 _YEAR = r"(?:,?\s+(?P<year>(?:19|20)\d{2}))?"
 _PART = r"(?P<part>early|mid|middle of|late|end of|beginning of|start of)"
-_RELATIVE_DAY = "the day before yesterday|yesterday|last night|today|tonight|this morning"
-_RELATIVE_DAY += "|this afternoon|this evening"
+#: Today's own words ("today", "tonight", "this morning") name no window: what was said today
+#: is still in the conversation, and "let's ship it tonight" asks for no memory from today
+#: over a durable fact from last month.
+_RELATIVE_DAY = "the day before yesterday|yesterday|last night"
 _PERIOD_WHICH = "this|last|previous|past|the past|the last"
 Resolver = Callable[[re.Match[str], date], Span | None]
 #: Tried in order; a later pattern never reads words an earlier one used.
