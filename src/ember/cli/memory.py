@@ -261,7 +261,7 @@ def _hit_json(h: MemoryHit) -> dict[str, Any]:
 @click.option(
     "--time-aware/--no-time-aware",
     default=None,
-    help="Whether a query naming a time (\"last week\", \"on May 3\") prefers memories from "
+    help='Whether a query naming a time ("last week", "on May 3") prefers memories from '
     "then. Default: the memory_time_aware setting (on).",
 )
 @project_options
