@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import tempfile
 import time
@@ -91,15 +92,18 @@ def methods(embedder: CachedEmbedder, tune: bool) -> dict[str, Ranking]:
     z = embedder.cosine_zero
     out = {
         "chosen": Ranking(cosine_zero=z),
-        "norm, bm25 (before)": Ranking(cosine_zero=z, lexical="bm25"),
-        "today (mix)": Ranking("mix", cosine_zero=z, recency_weight=0.25),
-        "rrf": Ranking("rrf", cosine_zero=z),
-        "vector only": Ranking("vector", cosine_zero=z),
-        "bm25 only": Ranking("bm25", cosine_zero=z),
+        "norm, bm25 (before)": Ranking(cosine_zero=z, lexical="bm25", time_weight=0.0),
+        "today (mix)": Ranking("mix", cosine_zero=z, recency_weight=0.25, time_weight=0.0),
+        "rrf": Ranking("rrf", cosine_zero=z, time_weight=0.0),
+        "vector only": Ranking("vector", cosine_zero=z, time_weight=0.0),
+        "bm25 only": Ranking("bm25", cosine_zero=z, time_weight=0.0),
         "chosen + recency 0.25": Ranking(cosine_zero=z, recency_weight=0.25),
-        "mix, no recency": Ranking("mix", cosine_zero=z),
+        "chosen, no time": Ranking(cosine_zero=z, time_weight=0.0),
+        "mix, no recency": Ranking("mix", cosine_zero=z, time_weight=0.0),
     }
     if tune:
+        for t in (0.1, 0.2, 0.3, 0.5, 0.7):
+            out[f"norm cover time={t}"] = Ranking(cosine_zero=z, time_weight=t)
         for w in (0.5, 0.6, 0.7, 0.8, 0.9):
             out[f"norm cover w={w}"] = Ranking(vector_weight=w, cosine_zero=z)
         for w in (0.5, 0.6, 0.7, 0.8, 0.9):
@@ -302,6 +306,10 @@ def main() -> None:
     ap.add_argument("--context-words", type=int, default=32,
                     help="words of the previous turn a context keeps (its end)")  # fmt: skip
     args = ap.parse_args()
+    # The sets' timestamps are read as UTC (chitchat's local clock times carry a Z), so the
+    # days an ask names ("on Halloween") are UTC days too: a search reads the machine's zone.
+    os.environ["TZ"] = "UTC"
+    time.tzset()
     splits = ("dev", "test") if args.split == "both" else (args.split,)
     rows: list[dict[str, Any]] = []
     floors: list[dict[str, Any]] = []
