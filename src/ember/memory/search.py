@@ -62,15 +62,18 @@ class KeywordSide:
     weights: Mapping[str, float] = field(default_factory=dict)
 
 
-def term_weights(conn: Connection, fts: FtsIndex, query: MemoryQuery) -> dict[str, float]:
+def term_weights(
+    conn: Connection, fts: FtsIndex, query: MemoryQuery, counts: dict[str, int] | None = None
+) -> dict[str, float]:
     """The weight of each content stem of the ask (``lexical.py``). The ask is the user's own
-    words; context (tool outputs, assistant turns) only when they have none."""
+    words; context (tool outputs, assistant turns) only when they have none. ``counts``:
+    document counts already taken in this snapshot (``FtsIndex.doc_counts``)."""
     terms = lexical.ask_terms([query.user_text])
     if not terms:
         terms = lexical.ask_terms(query.lexical_texts())
     if not terms:
         return {}
-    df = fts.doc_counts(conn, list(terms.values()))
+    df = fts.doc_counts(conn, list(terms.values()), counts)
     n = fts.size(conn)
     return {stem: lexical.term_weight(df.get(word, 0), n) for stem, word in terms.items()}
 
@@ -86,10 +89,12 @@ def keyword_side(
 ) -> KeywordSide:
     """BM25 candidates (when ``candidates``) and the ask's term weights (when ``norm`` ranks
     on the keyword share)."""
-    hits = dict(fts.search(conn, query_terms(query.lexical_texts()), depth)) if candidates else {}
+    counts: dict[str, int] = {}  # one count per word, shared by the two uses
+    terms = query_terms(query.lexical_texts())
+    hits = dict(fts.search(conn, terms, depth, counts)) if candidates else {}
     weights = {}
     if ranking.fusion == "norm" and ranking.lexical == "coverage":
-        weights = term_weights(conn, fts, query)
+        weights = term_weights(conn, fts, query, counts)
     return KeywordSide(hits, weights)
 
 

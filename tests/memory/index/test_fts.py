@@ -68,3 +68,34 @@ def test_over_the_budget_the_most_common_terms_leave_the_candidate_query(tmp_pat
     unbounded = FtsIndex(postings_budget=0)
     assert db.read(lambda c: unbounded.bounded(c, terms)) == terms
     db.close()
+
+
+class _Counting(FtsIndex):
+    """Counts the postings scans (one per document count) the index runs."""
+
+    def __init__(self, postings_budget: int) -> None:
+        super().__init__(postings_budget)
+        self.scans: list[str] = []
+
+    def _count(self, conn, expr):  # type: ignore[no-untyped-def]
+        self.scans.append(expr)
+        return super()._count(conn, expr)
+
+
+def test_an_ask_over_the_budget_counts_each_word_once(tmp_path: Path) -> None:
+    """The candidate query and the keyword share both need document counts of the ask's
+    words; over the budget, each word's postings are scanned once, not once per use."""
+    from ember.memory import search
+    from ember.memory.retrieval.query import MemoryQuery
+    from ember.memory.retrieval.rank import Ranking
+
+    fts = _Counting(postings_budget=3)
+    db = _store(tmp_path, fts)
+    ask = MemoryQuery("deploy the ledger to kafka")
+    side = db.read(
+        lambda c: search.keyword_side(c, fts, ask, depth=10, ranking=Ranking(), candidates=True)
+    )
+    assert set(side.weights) == {"deploi", "ledger", "kafka"}
+    single = [e for e in fts.scans if " OR " not in e]
+    assert sorted(single) == ['"deploy"', '"kafka"', '"ledger"']
+    db.close()

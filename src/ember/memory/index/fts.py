@@ -66,17 +66,26 @@ class FtsIndex:
     def remove(self, conn: Connection, seqs: Sequence[int]) -> None:
         conn.executemany("DELETE FROM memory_fts WHERE rowid=?", [(s,) for s in seqs])
 
-    def search(self, conn: Connection, terms: Sequence[str], k: int) -> list[tuple[int, float]]:
+    def search(
+        self,
+        conn: Connection,
+        terms: Sequence[str],
+        k: int,
+        counts: dict[str, int] | None = None,
+    ) -> list[tuple[int, float]]:
         """Up to ``k`` (seq, BM25) pairs, best first (higher is better), ties by seq.
 
         When the OR of ``terms`` matches more memories than the postings budget, the most
         common terms are left out of it, rarest kept first (at least one): they weigh least in
         BM25, and a memory holding only common words of the ask is found by its meaning, if at
         all. The keyword share that ranks hits (``lexical.py``) still counts every term.
+        ``counts``: document counts already taken (``doc_counts``), shared with the caller.
         """
-        return self.rank(conn, self.bounded(conn, terms), k)
+        return self.rank(conn, self.bounded(conn, terms, counts), k)
 
-    def bounded(self, conn: Connection, terms: Sequence[str]) -> list[str]:
+    def bounded(
+        self, conn: Connection, terms: Sequence[str], counts: dict[str, int] | None = None
+    ) -> list[str]:
         """``terms``, without the most common ones when their OR matches more rows than the
         budget allows (see ``search``)."""
         budget = self.postings_budget
@@ -85,7 +94,7 @@ class FtsIndex:
             return list(terms)
         if self._count(conn, expr) <= budget:
             return list(terms)
-        df = self.doc_counts(conn, terms)
+        df = self.doc_counts(conn, terms, counts)
         kept: list[str] = []
         total = 0
         for term in sorted(terms, key=lambda t: (df.get(t, 0), t)):
@@ -131,13 +140,23 @@ class FtsIndex:
         ).fetchall()
         return [(int(r[0]), float(r[1])) for r in rows]
 
-    def doc_counts(self, conn: Connection, words: Sequence[str]) -> dict[str, int]:
-        """How many memories hold each word (stemmed by the index itself, as search does)."""
+    def doc_counts(
+        self, conn: Connection, words: Sequence[str], known: dict[str, int] | None = None
+    ) -> dict[str, int]:
+        """How many memories hold each word (stemmed by the index itself, as search does).
+
+        ``known`` holds counts already taken in this snapshot and receives the new ones: the
+        candidate query and the keyword share ask about mostly the same words, and each
+        count is a scan of the word's postings (~2 ms for an ask's words at 100k)."""
+        known = {} if known is None else known
         out: dict[str, int] = {}
         for word in words:
-            expr = match_expression([word])
-            if expr is not None:
-                out[word] = self._count(conn, expr)
+            if word not in known:
+                expr = match_expression([word])
+                if expr is None:
+                    continue
+                known[word] = self._count(conn, expr)
+            out[word] = known[word]
         return out
 
     def size(self, conn: Connection) -> int:
