@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ember.memory import HierarchicalMemory, NewMemory
+from ember.memory.models import TURN
 from ember.memory.retrieval.calibrate import MAX_DROPPED, choose_floor, shares
 from ember.memory.retrieval.rank import Ranking
 from ember.models import get_embedder
@@ -92,16 +93,23 @@ def methods(embedder: CachedEmbedder, tune: bool) -> dict[str, Ranking]:
     z = embedder.cosine_zero
     out = {
         "chosen": Ranking(cosine_zero=z),
-        "norm, bm25 (before)": Ranking(cosine_zero=z, lexical="bm25", time_weight=0.0),
-        "today (mix)": Ranking("mix", cosine_zero=z, recency_weight=0.25, time_weight=0.0),
-        "rrf": Ranking("rrf", cosine_zero=z, time_weight=0.0),
-        "vector only": Ranking("vector", cosine_zero=z, time_weight=0.0),
-        "bm25 only": Ranking("bm25", cosine_zero=z, time_weight=0.0),
+        "norm, bm25 (before)": Ranking(
+            cosine_zero=z, lexical="bm25", time_weight=0.0, reply_weight=0.0
+        ),
+        "today (mix)": Ranking(
+            "mix", cosine_zero=z, recency_weight=0.25, time_weight=0.0, reply_weight=0.0
+        ),
+        "rrf": Ranking("rrf", cosine_zero=z, time_weight=0.0, reply_weight=0.0),
+        "vector only": Ranking("vector", cosine_zero=z, time_weight=0.0, reply_weight=0.0),
+        "bm25 only": Ranking("bm25", cosine_zero=z, time_weight=0.0, reply_weight=0.0),
         "chosen + recency 0.25": Ranking(cosine_zero=z, recency_weight=0.25),
         "chosen, no time": Ranking(cosine_zero=z, time_weight=0.0),
-        "mix, no recency": Ranking("mix", cosine_zero=z, time_weight=0.0),
+        "chosen, no replies": Ranking(cosine_zero=z, reply_weight=0.0),
+        "mix, no recency": Ranking("mix", cosine_zero=z, time_weight=0.0, reply_weight=0.0),
     }
     if tune:
+        for rw in (0.5, 0.6, 0.7, 0.8, 0.9):
+            out[f"norm cover replies={rw}"] = Ranking(cosine_zero=z, reply_weight=rw)
         for t in (0.1, 0.2, 0.3, 0.5, 0.7):
             out[f"norm cover time={t}"] = Ranking(cosine_zero=z, time_weight=t)
         for w in (0.5, 0.6, 0.7, 0.8, 0.9):
@@ -141,7 +149,9 @@ def build(
             inputs = [joined(t, c, ctx) for t, c in zip(texts, cs, strict=True)]
             texts = inputs if ctx.fts else texts
             vecs = emb.passages(inputs)
-    items = [NewMemory(text, created_at=t.created_at, metadata={"turn": t.id})
+    # Each turn as `ember memory import --turns` stores it: a conversation turn of its session.
+    items = [NewMemory(text, created_at=t.created_at, metadata={"turn": t.id}, category=TURN,
+                       session_id=t.session or None)
              for text, t in zip(texts, es.turns, strict=True)]  # fmt: skip
     turn_of: dict[str, str] = {}
     for i in range(0, len(items), 512):

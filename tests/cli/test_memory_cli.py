@@ -109,6 +109,26 @@ def test_a_query_naming_a_time_prefers_memories_from_then(run, tmp_path: Path) -
     assert scores("--time-aware", EMBER_MEMORY_TIME_AWARE="false") == aware
 
 
+def test_import_turns_keeps_every_message_and_ranks_the_reply(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    chat = [
+        ("what time does the chat party start?", "2026-11-14T10:00:00Z"),
+        ("at 7 tonight", "2026-11-14T10:01:00Z"),
+        ("ok", "2026-11-14T10:02:00Z"),
+        ("ok", "2026-11-14T10:03:00Z"),
+    ]
+    f = tmp_path / "chat.jsonl"
+    f.write_text(
+        "".join(
+            json.dumps({"content": c, "created_at": t, "session_id": "chat-1"}) + "\n"
+            for c, t in chat
+        )
+    )
+    out = json.loads(run("import", *P, "--turns", "--json", str(f)).output)
+    assert out["imported"] == 4  # both "ok"s: a conversation keeps each message
+    hits = json.loads(run("search", *P, "--json", "--top-k", "2", chat[0][0]).output)["hits"]
+    assert [h["content"] for h in hits] == [chat[0][0], "at 7 tonight"]
+
+
 def test_import_reports_bad_lines_by_number_and_writes_only_good_ones(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     f = tmp_path / "mem.jsonl"
     f.write_text(

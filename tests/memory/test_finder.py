@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from ember.memory import HierarchicalMemory, NewMemory
 from ember.memory.retrieval.query import MemoryQuery
 from ember.memory.retrieval.rank import Ranking
@@ -63,3 +65,54 @@ def test_a_date_in_context_is_not_the_ask_naming_a_time(
     q = MemoryQuery("which film did we watch?", tool_outputs=("2018-10-31 12:00 build ok",))
     hits = store.search(q, top_k=5, fusion=Ranking(time_weight=0.5), touch=False)
     assert all(h.timing == 1.0 for h in hits)
+
+
+def _chat(store: HierarchicalMemory, category: str | None) -> dict[str, str]:
+    """Two conversations interleaved in time, and filler that matches the ask better than
+    the answer does."""
+    t = HALLOWEEN
+    lines = [
+        ("a", "what time does the chat party start?", t),
+        ("b", "is the soccer game tonight?", t + 30),
+        ("a", "at 7 tonight, bring snacks", t + 60),
+        ("b", "no, it moved to Sunday", t + 90),
+    ]
+    lines += [
+        ("c", f"party planning note {i}: start with time for games", t + 200 + i) for i in range(30)
+    ]
+    made = store.add_many(
+        [NewMemory(text, created_at=at, session_id=s, category=category) for s, text, at in lines],
+        dedup=False,
+    )
+    return {m.content: m.id for m in made}
+
+
+def test_the_reply_to_a_matched_turn_ranks_right_below_it(
+    open_store: OpenStore, clock: Clock
+) -> None:
+    clock.now = HALLOWEEN + DAY
+    store = open_store()
+    ids = _chat(store, "turn")
+    hits = store.search("what time does the chat party start?", top_k=3, touch=False)
+    assert [h.memory.id for h in hits[:2]] == [
+        ids["what time does the chat party start?"],
+        ids["at 7 tonight, bring snacks"],  # the next turn of session a, not of session b
+    ]
+    assert hits[1].score == pytest.approx(0.7 * hits[0].score, abs=1e-6)
+    off = store.search(
+        "what time does the chat party start?",
+        top_k=3,
+        fusion=Ranking(reply_weight=0.0),
+        touch=False,
+    )
+    assert ids["at 7 tonight, bring snacks"] not in [h.memory.id for h in off]
+
+
+def test_facts_are_not_replies_to_each_other(open_store: OpenStore, clock: Clock) -> None:
+    """Only conversation turns (``import --turns``) have replies: two facts saved one after
+    the other in a session say nothing about each other."""
+    clock.now = HALLOWEEN + DAY
+    store = open_store()
+    ids = _chat(store, None)
+    hits = store.search("what time does the chat party start?", top_k=3, touch=False)
+    assert ids["at 7 tonight, bring snacks"] not in [h.memory.id for h in hits]

@@ -12,6 +12,7 @@ otherwise the configured model is loaded on first need (``list``/``show``/``dele
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -28,7 +29,7 @@ from ember.errors import ProjectError
 from ember.memory.core import HierarchicalMemory
 from ember.memory.errors import MemoryInputError, MemoryNotFound
 from ember.memory.importing import parse_lines
-from ember.memory.models import Memory, MemoryHit, NewMemory, iso
+from ember.memory.models import TURN, Memory, MemoryHit, NewMemory, iso
 from ember.memory.router import MemoryRouter
 from ember.memory.writers import WRITERS, export, writer_for
 from ember.memory.writers.base import default_dest
@@ -176,11 +177,23 @@ def _parse_metadata(raw: str | None) -> dict[str, Any]:
 
 @memory.command("import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--turns",
+    is_flag=True,
+    help="Each line is one message of a conversation (its session_id names the conversation; "
+    "order by created_at): a search that matches a message also ranks the reply to it, and "
+    "a message repeated word for word is kept.",
+)
 @project_options
 @json_option
 @config_option
 def import_cmd(
-    file: Path, project_id: str | None, cwd: Path | None, as_json: bool, config_file: Path | None
+    file: Path,
+    turns: bool,
+    project_id: str | None,
+    cwd: Path | None,
+    as_json: bool,
+    config_file: Path | None,
 ) -> None:
     """Import FILE.jsonl: one JSON object per line.
 
@@ -192,7 +205,7 @@ def import_cmd(
     """
     errors: list[tuple[int, str]] = []
     with _store(project_id, cwd, config_file) as (store, _):
-        imported = _import_file(store, file, errors, show_progress=not as_json)
+        imported = _import_file(store, file, errors, show_progress=not as_json, turns=turns)
         _warn_unembedded(store)
         path = store.path
     if as_json:
@@ -207,8 +220,16 @@ def import_cmd(
 
 
 def _import_file(
-    store: HierarchicalMemory, file: Path, errors: list[tuple[int, str]], *, show_progress: bool
+    store: HierarchicalMemory,
+    file: Path,
+    errors: list[tuple[int, str]],
+    *,
+    show_progress: bool,
+    turns: bool = False,
 ) -> int:
+    """Import ``file`` in batches; ``turns``: every line is a conversation turn (``TURN``),
+    none merged with an equal one (two people may both say "ok", and a reply chain needs
+    each)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
@@ -230,13 +251,13 @@ def _import_file(
                 errors.append((lineno, str(item)))
                 bar.advance(task)
                 continue
-            batch.append(item)
+            batch.append(dataclasses.replace(item, category=TURN) if turns else item)
             if len(batch) >= _BATCH:
-                imported += len(store.add_many(batch))
+                imported += len(store.add_many(batch, dedup=not turns))
                 bar.advance(task, len(batch))
                 batch = []
         if batch:
-            imported += len(store.add_many(batch))
+            imported += len(store.add_many(batch, dedup=not turns))
         bar.update(task, completed=total)
     return imported
 

@@ -145,6 +145,11 @@ class Evidence:
             raise ValueError(f"evidence kind must be one of {', '.join(EVIDENCE_KINDS)}")
 
 
+#: The category of a memory that is one turn of a conversation (``ember memory import
+#: --turns``): its reply is the next turn of the same session (``search.merge``).
+TURN = "turn"
+
+
 @dataclass(frozen=True)
 class NewMemory:
     """What a caller supplies to create a memory; the store fills id, times and hashes."""

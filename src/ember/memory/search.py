@@ -17,16 +17,16 @@ same bytes.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ember.memory.index.base import VectorIndex, Vectors, exact_cosines
 from ember.memory.index.base import top_k as best_first
 from ember.memory.index.fts import FtsIndex, query_terms
-from ember.memory.models import MemoryFilter, MemoryHit
+from ember.memory.models import TURN, Memory, MemoryFilter, MemoryHit
 from ember.memory.retrieval import lexical
 from ember.memory.retrieval.query import MemoryQuery
-from ember.memory.retrieval.rank import Candidate, Ranking, rank
+from ember.memory.retrieval.rank import Candidate, Ranked, Ranking, rank
 from ember.memory.retrieval.timeframe import DAY, Window
 from ember.memory.store import rows
 from ember.store.driver import Connection
@@ -140,6 +140,58 @@ def window_side(
     return sorted(picked)
 
 
+#: The top hits whose reply (the next turn of their conversation) joins the candidates.
+REPLY_PARENTS = 10
+
+
+def admitted(
+    conn: Connection, seqs: Iterable[int], memory_filter: MemoryFilter | None
+) -> dict[int, Memory]:
+    """The current memories of ``seqs`` the filter admits, by seq (a memory deleted since a
+    side looked is simply absent)."""
+    memories = rows.by_seqs(conn, sorted(seqs))
+    allowed = memory_filter or MemoryFilter()
+    return {s: memories[s] for s in sorted(memories) if memories[s].is_current
+            and allowed.admits(memories[s])}  # fmt: skip
+
+
+def candidates_of(
+    conn: Connection,
+    pool: Mapping[int, Memory],
+    qvec: Vectors | None,
+    dim: int | None,
+    sims: dict[int, float],
+    keywords: KeywordSide,
+) -> list[Candidate]:
+    """Each memory of ``pool`` scored exactly: its cosine (from ``sims``, which receives the
+    ones computed here), BM25 and the share of the ask's terms it holds."""
+    missing = [s for s in pool if s not in sims]
+    if qvec is not None and dim is not None and missing:
+        sims.update(exact_cosines(conn, qvec, missing, dim))
+    cover: dict[str, float] = {}
+    if keywords.weights:
+        cover = lexical.coverages(keywords.weights, [(m.id, m.content) for m in pool.values()])
+    return [
+        Candidate(m.id, sims.get(s, 0.0), keywords.hits.get(s), m.created_at, cover.get(m.id))
+        for s, m in pool.items()
+    ]
+
+
+def with_replies(
+    conn: Connection,
+    pool: Mapping[int, Memory],
+    ranked: Sequence[Ranked],
+    memory_filter: MemoryFilter | None,
+) -> tuple[dict[int, Memory], dict[str, str]]:
+    """``pool`` with the replies of its top ``REPLY_PARENTS`` turns, and reply id -> turn id."""
+    seq_of = {m.id: s for s, m in pool.items()}
+    tops = [seq_of[r.key] for r in ranked[:REPLY_PARENTS]]
+    turns = [(s, pool[s].session_id, pool[s].created_at) for s in tops if pool[s].category == TURN]
+    nexts = rows.next_turns(conn, turns) if turns else {}
+    grown = {**pool, **admitted(conn, [r for r in nexts.values() if r not in pool], memory_filter)}
+    return grown, {grown[r].id: grown[t].id for t, r in nexts.items() if r in grown}
+
+
 def merge(
     conn: Connection,
     qvec: Vectors | None,
@@ -155,39 +207,28 @@ def merge(
     window: Window | None = None,
     more: Sequence[int] = (),
 ) -> list[MemoryHit]:
-    """Load both sides' candidates, keep the current ones the filter admits, score each
-    exactly and rank. A candidate gone from this snapshot (deleted since a side looked) is
-    skipped. ``vectors``: whether a query vector was searched with (``uses_vectors``);
-    without one the keywords get the whole say. ``window``: the time the ask names, and
-    ``more`` the candidates from inside it (``window_side``)."""
-    lex_hits = keywords.hits
-    seqs = sorted(set(vec_hits) | set(lex_hits) | set(more))
-    memories = rows.by_seqs(conn, seqs)
-    allowed = memory_filter or MemoryFilter()
-    keep = [s for s in seqs if s in memories and memories[s].is_current]
-    keep = [s for s in keep if allowed.admits(memories[s])]
-    sims = {s: vec_hits[s] for s in keep if s in vec_hits}
-    missing = [s for s in keep if s not in sims]
-    if qvec is not None and dim is not None and missing:
-        sims.update(exact_cosines(conn, qvec, missing, dim))
-    cover: dict[str, float] = {}
-    if keywords.weights:
-        contents = [(memories[s].id, memories[s].content) for s in keep]
-        cover = lexical.coverages(keywords.weights, contents)
-    candidates = [
-        Candidate(
-            memories[s].id,
-            sims.get(s, 0.0),
-            lex_hits.get(s),
-            memories[s].created_at,
-            cover.get(memories[s].id),
-        )
-        for s in keep
-    ]
-    by_id = {memories[s].id: memories[s] for s in keep}
-    ranked = rank(candidates, now, ranking if vectors else keywords_only(ranking), window=window)
-    # A bubbled fact exists twice (where it was learnt and user-wide): show it once, at the
-    # better rank, so one fact cannot take two of the ten injection slots.
+    """Load every side's candidates, keep the current ones the filter admits, score each
+    exactly and rank; then the replies of the top turns join, and all are ranked again.
+    ``vectors``: whether a query vector was searched with (``uses_vectors``); without one
+    the keywords get the whole say. ``window``: the time the ask names, and ``more`` the
+    candidates from inside it (``window_side``)."""
+    pool = admitted(conn, set(vec_hits) | set(keywords.hits) | set(more), memory_filter)
+    sims = {s: vec_hits[s] for s in pool if s in vec_hits}
+    effective = ranking if vectors else keywords_only(ranking)
+    ranked = rank(candidates_of(conn, pool, qvec, dim, sims, keywords), now, effective,
+                  window=window)  # fmt: skip
+    if ranking.reply_weight > 0:
+        pool, replies = with_replies(conn, pool, ranked, memory_filter)
+        if replies:
+            found = candidates_of(conn, pool, qvec, dim, sims, keywords)
+            ranked = rank(found, now, effective, window=window, replies=replies)
+    return distinct(ranked, {m.id: m for m in pool.values()}, top_k)
+
+
+def distinct(ranked: Sequence[Ranked], by_id: Mapping[str, Memory], top_k: int) -> list[MemoryHit]:
+    """The first ``top_k`` hits, each fact once. A bubbled fact exists twice (where it was
+    learnt and user-wide): it shows at the better rank, so one fact cannot take two of the
+    ten injection slots."""
     seen: set[str] = set()
     hits: list[MemoryHit] = []
     for r in ranked:

@@ -143,3 +143,31 @@ def test_inside_the_named_window_beats_an_equal_match_outside_it() -> None:
 def test_time_weight_outside_zero_to_one_is_refused() -> None:
     with pytest.raises(ValueError, match="time_weight"):
         Ranking(time_weight=1.5)
+
+
+def test_a_reply_inherits_a_share_of_its_turns_own_score() -> None:
+    question = Candidate("q", 0.8, None, NOW - 60, 1.0)
+    answer = Candidate("a", 0.05, None, NOW, 0.0)  # "at 7 tonight": nothing of the ask
+    other = Candidate("o", 0.5, None, NOW, 0.3)
+    r = Ranking(reply_weight=0.7)
+    plain = rank([question, answer, other], NOW, r)
+    assert [x.key for x in plain] == ["q", "o", "a"]
+    ranked = rank([question, answer, other], NOW, r, replies={"a": "q"})
+    assert [x.key for x in ranked] == ["q", "a", "o"]
+    assert ranked[1].score == pytest.approx(0.7 * ranked[0].score, abs=1e-9)
+    assert (
+        rank([question, answer, other], NOW, Ranking(reply_weight=0.0), replies={"a": "q"}) == plain
+    )
+
+
+def test_a_reply_keeps_its_own_score_when_that_is_higher_and_chains_do_not_carry() -> None:
+    first = Candidate("1", 0.9, None, NOW, 1.0)
+    second = Candidate("2", 0.85, None, NOW, 1.0)  # a strong match on its own
+    third = Candidate("3", 0.0, None, NOW, 0.0)  # the reply to the reply
+    r = Ranking(reply_weight=0.5)
+    own = {x.key: x.score for x in rank([first, second, third], NOW, r)}
+    got = {
+        x.key: x.score for x in rank([first, second, third], NOW, r, replies={"2": "1", "3": "2"})
+    }
+    assert got["2"] == own["2"]
+    assert got["3"] == pytest.approx(0.5 * own["2"])  # from 2's own score, not a chain from 1

@@ -34,12 +34,18 @@ same way by closeness to that window instead of by age:
 (``window_factor``). Bounded too: a memory from another week keeps ``1 - t`` of its score,
 so a strong match outside the window can still win, and a floor passed with the window
 means the memory matched the ask itself, not only its date.
+
+A turn of an imported conversation (``models.TURN``) is often matched by the ask while its
+reply holds the answer: "what time is the party?" matches the question, "at 7 tonight"
+answers it and shares no word with the ask. A reply of a top hit scores at least
+``reply_weight x`` that hit's own score (``inherit``), so it ranks right below it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -71,6 +77,10 @@ TIME_WEIGHT = 0.3
 #: Closeness outside a window decays over ``max(1 day, window length x TIME_SPREAD)``: a turn
 #: saying "last night" the morning after Halloween is still close to "on Halloween".
 TIME_SPREAD = 0.25
+#: The share of a turn's score its reply inherits (``inherit``; 0 switches it off). Chosen on
+#: the dev splits (docs/benchmarks.md): 0.7 found three more chitchat questions and changed
+#: nothing on the other sets; 0.8 and 0.9 cost agent-log and generated questions.
+REPLY_WEIGHT = 0.7
 
 
 @dataclass(frozen=True)
@@ -88,14 +98,16 @@ class Ranking:
     recency_weight: float = CHOSEN_RECENCY_WEIGHT
     lexical: Lexical = "coverage"
     time_weight: float = TIME_WEIGHT
+    reply_weight: float = REPLY_WEIGHT
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:
             raise ValueError(f"unknown fusion {self.fusion!r}; expected one of {FUSIONS}")
         if self.lexical not in LEXICALS:
             raise ValueError(f"unknown lexical {self.lexical!r}; expected one of {LEXICALS}")
-        if not 0.0 <= self.vector_weight <= 1.0 or not 0.0 <= self.time_weight <= 1.0:
-            raise ValueError("vector_weight and time_weight must be within [0, 1]")
+        weights = (self.vector_weight, self.time_weight, self.reply_weight)
+        if not all(0.0 <= w <= 1.0 for w in weights):
+            raise ValueError("vector_weight, time_weight and reply_weight must be within [0, 1]")
         if self.lexical_half <= 0 or not 0.0 <= self.cosine_zero < 1.0:
             raise ValueError("lexical_half must be > 0 and cosine_zero within [0, 1)")
 
@@ -145,6 +157,19 @@ def window_factor(created_at: float | None, window: Window | None, weight: float
 def window_spread(window: Window) -> float:
     """Seconds over which closeness outside ``window`` decays by a factor e."""
     return max(window.days * TIME_SPREAD, 1.0) * _DAY
+
+
+def inherit(ranked: list[Ranked], replies: Mapping[str, str], weight: float) -> list[Ranked]:
+    """Each reply's score raised to ``weight`` x its turn's *own* score (never an inherited
+    one: a chain of replies cannot carry a match down a whole conversation)."""
+    own = {r.key: r.score for r in ranked}
+    out = []
+    for r in ranked:
+        parent = own.get(replies.get(r.key, ""))
+        if parent is not None and round(weight * parent, 9) > r.score:
+            r = dataclasses.replace(r, score=round(weight * parent, 9))
+        out.append(r)
+    return out
 
 
 def _ranks(values: dict[str, float]) -> dict[str, int]:
@@ -217,9 +242,11 @@ def rank(
     fusion: Fusion | Ranking = "norm",
     recency_weight: float | None = None,
     window: Window | None = None,
+    replies: Mapping[str, str] | None = None,
 ) -> list[Ranked]:
     """Candidates by ``relevance x recency boost x window factor``, best first; equal scores
-    newer first, then by id.
+    newer first, then by id. ``replies`` (reply key -> the key of the turn it answers): each
+    reply's score is at least ``reply_weight`` x that turn's own score.
 
     Scores are rounded to 9 decimals before comparing, so float noise from a different
     summation order cannot swap two memories and change the injected bytes.
@@ -243,6 +270,8 @@ def rank(
             lexical = round(bm25[c.key] / best, 9) if c.key in bm25 and best > 0 else None
         score = round(rel[c.key] * rec * timing, 9)
         out.append(Ranked(c.key, score, round(c.similarity, 9), lexical, rec, timing))
+    if replies and ranking.reply_weight > 0:
+        out = inherit(out, replies, ranking.reply_weight)
     # Equal scores: the newer memory first (a fact restated later is the one to show), then id.
     age = {c.key: round(recency_factor(c.created_at, now), 9) for c in candidates}
     return sorted(out, key=lambda r: (-r.score, -age[r.key], r.key))

@@ -184,6 +184,22 @@ def current_between(conn: Connection, start: float, end: float, limit: int) -> l
     return [int(r[0]) for r in rows]
 
 
+def next_turns(conn: Connection, turns: Sequence[tuple[int, str | None, float]]) -> dict[int, int]:
+    """For each ``(seq, session_id, created_at)`` of a turn, the seq of the current turn that
+    follows it in the same session (by time, then seq), when there is one."""
+    out: dict[int, int] = {}
+    for seq, session, created_at in turns:
+        row = conn.execute(
+            "SELECT seq FROM memories WHERE category = 'turn' AND valid_until IS NULL "
+            "AND session_id IS ? AND (created_at > ? OR (created_at = ? AND seq > ?)) "
+            "ORDER BY created_at, seq LIMIT 1",
+            (session, created_at, created_at, seq),
+        ).fetchone()
+        if row is not None:
+            out[seq] = int(row[0])
+    return out
+
+
 def count_current(conn: Connection) -> int:
     row = conn.execute("SELECT COUNT(*) FROM memories WHERE valid_until IS NULL").fetchone()
     return int(row[0])

@@ -86,4 +86,12 @@ MEMORY: tuple[Migration, ...] = (
         INSERT INTO memory_meta VALUES ('vector_generation', '0');
         """,
     ),
+    Migration(
+        "memory_0002_turns",
+        """
+        -- The next turn of a conversation (the reply to a hit), one seek per hit.
+        CREATE INDEX memories_turns ON memories(session_id, created_at, seq)
+            WHERE category = 'turn' AND valid_until IS NULL;
+        """,
+    ),
 )
