@@ -82,6 +82,8 @@ def test_a_date_without_a_year_is_the_latest_one_not_after_today() -> None:
         "what changed in the last release",
         "let's ship it tonight",  # today is still in the conversation: no window
         "what should we do today",
+        "Today's date is 2018-11-15. Fix the failing test",  # a client's preamble
+        "on November 15",  # today, however it is written
     ],
 )
 def test_words_that_only_look_like_time_name_none(ask: str) -> None:

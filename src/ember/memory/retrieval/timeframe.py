@@ -247,8 +247,11 @@ def _spans(text: str, today: date) -> Iterator[tuple[Span, str]]:
             if any(m.start() < end and start < m.end() for start, end in taken):
                 continue
             span = resolve(m, today)
-            if span is not None:
-                taken.append((m.start(), m.end()))
+            if span is None:
+                continue
+            taken.append((m.start(), m.end()))
+            # "Today's date is ..." in a client's preamble: today names no window.
+            if span != _one_day(today):
                 yield span, m.group().strip()
 
 
