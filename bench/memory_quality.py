@@ -112,8 +112,11 @@ def methods(embedder: CachedEmbedder, tune: bool) -> dict[str, Ranking]:
             out[f"norm cover replies={rw}"] = Ranking(cosine_zero=z, reply_weight=rw)
         for t in (0.1, 0.2, 0.3, 0.5, 0.7):
             out[f"norm cover time={t}"] = Ranking(cosine_zero=z, time_weight=t)
-        for w in (0.5, 0.6, 0.7, 0.8, 0.9):
+        for w in (0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
             out[f"norm cover w={w}"] = Ranking(vector_weight=w, cosine_zero=z)
+            out[f"norm cover w={w} rw=0.1"] = Ranking(
+                vector_weight=w, cosine_zero=z, recency_weight=0.1
+            )
         for w in (0.5, 0.6, 0.7, 0.8, 0.9):
             for h in (4.0, 8.0, 16.0):
                 for rw in (0.0, 0.1, 0.25):
@@ -202,27 +205,49 @@ def unanswerable_scores(store: HierarchicalMemory, asks: EvalSet, r: Ranking) ->
     return out
 
 
-def calibrate(emb: CachedEmbedder, sets: list[EvalSet]) -> dict[str, Any]:
-    """The floor for the shipped ranking from the dev sets: relevant = evidence hits;
-    irrelevant = every hit for the other set's questions on a store of this set alone."""
-    r = Ranking(cosine_zero=emb.cosine_zero)
-    relevant: list[float] = []
-    irrelevant: list[float] = []
-    gen = next(x for x in sets if x.name == "generated")
-    logs = next(x for x in sets if x.name == "agent-logs")
+def own_stores(sets: list[EvalSet]) -> list[EvalSet]:
+    """The dev sets the floor is calibrated on, each a store of its own: ``generated``,
+    ``agent-logs`` without its generated distractors (so the generated questions have no answer
+    in it) and ``chitchat`` when its data is there (a line on stderr when it is not)."""
+    by_name = {x.name: x for x in sets}
+    logs = by_name["agent-logs"]
     logs_only = dataclasses.replace(
         logs, turns=tuple(t for t in logs.turns if not t.id.startswith("gen:"))
     )
-    for es, asks in ((gen, logs), (logs_only, gen)):
+    out = [by_name["generated"], logs_only]
+    if "chitchat" in by_name:
+        out.append(by_name["chitchat"])
+    else:
+        print("# floor: chitchat absent, calibrated on generated and agent-logs only "
+              "(--save-floor refuses this)", file=sys.stderr)  # fmt: skip
+    return out
+
+
+def calibrate(emb: CachedEmbedder, sets: list[EvalSet]) -> dict[str, Any]:
+    """The floor for the shipped ranking from the dev sets: relevant = the evidence hits of
+    each set's questions on its own store; irrelevant = every hit for the other sets'
+    questions on that store (asks it holds no answer to)."""
+    r = Ranking(cosine_zero=emb.cosine_zero)
+    rel: dict[str, list[float]] = {}
+    irr: dict[str, list[float]] = {}
+    stores = own_stores(sets)
+    for es in stores:
         with tempfile.TemporaryDirectory() as tmp:
             store = HierarchicalMemory(Path(tmp) / "ember.db", emb)
             turn_of = build(store, es)
-            relevant += hit_scores(store, turn_of, es, r)[0]
-            irrelevant += unanswerable_scores(store, asks, r)
+            rel[es.name] = hit_scores(store, turn_of, es, r)[0]
+            irr[es.name] = []
+            for asks in (x for x in stores if x.name != es.name):
+                irr[es.name] += unanswerable_scores(store, asks, r)
             store.close()
+    relevant = [x for v in rel.values() for x in v]
+    irrelevant = [x for v in irr.values() for x in v]
     choice = choose_floor(relevant, irrelevant)
-    rows = [shares(relevant, irrelevant, round(float(f), 2)) for f in np.arange(0.2, 0.62, 0.04)]
-    return {"embedder": emb.name, "choice": dataclasses.asdict(choice),
+    rows = [shares(relevant, irrelevant, round(float(f), 2)) for f in np.arange(0.2, 0.5, 0.02)]
+    by_store = {k: dataclasses.asdict(shares(rel[k], irr[k], choice.floor)) | {
+                "relevant": len(rel[k]), "irrelevant": len(irr[k])} for k in rel}  # fmt: skip
+    return {"embedder": emb.name, "sets": [x.name for x in stores],
+            "choice": dataclasses.asdict(choice), "by_store": by_store,
             "rows": [dataclasses.asdict(x) for x in rows],
             "relevant": sorted(round(x, 6) for x in relevant),
             "irrelevant": sorted(round(x, 6) for x in irrelevant)}  # fmt: skip
@@ -250,6 +275,56 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         c = f"{r['context']:<{cw}}" if ctx else ""
         print(f"{r['set']:<12}{r['split']:<6}{r['embedder']:<34}{c}{r['method']:<22}{r['n']:>5}"
               f"{r['r@5']:>7.3f}{r['r@10']:>7.3f}{r['mrr']:>7.3f}{ratio}")  # fmt: skip
+
+
+def tune_pick(totals: dict[str, list[float]], names: set[str]) -> str:
+    """Among ``names``, the best MRR sum of those within one question of the most found
+    (``totals``: method -> [found, MRR sum, sets]); ties go to the first name in order."""
+    best = max(totals[m][0] for m in names)
+    near = [m for m in sorted(names) if totals[m][0] >= best - 1]
+    return max(near, key=lambda m: totals[m][1])
+
+
+def print_tune(rows: list[dict[str, Any]], floorable: set[str]) -> None:
+    """The grid's pick on the dev splits, per embedder (the rule of rank.py's module doc):
+    questions found in the top 10 and MRR, each summed over the dev sets; among the settings
+    within one question of the most found, the best MRR sum. Also the pick among ``floorable``
+    (``norm`` with the keyword share: the rankings whose score a floor can work on)."""
+    dev = [r for r in rows if r["split"] == "dev" and r["context"] == "none"]
+    for emb in dict.fromkeys(r["embedder"] for r in dev):
+        sets = sorted({r["set"] for r in dev if r["embedder"] == emb})
+        total: dict[str, list[float]] = {}
+        for r in (x for x in dev if x["embedder"] == emb):
+            t = total.setdefault(r["method"], [0, 0.0, 0])
+            t[0] += sum(1 for x in r["ranks"] if x is not None)
+            t[1] += r["mrr"]
+            t[2] += 1
+        done = {m: t for m, t in total.items() if t[2] == len(sets)}
+        order = sorted(done.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))
+        print(f"\ntune ({emb}, dev: {', '.join(sets)}): found in top 10 / MRR summed over sets")
+        for m, (found, mrr, _) in order[:15]:
+            print(f"  {m:<28}{int(found):>5}{mrr:>8.3f}")
+        print(f"pick: {tune_pick(done, set(done))}; among norm with the keyword share: "
+              f"{tune_pick(done, set(done) & floorable)}")  # fmt: skip
+
+
+def print_floor(f: dict[str, Any]) -> None:
+    """The calibration: shares at each floor, the chosen one, and its shares per store."""
+    c = f["choice"]
+    print(f"\nfloor calibration (dev splits, {f['embedder']}): {len(f['relevant'])} evidence "
+          f"hits, {len(f['irrelevant'])} hits for asks the store cannot answer")  # fmt: skip
+    print(f"{'floor':>6}{'relevant dropped':>18}{'irrelevant injected':>21}")
+    for row in f["rows"]:
+        print(
+            f"{row['floor']:>6.2f}{row['relevant_dropped']:>18.1%}{row['irrelevant_kept']:>21.1%}"
+        )
+    print(f"chosen (highest floor dropping <= {MAX_DROPPED:.0%} of relevant hits): "
+          f"{c['floor']:.2f}: drops {c['relevant_dropped']:.1%} of relevant hits, "
+          f"injects {c['irrelevant_kept']:.1%} of irrelevant ones")  # fmt: skip
+    for name, b in f["by_store"].items():
+        print(f"  {name} store: {b['relevant']} evidence hits, {b['relevant_dropped']:.1%} "
+              f"dropped; {b['irrelevant']} other asks' hits, {b['irrelevant_kept']:.1%} "
+              "injected")  # fmt: skip
 
 
 def embedders(e5: bool) -> list[CachedEmbedder]:
@@ -323,7 +398,8 @@ def main() -> None:
     splits = ("dev", "test") if args.split == "both" else (args.split,)
     rows: list[dict[str, Any]] = []
     floors: list[dict[str, Any]] = []
-    for emb in embedders(args.e5):
+    embs = embedders(args.e5)
+    for emb in embs:
         for split in splits:
             sets = all_sets(split)
             wanted = set(args.sets.split(",")) if args.sets else {x.name for x in sets}
@@ -333,22 +409,18 @@ def main() -> None:
             if args.floor and split == "dev":
                 floors.append(calibrate(emb, sets))
     print_table(rows)
+    if args.tune:
+        shares_ok = {k for k, r in methods(embs[0], True).items()
+                     if r.fusion == "norm" and r.lexical == "coverage"}  # fmt: skip
+        print_tune(rows, shares_ok)
     for f in floors:
-        c = f["choice"]
-        print(f"\nfloor calibration (dev splits, {f['embedder']}): {len(f['relevant'])} evidence "
-              f"hits, {len(f['irrelevant'])} hits for asks the store cannot answer")  # fmt: skip
-        print(f"{'floor':>6}{'relevant dropped':>18}{'irrelevant injected':>21}")
-        for row in f["rows"]:
-            print(
-                f"{row['floor']:>6.2f}{row['relevant_dropped']:>18.1%}{row['irrelevant_kept']:>21.1%}"
-            )
-        print(f"chosen (highest floor dropping <= {MAX_DROPPED:.0%} of relevant hits): "
-              f"{c['floor']:.2f}: drops {c['relevant_dropped']:.1%} of relevant hits, "
-              f"injects {c['irrelevant_kept']:.1%} of irrelevant ones")  # fmt: skip
-        if args.save_floor:
-            FLOOR_DATA.write_text(json.dumps(f, indent=0) + "\n")
+        print_floor(f)
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "floors": floors}, indent=1))
+    if args.save_floor and floors:  # the shipped embedder's (the first)
+        if "chitchat" not in floors[0]["sets"]:
+            sys.exit("--save-floor: not saved, the shipped floor is calibrated with chitchat")
+        FLOOR_DATA.write_text(json.dumps(floors[0], indent=0) + "\n")
 
 
 if __name__ == "__main__":
