@@ -94,7 +94,7 @@ def methods(embedder: CachedEmbedder, tune: bool) -> dict[str, Ranking]:
     out = {
         "chosen": Ranking(cosine_zero=z),
         "norm, bm25 (before)": Ranking(
-            cosine_zero=z, lexical="bm25", time_weight=0.0, reply_weight=0.0
+            cosine_zero=z, lexical="bm25", vector_weight=0.8, time_weight=0.0, reply_weight=0.0
         ),
         "today (mix)": Ranking(
             "mix", cosine_zero=z, recency_weight=0.25, time_weight=0.0, reply_weight=0.0
