@@ -18,7 +18,8 @@ and always the whole text itself, so a memory of one piece scores exactly as tod
 Combinations of a memory's piece cosines: ``max``; ``top2`` (the mean of its best two, one
 when it has one); ``blendX`` (``(1 - X) x whole + X x max``); ``cand`` (the pieces only find
 candidates: the top 40 by best piece join the search, every memory is scored by its whole
-text as today).
+text as today); ``reorder`` (the top 10 of ``whole, exact`` kept, reordered as ``max`` ranks
+them: recall@10 cannot change, only the order inside the ten).
 
 How it is simulated: each set is stored exactly as ``memory_quality.py`` does (``build``), and
 every question is asked through the real ``HierarchicalMemory.search`` with the shipped
@@ -71,14 +72,15 @@ from ember.models import get_embedder
 from ember.store.driver import Connection
 
 sys.path.insert(0, str(Path(__file__).parent))
-from memory_quality import CachedEmbedder, build, ranks, scores
+from memory_quality import CachedEmbedder, K, build, ranks, scores
 from memory_sets import EvalSet, all_sets
 
 Vec = npt.NDArray[np.float32]
 DEPTH = 40
 DEFAULT_VARIANTS = (
-    "lines:max,chunks12:max,chunks24:max,chunks48:max,lines:top2,chunks24:top2,"
-    "lines:blend0.5,chunks24:blend0.5,lines:cand,chunks24:cand"
+    "lines:max,lines4:max,chunks12:max,chunks24:max,chunks48:max,lines:top2,chunks24:top2,"
+    "lines:blend0.5,chunks24:blend0.5,lines:cand,chunks24:cand,lines:reorder,lines4:reorder,"
+    "chunks24:reorder,chunks48:reorder"
 )
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
@@ -139,7 +141,7 @@ def parse_variants(arg: str) -> list[Variant]:
     for item in (x.strip() for x in arg.split(",") if x.strip()):
         kind, _, combine = item.partition(":")
         pieces_of("a", kind)  # raises on an unknown kind
-        if not re.fullmatch(r"max|top2|cand|blend[01](\.\d+)?", combine):
+        if not re.fullmatch(r"max|top2|cand|reorder|blend[01](\.\d+)?", combine):
             raise argparse.ArgumentTypeError(f"unknown combination {combine!r}")
         out.append(Variant(kind, combine))
     return out
@@ -244,6 +246,27 @@ def seq_rows(store: HierarchicalMemory, turn_of: dict[str, str], es: EvalSet) ->
     return {int(seq): row[turn_of[mid]] for seq, mid in found}
 
 
+def reordered(
+    store: HierarchicalMemory, turn_of: dict[str, str], es: EvalSet, r: Ranking,
+    exact: PieceScores, by_piece: PieceScores, row_of: dict[int, int],
+) -> list[int | None]:  # fmt: skip
+    """``reorder``: the top 10 of ``whole, exact``, in the order a ``max`` search ranks them
+    (those it does not rank in its top 40 last, in their own order)."""
+    out: list[int | None] = []
+    for q in es.questions:
+        with piece_search(exact, row_of):
+            top = [h.memory.id for h in store.search(q.question, top_k=K, fusion=r, now=es.now,
+                                                     touch=False)]  # fmt: skip
+        with piece_search(by_piece, row_of):
+            order = [h.memory.id for h in store.search(q.question, top_k=DEPTH, fusion=r,
+                                                       now=es.now, touch=False)]  # fmt: skip
+        pos = {m: i for i, m in enumerate(order)}
+        ten = sorted(enumerate(top), key=lambda im: (pos.get(im[1], DEPTH), im[0]))
+        found = [i for i, (_, m) in enumerate(ten, 1) if turn_of[m] in q.evidence]
+        out.append(found[0] if found else None)
+    return out
+
+
 def run_set(
     emb: CachedEmbedder, pe: dict[str, PieceEmbedder], es: EvalSet, variants: list[Variant],
     costs: dict[tuple[str, str], dict[str, Any]],
@@ -272,8 +295,13 @@ def run_set(
                 costs[(es.name, v.kind)] = {"vectors": len(flat), "seconds": seconds,
                                             "multi": sum(1 for ps in pieces if ps)}  # fmt: skip
             vecs = [[kind.vectors[p] for p in ps] for ps in pieces]
-            with piece_search(PieceScores(whole, vecs, v.combine), row_of):
-                rs = ranks(store, turn_of, es, shipped)
+            if v.combine == "reorder":
+                exact = PieceScores(whole, [[] for _ in texts], "max")
+                by_piece = PieceScores(whole, vecs, "max")
+                rs = reordered(store, turn_of, es, shipped, exact, by_piece, row_of)
+            else:
+                with piece_search(PieceScores(whole, vecs, v.combine), row_of):
+                    rs = ranks(store, turn_of, es, shipped)
             base = base or rs
             gained = sum(1 for a, b in zip(base, rs, strict=True) if a is None and b is not None)
             lost = sum(1 for a, b in zip(base, rs, strict=True) if a is not None and b is None)
