@@ -231,12 +231,15 @@ def piece_search(score: PieceScores, row_of: dict[int, int]) -> Iterator[None]:
         picked = set(base) | {int(seqs[i]) for i in top}
         return exact(conn, qvec, sorted(picked), 0)
 
-    saved = (stages.vector_side, stages.exact_cosines)
-    stages.vector_side, stages.exact_cosines = side, exact  # type: ignore[assignment]
+    names = ("vector_side", "exact_cosines")
+    saved = [getattr(stages, n) for n in names]
+    for n, fn in zip(names, (side, exact), strict=True):
+        setattr(stages, n, fn)
     try:
         yield
     finally:
-        stages.vector_side, stages.exact_cosines = saved  # type: ignore[assignment]
+        for n, fn in zip(names, saved, strict=True):
+            setattr(stages, n, fn)
 
 
 def seq_rows(store: HierarchicalMemory, turn_of: dict[str, str], es: EvalSet) -> dict[int, int]:
