@@ -116,3 +116,34 @@ def test_facts_are_not_replies_to_each_other(open_store: OpenStore, clock: Clock
     ids = _chat(store, None)
     hits = store.search("what time does the chat party start?", top_k=3, touch=False)
     assert ids["at 7 tonight, bring snacks"] not in [h.memory.id for h in hits]
+
+
+def test_a_window_spread_over_the_whole_store_ranks_no_keyword_candidates_in_it(
+    open_store: OpenStore, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BM25 inside a window runs over its seq range: when an import out of time order makes
+    that range wider than ``WINDOW_SPAN``, the window gives only its nearest memories (an
+    unbounded BM25 over the store is what the postings budget exists to avoid)."""
+    from ember.memory import search
+    from ember.memory.index.fts import FtsIndex
+
+    clock.now = HALLOWEEN + 15 * DAY
+    store = open_store()
+    # Imported first, dated Halloween: the window's seqs now span the whole store.
+    store.add_many([NewMemory("pumpkin carving tonight", created_at=HALLOWEEN)], dedup=False)
+    answer = _film_club(store)
+    ranges: list[tuple[int, int]] = []
+    original = FtsIndex.rank_between
+
+    def spy(self, conn, terms, first, last):  # type: ignore[no-untyped-def]
+        ranges.append((first, last))
+        return original(self, conn, terms, first, last)
+
+    monkeypatch.setattr(FtsIndex, "rank_between", spy)
+    ranking = Ranking(time_weight=0.5)
+    assert store.search(ASK, top_k=1, fusion=ranking, touch=False)[0].memory.id == answer
+    assert len(ranges) == 1
+    assert ranges[0][1] - ranges[0][0] > 50
+    monkeypatch.setattr(search, "WINDOW_SPAN", 50)
+    assert store.search(ASK, top_k=1, fusion=ranking, touch=False)[0].memory.id == answer
+    assert len(ranges) == 1  # not asked again: the nearest memories still found the answer

@@ -111,6 +111,11 @@ def vector_side(
 #: year" in a store of years) adds none: its factor still ranks the other candidates, and
 #: scoring every memory of a year would break the latency budget.
 WINDOW_ROWS = 2_000
+#: The widest seq range the window's keyword candidates are ranked over. Seqs follow insertion
+#: and a window's memories are usually neighbours; an import out of time order can spread
+#: them over the whole store, and BM25 over every match in it is what the postings budget
+#: exists to avoid (the nearest ones still come from the window).
+WINDOW_SPAN = 20_000
 
 
 def window_side(
@@ -133,10 +138,11 @@ def window_side(
     picked: set[int] = set()
     if qvec is not None and dim is not None:
         picked.update(s for s, _ in best_first(exact_cosines(conn, qvec, seqs, dim), depth))
-    inside = set(seqs)
-    terms = query_terms(query.lexical_texts())
-    matches = fts.rank_between(conn, terms, min(seqs), max(seqs))
-    picked.update([s for s, _ in matches if s in inside][:depth])
+    first, last = min(seqs), max(seqs)
+    if last - first <= WINDOW_SPAN:
+        inside = set(seqs)
+        matches = fts.rank_between(conn, query_terms(query.lexical_texts()), first, last)
+        picked.update([s for s, _ in matches if s in inside][:depth])
     return sorted(picked)
 
 
