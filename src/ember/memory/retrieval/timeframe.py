@@ -7,7 +7,7 @@ night?", the turn that answers ("A Quiet Place, last night") shares no word with
 its date, and sat at rank 117 of 2,554 turns without one.
 
 Only phrases that name a time are read; a word that is also a verb or a name ("may",
-"march", "sat", "jan") counts only when a date form makes it one ("in May", "March 3").
+"march", "jan") counts only when a date form makes it one ("in May", "March 3").
 A date without a year is the latest such date not after today: memories are of the past.
 "Today" and "tonight" name none: what was said today is still in the conversation.
 Days are calendar days in ``tz`` (the machine's own zone when None), weeks start on Monday.
