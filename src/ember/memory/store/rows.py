@@ -190,8 +190,9 @@ def next_turns(conn: Connection, turns: Sequence[tuple[int, str | None, float]])
     out: dict[int, int] = {}
     for seq, session, created_at in turns:
         row = conn.execute(
+            # created_at >= ? first: a range on the index, not a scan of the whole session.
             "SELECT seq FROM memories WHERE category = 'turn' AND valid_until IS NULL "
-            "AND session_id IS ? AND (created_at > ? OR (created_at = ? AND seq > ?)) "
+            "AND session_id IS ? AND created_at >= ? AND (created_at > ? OR seq > ?) "
             "ORDER BY created_at, seq LIMIT 1",
             (session, created_at, created_at, seq),
         ).fetchone()
