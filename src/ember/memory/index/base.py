@@ -9,7 +9,7 @@ whose state lives outside SQLite (hnsw) stages its changes and applies them only
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -61,18 +61,22 @@ def drop_vectors(conn: Connection, seqs: Sequence[int]) -> None:
     conn.executemany("DELETE FROM memory_vectors WHERE seq=?", [(s,) for s in seqs])
 
 
-def get_vectors(conn: Connection, seqs: Sequence[int], dim: int) -> dict[int, Vectors]:
-    out: dict[int, Vectors] = {}
+def _vector_blobs(conn: Connection, seqs: Sequence[int], dim: int) -> Iterator[tuple[int, bytes]]:
+    """``(seq, blob)`` of each stored vector of ``seqs`` that has ``dim`` floats, 500 a query."""
     for start in range(0, len(seqs), 500):
         chunk = seqs[start : start + 500]
         marks = ",".join("?" * len(chunk))
         for seq, blob in conn.execute(
             f"SELECT seq, vector FROM memory_vectors WHERE seq IN ({marks})", tuple(chunk)
         ):
-            vec = np.frombuffer(blob, dtype=np.float32)
-            if vec.shape[0] == dim:
-                out[int(seq)] = vec
-    return out
+            if len(blob) == dim * 4:
+                yield int(seq), bytes(blob)
+
+
+def get_vectors(conn: Connection, seqs: Sequence[int], dim: int) -> dict[int, Vectors]:
+    return {
+        seq: np.frombuffer(blob, dtype=np.float32) for seq, blob in _vector_blobs(conn, seqs, dim)
+    }
 
 
 def exact_cosines(
@@ -83,18 +87,9 @@ def exact_cosines(
     The blobs are joined into one matrix (copied into numpy's own memory, as ``np.stack``
     would: the same layout, so the same float results) rather than one array per row: a time
     window's 2,000 memories took 6 ms that way."""
-    keys: list[int] = []
-    blobs: list[bytes] = []
-    width = dim * 4
-    for start in range(0, len(seqs), 500):
-        chunk = seqs[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        for seq, blob in conn.execute(
-            f"SELECT seq, vector FROM memory_vectors WHERE seq IN ({marks})", tuple(chunk)
-        ):
-            if len(blob) == width:
-                keys.append(int(seq))
-                blobs.append(bytes(blob))
+    found = list(_vector_blobs(conn, seqs, dim))
+    keys = [seq for seq, _ in found]
+    blobs = [blob for _, blob in found]
     if not keys:
         return {}
     matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(keys), dim).copy()
