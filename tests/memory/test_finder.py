@@ -133,13 +133,14 @@ def test_a_window_spread_over_the_whole_store_ranks_no_keyword_candidates_in_it(
     store.add_many([NewMemory("pumpkin carving tonight", created_at=HALLOWEEN)], dedup=False)
     answer = _film_club(store)
     ranges: list[tuple[int, int]] = []
-    original = FtsIndex.rank_between
+    original = FtsIndex.rank
 
-    def spy(self, conn, terms, first, last):  # type: ignore[no-untyped-def]
-        ranges.append((first, last))
-        return original(self, conn, terms, first, last)
+    def spy(self, conn, terms, k, between=None):  # type: ignore[no-untyped-def]
+        if between is not None:
+            ranges.append(between)
+        return original(self, conn, terms, k, between)
 
-    monkeypatch.setattr(FtsIndex, "rank_between", spy)
+    monkeypatch.setattr(FtsIndex, "rank", spy)
     ranking = Ranking(time_weight=0.5)
     assert store.search(ASK, top_k=1, fusion=ranking, touch=False)[0].memory.id == answer
     assert len(ranges) == 1

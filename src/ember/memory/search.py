@@ -141,7 +141,7 @@ def window_side(
     first, last = min(seqs), max(seqs)
     if last - first <= WINDOW_SPAN:
         inside = set(seqs)
-        matches = fts.rank_between(conn, query_terms(query.lexical_texts()), first, last)
+        matches = fts.rank(conn, query_terms(query.lexical_texts()), None, (first, last))
         picked.update([s for s, _ in matches if s in inside][:depth])
     return sorted(picked)
 

@@ -110,35 +110,32 @@ class FtsIndex:
         ).fetchone()
         return int(row[0]) if row else 0
 
-    def rank(self, conn: Connection, terms: Sequence[str], k: int) -> list[tuple[int, float]]:
-        """Up to ``k`` (seq, BM25) pairs for the OR of all ``terms``, unbounded."""
-        expr = match_expression(terms)
-        if expr is None:
-            return []
-        rows = conn.execute(
-            "SELECT rowid, -bm25(memory_fts) AS s FROM memory_fts WHERE memory_fts MATCH ? "
-            "ORDER BY s DESC, rowid LIMIT ?",
-            (expr, k),
-        ).fetchall()
-        return [(int(r[0]), float(r[1])) for r in rows]
-
-    def rank_between(
-        self, conn: Connection, terms: Sequence[str], first: int, last: int
+    def rank(
+        self,
+        conn: Connection,
+        terms: Sequence[str],
+        k: int | None,
+        between: tuple[int, int] | None = None,
     ) -> list[tuple[int, float]]:
-        """Every (seq, BM25) for the OR of ``terms`` among seqs ``first..last``, best first:
-        the same values ``search`` gives (FTS5 scores on the whole index's statistics).
+        """Up to ``k`` (every one when None) (seq, BM25) pairs for the OR of all ``terms``,
+        unbounded, best first; only among seqs ``between`` (first, last) when given. BM25 is
+        scored on the whole index's statistics either way, so the pairs merge.
 
         A rowid range, not a list: FTS5 seeks a range in its postings, but runs the whole
         query once per rowid of an ``IN`` list (+70 ms for a week of a 10k store)."""
         expr = match_expression(terms)
-        if expr is None or first > last:
+        if expr is None or (between is not None and between[0] > between[1]):
             return []
-        rows = conn.execute(
-            "SELECT rowid, -bm25(memory_fts) AS s FROM memory_fts WHERE memory_fts MATCH ? "
-            "AND rowid BETWEEN ? AND ? ORDER BY s DESC, rowid",
-            (expr, first, last),
-        ).fetchall()
-        return [(int(r[0]), float(r[1])) for r in rows]
+        sql = "SELECT rowid, -bm25(memory_fts) AS s FROM memory_fts WHERE memory_fts MATCH ?"
+        params: list[object] = [expr]
+        if between is not None:
+            sql += " AND rowid BETWEEN ? AND ?"
+            params += between
+        sql += " ORDER BY s DESC, rowid"
+        if k is not None:
+            sql += " LIMIT ?"
+            params.append(k)
+        return [(int(r[0]), float(r[1])) for r in conn.execute(sql, params).fetchall()]
 
     def doc_counts(
         self, conn: Connection, words: Sequence[str], known: dict[str, int] | None = None
