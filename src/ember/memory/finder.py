@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import tzinfo
 from typing import Protocol, TypeVar
 
 from ember.memory import overlap
@@ -44,8 +43,6 @@ class Finder:
     fts: FtsIndex
     embedder: EmbedderSlot
     vectors: IndexSlot
-    #: Where a day starts when an ask says "yesterday" (None: the machine's own zone).
-    tz: tzinfo | None = None
 
     def find(
         self,
@@ -105,10 +102,11 @@ class Finder:
 
     def window(self, q: MemoryQuery, ranking: Ranking, now: float) -> Window | None:
         """The time the user's own words name, when the ranking weighs time (never context:
-        a date in a pasted log says nothing about what the user asks for)."""
+        a date in a pasted log says nothing about what the user asks for); days are the
+        machine's own."""
         if ranking.time_weight <= 0:
             return None
-        return ask_window(q.user_text, now, self.tz)
+        return ask_window(q.user_text, now)
 
     def query_vector(self, q: MemoryQuery) -> Vectors | None:
         """The ask's vector, or None while the embedder is loading or failed (then the search
