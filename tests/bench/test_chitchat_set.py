@@ -5,9 +5,7 @@ dataset.json."""
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -15,18 +13,16 @@ from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).parents[2] / "bench"
+from tests.bench.conftest import BENCH, bench_module
+
 QUESTIONS = BENCH / "data" / "chitchat_questions.json"
 KINDS = {"single-hop", "multi-hop", "temporal", "paraphrase"}
 
 
 @pytest.fixture(scope="module")
 def sets() -> Iterator[ModuleType]:
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("memory_sets")
-    finally:
-        sys.path.remove(str(BENCH))
+    with bench_module("memory_sets") as module:
+        yield module
 
 
 @pytest.fixture(scope="module")

@@ -4,25 +4,19 @@ cosines combine, and that the search's cosine sources come back after a variant 
 from __future__ import annotations
 
 import argparse
-import importlib
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).parents[2] / "bench"
+from tests.bench.conftest import bench_module
 
 
 @pytest.fixture(scope="module")
 def pv() -> Iterator[ModuleType]:
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("piece_vectors")
-    finally:
-        sys.path.remove(str(BENCH))
+    with bench_module("piece_vectors") as module:
+        yield module
 
 
 def test_lines_and_short_lines(pv: ModuleType) -> None:
