@@ -166,11 +166,12 @@ def candidates_of(
     pool: Mapping[int, Memory],
     qvec: Vectors | None,
     dim: int | None,
-    sims: dict[int, float],
+    vec_hits: Mapping[int, float],
     keywords: KeywordSide,
 ) -> list[Candidate]:
-    """Each memory of ``pool`` scored exactly: its cosine (from ``sims``, which receives the
-    ones computed here), BM25 and the share of the ask's terms it holds."""
+    """Each memory of ``pool`` scored exactly: its cosine (from the vector side, else
+    computed here), BM25 and the share of the ask's terms it holds."""
+    sims = {s: vec_hits[s] for s in pool if s in vec_hits}
     missing = [s for s in pool if s not in sims]
     if qvec is not None and dim is not None and missing:
         sims.update(exact_cosines(conn, qvec, missing, dim))
@@ -183,19 +184,21 @@ def candidates_of(
     ]
 
 
-def with_replies(
+def replies_of(
     conn: Connection,
     pool: Mapping[int, Memory],
     ranked: Sequence[Ranked],
     memory_filter: MemoryFilter | None,
 ) -> tuple[dict[int, Memory], dict[str, str]]:
-    """``pool`` with the replies of its top ``REPLY_PARENTS`` turns, and reply id -> turn id."""
+    """The replies of the top ``REPLY_PARENTS`` turns of ``pool`` that are not in it yet, and
+    reply id -> turn id for every reply found."""
     seq_of = {m.id: s for s, m in pool.items()}
     tops = [seq_of[r.key] for r in ranked[:REPLY_PARENTS]]
     turns = [(s, pool[s].session_id, pool[s].created_at) for s in tops if pool[s].category == TURN]
     nexts = rows.next_turns(conn, turns) if turns else {}
-    grown = {**pool, **admitted(conn, [r for r in nexts.values() if r not in pool], memory_filter)}
-    return grown, {grown[r].id: grown[t].id for t, r in nexts.items() if r in grown}
+    added = admitted(conn, [r for r in nexts.values() if r not in pool], memory_filter)
+    every = {**pool, **added}
+    return added, {every[r].id: every[t].id for t, r in nexts.items() if r in every}
 
 
 def merge(
@@ -219,14 +222,14 @@ def merge(
     the keywords get the whole say. ``window``: the time the ask names, and ``more`` the
     candidates from inside it (``window_side``)."""
     pool = admitted(conn, set(vec_hits) | set(keywords.hits) | set(more), memory_filter)
-    sims = {s: vec_hits[s] for s in pool if s in vec_hits}
     effective = ranking if vectors else keywords_only(ranking)
-    ranked = rank(candidates_of(conn, pool, qvec, dim, sims, keywords), now, effective,
-                  window=window)  # fmt: skip
+    found = candidates_of(conn, pool, qvec, dim, vec_hits, keywords)
+    ranked = rank(found, now, effective, window=window)
     if ranking.reply_weight > 0:
-        pool, replies = with_replies(conn, pool, ranked, memory_filter)
+        added, replies = replies_of(conn, pool, ranked, memory_filter)
         if replies:
-            found = candidates_of(conn, pool, qvec, dim, sims, keywords)
+            pool = {**pool, **added}
+            found += candidates_of(conn, added, qvec, dim, vec_hits, keywords)
             ranked = rank(found, now, effective, window=window, replies=replies)
     return distinct(ranked, {m.id: m for m in pool.values()}, top_k)
 
