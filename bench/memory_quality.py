@@ -30,9 +30,11 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import numpy.typing as npt
@@ -133,6 +135,16 @@ def methods(embedder: CachedEmbedder, tune: bool) -> dict[str, Ranking]:
     return out
 
 
+@contextmanager
+def numbered_ids() -> Iterator[None]:
+    """Memory ids in store order (``000000000001``, ...) instead of random ones while a set is
+    built: rankings break exact score ties by id, so random ids made two runs of one build
+    differ by a rank here and there (most often ``rrf``, whose rank sums tie)."""
+    n = iter(range(1, 1 << 48))
+    with mock.patch("ember.memory.core.new_id", lambda: f"{next(n):012x}"):
+        yield
+
+
 def build(
     store: HierarchicalMemory, es: EvalSet, emb: CachedEmbedder | None = None,
     ctx: Variant | None = None, words: int = 32,
@@ -157,11 +169,12 @@ def build(
                        session_id=t.session or None)
              for text, t in zip(texts, es.turns, strict=True)]  # fmt: skip
     turn_of: dict[str, str] = {}
-    for i in range(0, len(items), 512):
-        if emb is not None and vecs is not None:
-            emb.next_vectors = np.ascontiguousarray(vecs[i : i + 512], dtype=np.float32)
-        for m in store.add_many(items[i : i + 512], dedup=False):
-            turn_of[m.id] = str(m.metadata["turn"])
+    with numbered_ids():
+        for i in range(0, len(items), 512):
+            if emb is not None and vecs is not None:
+                emb.next_vectors = np.ascontiguousarray(vecs[i : i + 512], dtype=np.float32)
+            for m in store.add_many(items[i : i + 512], dedup=False):
+                turn_of[m.id] = str(m.metadata["turn"])
     return turn_of
 
 

@@ -1,0 +1,59 @@
+"""bench/memory_quality.py builds a set the same way every run: two builds of one set give the
+same memory ids, so exact score ties break the same way and two runs' rows compare."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from ember.memory import HierarchicalMemory
+from ember.memory.retrieval.rank import Ranking
+from tests.bench.conftest import bench_module
+from tests.memory.conftest import HashEmbedder
+
+
+@pytest.fixture(scope="module")
+def mq() -> Iterator[ModuleType]:
+    with bench_module("memory_quality") as module:
+        yield module
+
+
+@pytest.fixture(scope="module")
+def sets() -> Iterator[ModuleType]:
+    with bench_module("memory_sets") as module:
+        yield module
+
+
+def tiny_set(sets: ModuleType) -> object:
+    day = 86_400.0
+    texts = ["the deploy goes to eu-west", "we use postgres", "the deploy goes to eu-west"]
+    texts.append("lunch was good")
+    turns = tuple(
+        sets.Turn(f"t{i}", text, 1_780_000_000.0 + i * day, "s") for i, text in enumerate(texts)
+    )
+    ask = sets.Question("where does the deploy go", frozenset({"t2"}))
+    return sets.EvalSet("tiny", "dev", turns, (ask,), 1_780_000_000.0 + 9 * day)
+
+
+def test_two_builds_give_the_same_ids_and_ranks(
+    mq: ModuleType, sets: ModuleType, tmp_path: Path
+) -> None:
+    es = tiny_set(sets)
+    built = []
+    for name in ("a.db", "b.db"):
+        store = HierarchicalMemory(tmp_path / name, HashEmbedder())
+        turn_of = mq.build(store, es)
+        rrf = mq.ranks(store, turn_of, es, Ranking(fusion="rrf"))
+        built.append((turn_of, rrf, [h.memory.id for h in store.search("deploy", top_k=4)]))
+        store.close()
+    assert built[0] == built[1]
+    # Ids follow store order, and the build leaves random ids to everything after it.
+    assert list(built[0][0]) == [f"{i:012x}" for i in range(1, 5)]
+    assert built[0][0]["000000000003"] == "t2"
+    store = HierarchicalMemory(tmp_path / "c.db", HashEmbedder())
+    later = store.add("a memory stored after the build")
+    assert later.id not in built[0][0]
+    store.close()
