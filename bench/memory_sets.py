@@ -15,6 +15,10 @@
   installed package or from the ``dataset.json`` that ``EMBER_BENCH_CHITCHAT`` names; never
   committed. Every message turn (2,554) is a memory dated by its own timestamp. Even questions
   are dev, odd ones test. Skipped, with a line on stderr, when the data cannot be found.
+* ``chitchat-may``: a second store from the same package, written apart from the first
+  (``data/chitchat_may_questions.json``): the 45 conversations of one pair of students in
+  May 2018, 2,782 message turns, 96 questions committed before any retrieval ran on them.
+  Same loading, splits and skipping as ``chitchat``.
 
 Each set is a list of ``Turn`` (the memories) and ``Question`` (with the ids of the turns that
 hold its answer: a hit on any of them counts).
@@ -52,6 +56,13 @@ def _find_logs() -> Path:
 LOGS = _find_logs()
 QUESTIONS = HERE / "data" / "agent_log_questions.json"
 CHITCHAT_QUESTIONS = HERE / "data" / "chitchat_questions.json"
+# Each Chit-Chat store with its questions: ``chitchat`` (two pairs of people, October-November
+# 2018) and ``chitchat-may`` (one pair, May 2018), written at different times by different
+# hands; each its own store.
+CHITCHAT_SETS = {
+    "chitchat": CHITCHAT_QUESTIONS,
+    "chitchat-may": HERE / "data" / "chitchat_may_questions.json",
+}
 DAY = 86400.0
 START = 1_780_000_000.0
 _TEXT_KEYS = ("text", "content", "message", "output", "prompt", "display", "summary")
@@ -235,12 +246,15 @@ def chitchat_turns(data: dict[str, Any], conversations: list[str]) -> list[Turn]
     return turns
 
 
-def chitchat_questions(turns: list[Turn], split: str | None = None) -> list[Question]:
-    """The hand-written questions (one split, or all when ``split`` is None); raises when an
-    evidence item does not resolve to a turn holding its ``contains`` text."""
+def chitchat_questions(
+    turns: list[Turn], split: str | None = None, questions: Path | None = None
+) -> list[Question]:
+    """The hand-written questions of ``questions`` (default: the ``chitchat`` set's), one split
+    or all when ``split`` is None; raises when an evidence item does not resolve to a turn
+    holding its ``contains`` text."""
     by_id = {t.id: t for t in turns}
     out = []
-    items = json.loads(CHITCHAT_QUESTIONS.read_text())["questions"]
+    items = json.loads((questions or CHITCHAT_QUESTIONS).read_text())["questions"]
     for i, q in enumerate(items):
         if split is not None and (i % 2 == 0) != (split == "dev"):
             continue
@@ -255,25 +269,27 @@ def chitchat_questions(turns: list[Turn], split: str | None = None) -> list[Ques
     return out
 
 
-def chitchat(split: str, path: Path | None = None) -> EvalSet | None:
-    """The Chit-Chat Challenge set; None (and a line on stderr) when its data is not found."""
+def chitchat(split: str, path: Path | None = None, name: str = "chitchat") -> EvalSet | None:
+    """A Chit-Chat Challenge set (``name`` in ``CHITCHAT_SETS``); None (and a line on stderr)
+    when its data is not found."""
     path = path or chitchat_data()
     if path is None or not path.is_file():
         print(
-            "# chitchat: skipped (pip install chitchat-dataset, the `bench` extra, or set "
+            f"# {name}: skipped (pip install chitchat-dataset, the `bench` extra, or set "
             "EMBER_BENCH_CHITCHAT to its dataset.json)",
             file=sys.stderr,
         )
         return None
     data = json.loads(path.read_text(encoding="utf-8"))
-    conversations = json.loads(CHITCHAT_QUESTIONS.read_text())["conversations"]
+    questions_file = CHITCHAT_SETS[name]
+    conversations = json.loads(questions_file.read_text())["conversations"]
     turns = chitchat_turns(data, conversations)
-    questions = chitchat_questions(turns, split)
+    questions = chitchat_questions(turns, split, questions_file)
     end = max(t.created_at for t in turns) + DAY
-    return EvalSet("chitchat", split, tuple(turns), tuple(questions), end)
+    return EvalSet(name, split, tuple(turns), tuple(questions), end)
 
 
 def all_sets(split: str) -> list[EvalSet]:
     sets = [generated(split), agent_logs(split)]
-    extras = [locomo(split), chitchat(split)]
+    extras = [locomo(split), *(chitchat(split, name=n) for n in CHITCHAT_SETS)]
     return sets + [x for x in extras if x is not None]

@@ -1,7 +1,7 @@
-"""The hand-written questions of the ``chitchat`` evaluation set (bench/memory_sets.py) point
-at real turns. The conversations are not in the repository: the checks that need them skip
-unless the ``chitchat-dataset`` package is installed or ``EMBER_BENCH_CHITCHAT`` names its
-dataset.json."""
+"""The hand-written questions of the ``chitchat`` and ``chitchat-may`` evaluation sets
+(bench/memory_sets.py) point at real turns. The conversations are not in the repository: the
+checks that need them skip unless the ``chitchat-dataset`` package is installed or
+``EMBER_BENCH_CHITCHAT`` names its dataset.json."""
 
 from __future__ import annotations
 
@@ -16,6 +16,11 @@ import pytest
 from tests.bench.conftest import BENCH, bench_module
 
 QUESTIONS = BENCH / "data" / "chitchat_questions.json"
+# Each set: its questions file, conversations and message turns.
+STORES = {
+    "chitchat": (QUESTIONS, 39, 2554),
+    "chitchat-may": (BENCH / "data" / "chitchat_may_questions.json", 45, 2782),
+}
 KINDS = {"single-hop", "multi-hop", "temporal", "paraphrase"}
 
 
@@ -33,10 +38,12 @@ def data(sets: ModuleType) -> dict[str, Any]:
     return dict(json.loads(path.read_text(encoding="utf-8")))
 
 
-def test_the_questions_file_is_well_formed() -> None:
-    doc = json.loads(QUESTIONS.read_text())
+@pytest.mark.parametrize("name", STORES)
+def test_the_questions_file_is_well_formed(name: str) -> None:
+    path, n_conversations, _ = STORES[name]
+    doc = json.loads(path.read_text())
     conversations = doc["conversations"]
-    assert len(conversations) == len(set(conversations)) == 39
+    assert len(conversations) == len(set(conversations)) == n_conversations
     assert doc["source"]["licence"] == "MIT"
     assert len(doc["questions"]) >= 80
     for i, q in enumerate(doc["questions"]):
@@ -50,30 +57,46 @@ def test_the_questions_file_is_well_formed() -> None:
             assert len({(e["conversation"], e["message"]) for e in q["evidence"]}) >= 2, i
 
 
+@pytest.mark.parametrize("name", STORES)
 def test_every_evidence_item_resolves_to_a_real_turn(
-    sets: ModuleType, data: dict[str, Any]
+    sets: ModuleType, data: dict[str, Any], name: str
 ) -> None:
-    doc = json.loads(QUESTIONS.read_text())
+    path, _, n_turns = STORES[name]
+    assert sets.CHITCHAT_SETS[name] == path
+    doc = json.loads(path.read_text())
     turns = sets.chitchat_turns(data, doc["conversations"])
-    assert len(turns) == 2554
+    assert len(turns) == n_turns
     assert len({t.id for t in turns}) == len(turns)
-    every = sets.chitchat_questions(turns)  # raises on the first evidence that does not resolve
+    every = sets.chitchat_questions(turns, None, path)  # raises on an evidence that misses
     assert len(every) == len(doc["questions"])
-    dev = sets.chitchat_questions(turns, "dev")
-    test = sets.chitchat_questions(turns, "test")
+    dev = sets.chitchat_questions(turns, "dev", path)
+    test = sets.chitchat_questions(turns, "test", path)
     assert [q.question for q in dev] == [q.question for q in every[0::2]]
     assert [q.question for q in test] == [q.question for q in every[1::2]]
 
 
-def test_the_set_is_one_store_dated_by_the_data(sets: ModuleType, data: dict[str, Any]) -> None:
-    es = sets.chitchat("test", sets.chitchat_data())
-    assert es is not None and es.name == "chitchat"
+@pytest.mark.parametrize(
+    ("name", "first_day"),
+    [("chitchat", 1_538_352_000), ("chitchat-may", 1_525_132_800)],  # 2018-10-01, 2018-05-01
+)
+def test_the_set_is_one_store_dated_by_the_data(
+    sets: ModuleType, data: dict[str, Any], name: str, first_day: int
+) -> None:
+    es = sets.chitchat("test", sets.chitchat_data(), name)
+    assert es is not None and es.name == name
     ids = {t.id for t in es.turns}
     assert all(q.evidence <= ids for q in es.questions)
-    # Real timestamps (October-November 2018), not synthetic days.
-    assert min(t.created_at for t in es.turns) >= 1_538_352_000  # 2018-10-01
+    # Real timestamps, not synthetic days.
+    assert first_day <= min(t.created_at for t in es.turns) < first_day + 31 * 86_400
     assert max(t.created_at for t in es.turns) < es.now
-    assert {t.session for t in es.turns} == set(json.loads(QUESTIONS.read_text())["conversations"])
+    conversations = json.loads(STORES[name][0].read_text())["conversations"]
+    assert {t.session for t in es.turns} == set(conversations)
+
+
+def test_the_two_stores_share_no_conversation_and_both_are_measured(sets: ModuleType) -> None:
+    a, b = (set(json.loads(STORES[n][0].read_text())["conversations"]) for n in STORES)
+    assert not a & b
+    assert set(sets.CHITCHAT_SETS) == set(STORES)
 
 
 def test_a_wrong_contains_is_an_error(sets: ModuleType, monkeypatch: pytest.MonkeyPatch,
