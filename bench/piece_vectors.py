@@ -318,7 +318,7 @@ def run_set(
 
 
 def print_tables(rows: list[dict[str, Any]], costs: dict[tuple[str, str], dict[str, Any]]) -> None:
-    head = f"{'set':<12}{'split':<6}{'method':<20}{'n':>5}{'R@5':>7}{'R@10':>7}{'MRR':>7}"
+    head = f"{'set':<14}{'split':<6}{'method':<20}{'n':>5}{'R@5':>7}{'R@10':>7}{'MRR':>7}"
     head += f"{'+/-':>8}{'moved':>7}"
     print(head)
     print("-" * len(head))
@@ -326,10 +326,10 @@ def print_tables(rows: list[dict[str, Any]], costs: dict[tuple[str, str], dict[s
         base = r["method"] in ("shipped", "whole, exact")
         delta = "" if base else f"+{r['gained']}/-{r['lost']}"
         moved = "" if base else str(r["moved"])
-        print(f"{r['set']:<12}{r['split']:<6}{r['method']:<20}{r['n']:>5}{r['r@5']:>7.3f}"
+        print(f"{r['set']:<14}{r['split']:<6}{r['method']:<20}{r['n']:>5}{r['r@5']:>7.3f}"
               f"{r['r@10']:>7.3f}{r['mrr']:>7.3f}{delta:>8}{moved:>7}")  # fmt: skip
     print()
-    head = f"{'set':<12}{'pieces':<10}{'memories split':>15}"
+    head = f"{'set':<14}{'pieces':<10}{'memories split':>15}"
     head += f"{'vectors':>9}{'/memory':>9}{'embed s':>9}"
     print(head)
     print("-" * len(head))
@@ -337,7 +337,7 @@ def print_tables(rows: list[dict[str, Any]], costs: dict[tuple[str, str], dict[s
         n = costs[(name, "whole")]["vectors"]
         total = c["vectors"] + (n if kind != "whole" else 0)
         split = f"{c.get('multi', 0)}" if kind != "whole" else ""
-        print(f"{name:<12}{kind:<10}{split:>15}{total:>9}{total / n:>9.2f}{c['seconds']:>9.1f}")
+        print(f"{name:<14}{kind:<10}{split:>15}{total:>9}{total / n:>9.2f}{c['seconds']:>9.1f}")
     print("(vectors: the whole texts' plus the pieces'; embed s: the pieces' alone; "
           "memories split: those with a piece other than their whole text)")  # fmt: skip
 
