@@ -47,7 +47,7 @@ from ember.models import get_embedder
 from ember.models.base import Embedder
 
 sys.path.insert(0, str(Path(__file__).parent))
-from memory_sets import EvalSet, all_sets
+from memory_sets import CHITCHAT_SETS, EvalSet, all_sets
 from turn_context import Variant, contexts, joined, parse
 
 K = 10
@@ -93,23 +93,27 @@ class CachedEmbedder:
 
 def methods(embedder: CachedEmbedder, tune: bool) -> dict[str, Ranking]:
     z = embedder.cosine_zero
+    # The baselines as they were: no time windows, replies or short-turn scaling.
+    off: dict[str, Any] = {"time_weight": 0.0, "reply_weight": 0.0, "short_turn_terms": 0}
     out = {
         "chosen": Ranking(cosine_zero=z),
-        "norm, bm25 (before)": Ranking(
-            cosine_zero=z, lexical="bm25", vector_weight=0.8, time_weight=0.0, reply_weight=0.0
-        ),
-        "today (mix)": Ranking(
-            "mix", cosine_zero=z, recency_weight=0.25, time_weight=0.0, reply_weight=0.0
-        ),
-        "rrf": Ranking("rrf", cosine_zero=z, time_weight=0.0, reply_weight=0.0),
-        "vector only": Ranking("vector", cosine_zero=z, time_weight=0.0, reply_weight=0.0),
-        "bm25 only": Ranking("bm25", cosine_zero=z, time_weight=0.0, reply_weight=0.0),
+        "norm, bm25 (before)": Ranking(cosine_zero=z, lexical="bm25", vector_weight=0.8, **off),
+        "today (mix)": Ranking("mix", cosine_zero=z, recency_weight=0.25, **off),
+        "rrf": Ranking("rrf", cosine_zero=z, **off),
+        "vector only": Ranking("vector", cosine_zero=z, **off),
+        "bm25 only": Ranking("bm25", cosine_zero=z, **off),
         "chosen + recency 0.25": Ranking(cosine_zero=z, recency_weight=0.25),
         "chosen, no time": Ranking(cosine_zero=z, time_weight=0.0),
         "chosen, no replies": Ranking(cosine_zero=z, reply_weight=0.0),
-        "mix, no recency": Ranking("mix", cosine_zero=z, time_weight=0.0, reply_weight=0.0),
+        "chosen, no short-turn": Ranking(cosine_zero=z, short_turn_terms=0),
+        "mix, no recency": Ranking("mix", cosine_zero=z, **off),
     }
     if tune:
+        for n in (0, 2, 3, 5, 6):
+            for w in (0.5, 0.6, 0.7):
+                out[f"norm cover short={n} w={w}"] = Ranking(
+                    cosine_zero=z, short_turn_terms=n, vector_weight=w
+                )
         for rw in (0.5, 0.6, 0.7, 0.8, 0.9):
             out[f"norm cover replies={rw}"] = Ranking(cosine_zero=z, reply_weight=rw)
         for t in (0.1, 0.2, 0.3, 0.5, 0.7):
@@ -221,16 +225,16 @@ def unanswerable_scores(store: HierarchicalMemory, asks: EvalSet, r: Ranking) ->
 def own_stores(sets: list[EvalSet]) -> list[EvalSet]:
     """The dev sets the floor is calibrated on, each a store of its own: ``generated``,
     ``agent-logs`` without its generated distractors (so the generated questions have no answer
-    in it) and ``chitchat`` when its data is there (a line on stderr when it is not)."""
+    in it) and the real chats (``chitchat``, ``chitchat-may``) when their data is there (a line
+    on stderr when it is not)."""
     by_name = {x.name: x for x in sets}
     logs = by_name["agent-logs"]
     logs_only = dataclasses.replace(
         logs, turns=tuple(t for t in logs.turns if not t.id.startswith("gen:"))
     )
     out = [by_name["generated"], logs_only]
-    if "chitchat" in by_name:
-        out.append(by_name["chitchat"])
-    else:
+    out += [by_name[n] for n in CHITCHAT_SETS if n in by_name]
+    if "chitchat" not in by_name:
         print("# floor: chitchat absent, calibrated on generated and agent-logs only "
               "(--save-floor refuses this)", file=sys.stderr)  # fmt: skip
     return out

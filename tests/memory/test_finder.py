@@ -148,3 +148,27 @@ def test_a_window_spread_over_the_whole_store_ranks_no_keyword_candidates_in_it(
     monkeypatch.setattr(search, "WINDOW_SPAN", 50)
     assert store.search(ASK, top_k=1, fusion=ranking, touch=False)[0].memory.id == answer
     assert len(ranges) == 1  # not asked again: the nearest memories still found the answer
+
+
+def test_a_greeting_naming_the_person_does_not_bury_what_they_said(
+    open_store: OpenStore, clock: Clock
+) -> None:
+    """Real chats are full of turns like "ADAM!!!": they share the ask's one rare word (the
+    name) and nothing else, and outranked the turn holding the answer."""
+    clock.now = HALLOWEEN + DAY
+    store = open_store()
+    answer = "my mom had cancer but she is fine now"
+    turns = ["ADAM!!!", "Adam! / Hi there", "hey ADAM", answer, "we should get pizza later"]
+    made = store.add_many(
+        [NewMemory(t, created_at=HALLOWEEN + i, session_id="a", category="turn")
+         for i, t in enumerate(turns)], dedup=False,
+    )  # fmt: skip
+    ids = {m.content: m.id for m in made}
+    ask = "how is Adam's mom doing after her illness?"
+    hits = store.search(ask, top_k=3, touch=False)
+    assert hits[0].memory.id == ids[answer]
+    off = store.search(ask, top_k=3, fusion=Ranking(short_turn_terms=0), touch=False)
+    assert ids[answer] not in [h.memory.id for h in off]  # three greetings first
+    scaled = {h.memory.id: h.score for h in hits}
+    whole = {h.memory.id: h.score for h in off}
+    assert scaled[ids["ADAM!!!"]] == pytest.approx(0.5 * whole[ids["ADAM!!!"]], abs=1e-6)

@@ -170,7 +170,8 @@ def candidates_of(
     keywords: KeywordSide,
 ) -> list[Candidate]:
     """Each memory of ``pool`` scored exactly: its cosine (from the vector side, else
-    computed here), BM25 and the share of the ask's terms it holds."""
+    computed here), BM25, the share of the ask's terms it holds and, for a turn, how many
+    content terms it holds."""
     sims = {s: vec_hits[s] for s in pool if s in vec_hits}
     missing = [s for s in pool if s not in sims]
     if qvec is not None and dim is not None and missing:
@@ -179,9 +180,12 @@ def candidates_of(
     if keywords.weights:
         cover = lexical.coverages(keywords.weights, [(m.id, m.content) for m in pool.values()])
     return [
-        Candidate(m.id, sims.get(s, 0.0), keywords.hits.get(s), m.created_at, cover.get(m.id))
+        Candidate(
+            m.id, sims.get(s, 0.0), keywords.hits.get(s), m.created_at, cover.get(m.id),
+            lexical.content_terms(m.content) if m.category == TURN else None,
+        )
         for s, m in pool.items()
-    ]
+    ]  # fmt: skip
 
 
 def replies_of(

@@ -16,6 +16,7 @@ from ember.memory.retrieval.rank import (
     recency_boost,
     recency_factor,
     relevance,
+    substance,
     window_factor,
 )
 from ember.memory.retrieval.timeframe import Window
@@ -171,3 +172,31 @@ def test_a_reply_keeps_its_own_score_when_that_is_higher_and_chains_do_not_carry
     }
     assert got["2"] == own["2"]
     assert got["3"] == pytest.approx(0.5 * own["2"])  # from 2's own score, not a chain from 1
+
+
+def test_a_turn_holding_few_terms_keeps_a_root_share_and_facts_are_never_scaled() -> None:
+    assert substance(1, 4) == pytest.approx(0.5)
+    assert substance(3, 4) == pytest.approx(math.sqrt(0.75))
+    assert substance(0, 4) == 0.0  # an emoji or "ok": nothing an ask could mean
+    assert substance(4, 4) == substance(40, 4) == 1.0
+    assert substance(None, 4) == 1.0  # a fact: "Uses pnpm" is whole in two words
+    assert substance(1, 0) == 1.0  # switched off
+
+
+def test_a_greeting_naming_the_person_falls_below_the_turn_that_answers() -> None:
+    # "ADAM!!!" shares the ask's rarest word and little else; the answer holds more.
+    greeting = Candidate("g", 0.45, None, NOW, 0.4, terms=1)
+    answer = Candidate("a", 0.40, None, NOW, 0.3, terms=9)
+    fact = Candidate("f", 0.45, None, NOW, 0.4)  # the same scores as a fact: kept whole
+    ranked = rank([greeting, answer, fact], NOW, Ranking())
+    assert [r.key for r in ranked] == ["f", "a", "g"]
+    scores = {r.key: r.score for r in ranked}
+    assert scores["g"] == pytest.approx(0.5 * scores["f"], abs=1e-9)
+    off = rank([greeting, answer, fact], NOW, Ranking(short_turn_terms=0))
+    assert [r.key for r in off] == ["f", "g", "a"]  # a tie with the fact, broken by id
+    assert {r.key: r.score for r in off}["g"] == {r.key: r.score for r in off}["f"]
+
+
+def test_a_negative_short_turn_count_is_refused() -> None:
+    with pytest.raises(ValueError, match="short_turn_terms"):
+        Ranking(short_turn_terms=-1)

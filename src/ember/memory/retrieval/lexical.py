@@ -103,6 +103,13 @@ def ask_terms(texts: Iterable[str], max_terms: int = MAX_ASK_TERMS) -> dict[str,
     return out
 
 
+@lru_cache(maxsize=8192)
+def content_terms(text: str) -> int:
+    """How many distinct content terms ``text`` holds, counted as an ask's are (``ask_terms``,
+    capped the same way); cached by text, since a memory's content never changes."""
+    return len(ask_terms([text]))
+
+
 def term_weight(df: int, n: int) -> float:
     """The weight of a term held by ``df`` of ``n`` memories (see module doc), in
     [WEIGHT_FLOOR, 1]."""

@@ -39,6 +39,12 @@ A turn of an imported conversation (``models.TURN``) is often matched by the ask
 reply holds the answer: "what time is the party?" matches the question, "at 7 tonight"
 answers it and shares no word with the ask. A reply of a top hit scores at least
 ``reply_weight x`` that hit's own score (``inherit``), so it ranks right below it.
+
+A turn that holds almost nothing scores less (``substance``): ``relevance x sqrt(terms /
+short_turn_terms)`` for a turn with fewer content terms than ``short_turn_terms``. A greeting
+that names a person ("ADAM!!!", "Natalie! / Hey you!") holds the ask's rarest word, and its
+embedding is mostly that name, so it outranked the turn holding the answer for every ask that
+named the person. Facts are never scaled: "Uses pnpm" is a whole fact in two words.
 """
 
 from __future__ import annotations
@@ -84,6 +90,11 @@ TIME_SPREAD = 0.25
 #: the dev splits (docs/benchmarks.md): 0.7 found three more chitchat questions and changed
 #: nothing on the other sets; 0.8 and 0.9 cost agent-log and generated questions.
 REPLY_WEIGHT = 0.7
+#: A conversation turn with fewer content terms than this scores less (``substance``; 0
+#: switches it off). Chosen on the dev splits with the vector weight (docs/benchmarks.md):
+#: 3-5 with a square root or linear scale all found 2-6 more questions than none; 4 with the
+#: square root had the best MRR among those within one question of the most found.
+SHORT_TURN_TERMS = 4
 
 
 @dataclass(frozen=True)
@@ -102,6 +113,7 @@ class Ranking:
     lexical: Lexical = "coverage"
     time_weight: float = TIME_WEIGHT
     reply_weight: float = REPLY_WEIGHT
+    short_turn_terms: int = SHORT_TURN_TERMS
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:
@@ -113,18 +125,23 @@ class Ranking:
             raise ValueError("vector_weight, time_weight and reply_weight must be within [0, 1]")
         if self.lexical_half <= 0 or not 0.0 <= self.cosine_zero < 1.0:
             raise ValueError("lexical_half must be > 0 and cosine_zero within [0, 1)")
+        if self.short_turn_terms < 0:
+            raise ValueError("short_turn_terms must be >= 0 (0 switches it off)")
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """One memory found by either index, with its exact cosine, its BM25 score (if any) and
-    the share of the ask's terms it holds (``lexical.coverage``; None when not computed)."""
+    """One memory found by either index, with its exact cosine, its BM25 score (if any), the
+    share of the ask's terms it holds (``lexical.coverage``; None when not computed) and, for a
+    conversation turn, how many content terms it holds (``lexical.content_terms``; None for a
+    fact, which ``substance`` never scales)."""
 
     key: str  # the memory id: the final tie-breaker
     similarity: float
     bm25: float | None
     created_at: float | None
     coverage: float | None = None
+    terms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -155,6 +172,14 @@ def window_factor(created_at: float | None, window: Window | None, weight: float
         return 1.0
     w = min(weight, 1.0)
     return (1.0 - w) + w * math.exp(-window.distance(created_at) / window_spread(window))
+
+
+def substance(terms: int | None, full: int) -> float:
+    """``sqrt(terms / full)`` for a turn holding fewer than ``full`` content terms, else 1
+    (module doc); a fact (``terms`` None) or ``full`` 0 is never scaled."""
+    if terms is None or full <= 0 or terms >= full:
+        return 1.0
+    return math.sqrt(max(terms, 0) / full)
 
 
 def window_spread(window: Window) -> float:
@@ -247,7 +272,8 @@ def rank(
     window: Window | None = None,
     replies: Mapping[str, str] | None = None,
 ) -> list[Ranked]:
-    """Candidates by ``relevance x recency boost x window factor``, best first; equal scores
+    """Candidates by ``relevance x recency boost x window factor x substance``, best first;
+    equal scores
     newer first, then by id. ``replies`` (reply key -> the key of the turn it answers): each
     reply's score is at least ``reply_weight`` x that turn's own score.
 
@@ -271,7 +297,8 @@ def rank(
             lexical = round(c.coverage, 9) if c.coverage else None
         else:
             lexical = round(bm25[c.key] / best, 9) if c.key in bm25 and best > 0 else None
-        score = round(rel[c.key] * rec * timing, 9)
+        held = substance(c.terms, ranking.short_turn_terms)
+        score = round(rel[c.key] * rec * timing * held, 9)
         out.append(Ranked(c.key, score, round(c.similarity, 9), lexical, rec, timing))
     if replies and ranking.reply_weight > 0:
         out = inherit(out, replies, ranking.reply_weight)
