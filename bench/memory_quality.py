@@ -435,8 +435,9 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "floors": floors}, indent=1))
     if args.save_floor and floors:  # the shipped embedder's (the first)
-        if "chitchat" not in floors[0]["sets"]:
-            sys.exit("--save-floor: not saved, the shipped floor is calibrated with chitchat")
+        if not set(CHITCHAT_SETS) <= set(floors[0]["sets"]):
+            sys.exit("--save-floor: not saved, the shipped floor is calibrated with the real "
+                     f"chats too ({', '.join(CHITCHAT_SETS)})")  # fmt: skip
         FLOOR_DATA.write_text(json.dumps(floors[0], indent=0) + "\n")
 
 

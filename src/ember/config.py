@@ -98,7 +98,7 @@ class Settings(BaseModel):
     #: floor) but a value past the cap is refused here, so no config can make injection unbounded.
     memory_budget_tokens: int = Field(default=1024, ge=1, le=1024)
     memory_max_items: int = Field(default=10, ge=1, le=10)
-    memory_min_score: float = Field(default=0.23, ge=0.23, le=1.0)
+    memory_min_score: float = Field(default=0.21, ge=0.21, le=1.0)
     #: An ask naming a time ("last week", "on Halloween") prefers memories from then and
     #: takes candidates from inside that window; off: such asks rank like any other.
     memory_time_aware: bool = True

@@ -3,7 +3,7 @@
 The public API. ``MemoryRouter`` hands out one ``HierarchicalMemory`` per project (fail closed
 when the project is unknown); a store adds, supersedes, deletes and searches memories with
 its indexes kept consistent. Retrieval policy is pure: ``MemoryQuery`` says what to search
-with, ``InjectionBudget.select`` picks what fits (1024 tokens / 10 items / score 0.23,
+with, ``InjectionBudget.select`` picks what fits (1024 tokens / 10 items / score 0.21,
 hard caps) and renders the READ-ONLY block with ``[id]``s (``render_block``); the same hits
 give the same bytes. ``SavePayload`` is the input of the ``memory_save`` tool (facts,
 entities and relationships in one call), executed by ``HierarchicalMemory.save``.

@@ -26,7 +26,7 @@ from ember.memory.tokens import count_tokens
 
 MAX_TOKENS_CAP = 1024
 MAX_ITEMS_CAP = 10
-MIN_SCORE_FLOOR = 0.23
+MIN_SCORE_FLOOR = 0.21
 
 
 @dataclass(frozen=True)
