@@ -19,6 +19,10 @@
   (``data/chitchat_may_questions.json``): the 45 conversations of one pair of students in
   May 2018, 2,782 message turns, 96 questions committed before any retrieval ran on them.
   Same loading, splits and skipping as ``chitchat``.
+* ``chitchat-apr``: a third store, held out whole (``HELD_OUT``): the 27 conversations of
+  another pair (no person shared with ``chitchat-may``), April-May 2018, 1,844 message turns.
+  Its questions were written after the ranking of ``chitchat-may`` was chosen; neither split
+  is tuned on or used for the floor.
 
 Each set is a list of ``Turn`` (the memories) and ``Question`` (with the ids of the turns that
 hold its answer: a hit on any of them counts).
@@ -62,7 +66,11 @@ CHITCHAT_QUESTIONS = HERE / "data" / "chitchat_questions.json"
 CHITCHAT_SETS = {
     "chitchat": CHITCHAT_QUESTIONS,
     "chitchat-may": HERE / "data" / "chitchat_may_questions.json",
+    "chitchat-apr": HERE / "data" / "chitchat_apr_questions.json",
 }
+#: Sets nothing is ever chosen on: both their splits are only reported (``--tune`` and the
+#: floor calibration leave them out).
+HELD_OUT = frozenset({"chitchat-apr"})
 DAY = 86400.0
 START = 1_780_000_000.0
 _TEXT_KEYS = ("text", "content", "message", "output", "prompt", "display", "summary")

@@ -20,6 +20,7 @@ QUESTIONS = BENCH / "data" / "chitchat_questions.json"
 STORES = {
     "chitchat": (QUESTIONS, 39, 2554),
     "chitchat-may": (BENCH / "data" / "chitchat_may_questions.json", 45, 2782),
+    "chitchat-apr": (BENCH / "data" / "chitchat_apr_questions.json", 27, 1844),
 }
 KINDS = {"single-hop", "multi-hop", "temporal", "paraphrase"}
 
@@ -77,7 +78,11 @@ def test_every_evidence_item_resolves_to_a_real_turn(
 
 @pytest.mark.parametrize(
     ("name", "first_day"),
-    [("chitchat", 1_538_352_000), ("chitchat-may", 1_525_132_800)],  # 2018-10-01, 2018-05-01
+    [
+        ("chitchat", 1_538_352_000),  # 2018-10-01
+        ("chitchat-may", 1_525_132_800),  # 2018-05-01
+        ("chitchat-apr", 1_522_540_800),  # 2018-04-01
+    ],
 )
 def test_the_set_is_one_store_dated_by_the_data(
     sets: ModuleType, data: dict[str, Any], name: str, first_day: int
@@ -93,10 +98,14 @@ def test_the_set_is_one_store_dated_by_the_data(
     assert {t.session for t in es.turns} == set(conversations)
 
 
-def test_the_two_stores_share_no_conversation_and_both_are_measured(sets: ModuleType) -> None:
-    a, b = (set(json.loads(STORES[n][0].read_text())["conversations"]) for n in STORES)
-    assert not a & b
+def test_the_stores_share_no_conversation_and_all_are_measured(sets: ModuleType) -> None:
+    seen: set[str] = set()
+    for name in STORES:
+        conversations = set(json.loads(STORES[name][0].read_text())["conversations"])
+        assert not conversations & seen, name
+        seen |= conversations
     assert set(sets.CHITCHAT_SETS) == set(STORES)
+    assert set(STORES) >= sets.HELD_OUT
 
 
 def test_a_wrong_contains_is_an_error(sets: ModuleType, monkeypatch: pytest.MonkeyPatch,
