@@ -273,9 +273,8 @@ def rank(
     replies: Mapping[str, str] | None = None,
 ) -> list[Ranked]:
     """Candidates by ``relevance x recency boost x window factor x substance``, best first;
-    equal scores
-    newer first, then by id. ``replies`` (reply key -> the key of the turn it answers): each
-    reply's score is at least ``reply_weight`` x that turn's own score.
+    equal scores newer first, then by id. ``replies`` (reply key -> the key of the turn it
+    answers): each reply's score is at least ``reply_weight`` x that turn's own score.
 
     Scores are rounded to 9 decimals before comparing, so float noise from a different
     summation order cannot swap two memories and change the injected bytes.
