@@ -105,10 +105,13 @@ def methods(embedder: CachedEmbedder, tune: bool) -> dict[str, Ranking]:
         "chosen + recency 0.25": Ranking(cosine_zero=z, recency_weight=0.25),
         "chosen, no time": Ranking(cosine_zero=z, time_weight=0.0),
         "chosen, no replies": Ranking(cosine_zero=z, reply_weight=0.0),
+        "chosen, replies 2 turns": Ranking(cosine_zero=z, reply_depth=2),
         "chosen, no short-turn": Ranking(cosine_zero=z, short_turn_terms=0),
         "mix, no recency": Ranking("mix", cosine_zero=z, **off),
     }
     if tune:
+        for depth in (2, 3, 4):
+            out[f"norm cover reply depth={depth}"] = Ranking(cosine_zero=z, reply_depth=depth)
         for n in (0, 2, 3, 5, 6):
             for w in (0.5, 0.6, 0.7):
                 out[f"norm cover short={n} w={w}"] = Ranking(

@@ -172,3 +172,32 @@ def test_a_greeting_naming_the_person_does_not_bury_what_they_said(
     scaled = {h.memory.id: h.score for h in hits}
     whole = {h.memory.id: h.score for h in off}
     assert scaled[ids["ADAM!!!"]] == pytest.approx(0.5 * whole[ids["ADAM!!!"]], abs=1e-6)
+
+
+def test_an_answer_two_turns_on_is_a_reply_too(open_store: OpenStore, clock: Clock) -> None:
+    """In a chat the answer sometimes comes after a follow-up: with ``reply_depth=2`` the
+    second turn after a matched one joins the candidates too, the third does not; as shipped
+    (1) only the next turn does."""
+    clock.now = HALLOWEEN + DAY
+    store = open_store()
+    lines = ["how long does your mom work?", "yeah. makes sense", "until 7 am, night nurse",
+             "cool cool", "what about your dad"]  # fmt: skip
+    lines += [f"my mom and I talk about work on day {i}" for i in range(30)]
+    made = store.add_many(
+        [NewMemory(t, created_at=HALLOWEEN + i, session_id="a" if i < 5 else "b",
+                   category="turn") for i, t in enumerate(lines)], dedup=False,
+    )  # fmt: skip
+    ids = {m.content: m.id for m in made}
+    ask = "how long does your mom work?"
+    two = Ranking(reply_depth=2)
+    found = [h.memory.id for h in store.search(ask, top_k=5, fusion=two, touch=False)]
+    assert found[0] == ids[ask]
+    assert ids["until 7 am, night nurse"] in found
+    assert ids["cool cool"] not in found  # the third turn on is not a reply
+    one = store.search(ask, top_k=5, touch=False)
+    assert ids["until 7 am, night nurse"] not in [h.memory.id for h in one]
+
+
+def test_a_reply_depth_under_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="reply_depth"):
+        Ranking(reply_depth=0)

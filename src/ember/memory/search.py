@@ -146,7 +146,7 @@ def window_side(
     return sorted(picked)
 
 
-#: The top hits whose reply (the next turn of their conversation) joins the candidates.
+#: The top hits whose replies (the next turns of their conversation) join the candidates.
 REPLY_PARENTS = 10
 
 
@@ -193,16 +193,24 @@ def replies_of(
     pool: Mapping[int, Memory],
     ranked: Sequence[Ranked],
     memory_filter: MemoryFilter | None,
+    depth: int = 1,
 ) -> tuple[dict[int, Memory], dict[str, str]]:
-    """The replies of the top ``REPLY_PARENTS`` turns of ``pool`` that are not in it yet, and
-    reply id -> turn id for every reply found."""
+    """The replies (the next ``depth`` turns) of the top ``REPLY_PARENTS`` turns of ``pool``
+    that are not in it yet, and reply id -> turn id for every reply found. A turn that
+    follows two top hits answers the better ranked one."""
     seq_of = {m.id: s for s, m in pool.items()}
     tops = [seq_of[r.key] for r in ranked[:REPLY_PARENTS]]
     turns = [(s, pool[s].session_id, pool[s].created_at) for s in tops if pool[s].category == TURN]
-    nexts = rows.next_turns(conn, turns) if turns else {}
-    added = admitted(conn, [r for r in nexts.values() if r not in pool], memory_filter)
+    nexts = rows.next_turns(conn, turns, depth) if turns else {}
+    new = [r for rs in nexts.values() for r in rs if r not in pool]
+    added = admitted(conn, new, memory_filter)
     every = {**pool, **added}
-    return added, {every[r].id: every[t].id for t, r in nexts.items() if r in every}
+    parent: dict[str, str] = {}
+    for t in tops:  # best ranked first
+        for r in nexts.get(t, ()):
+            if r in every:
+                parent.setdefault(every[r].id, every[t].id)
+    return added, parent
 
 
 def merge(
@@ -230,7 +238,7 @@ def merge(
     found = candidates_of(conn, pool, qvec, dim, vec_hits, keywords)
     ranked = rank(found, now, effective, window=window)
     if ranking.reply_weight > 0:
-        added, replies = replies_of(conn, pool, ranked, memory_filter)
+        added, replies = replies_of(conn, pool, ranked, memory_filter, ranking.reply_depth)
         if replies:
             pool = {**pool, **added}
             found += candidates_of(conn, added, qvec, dim, vec_hits, keywords)

@@ -184,20 +184,22 @@ def current_between(conn: Connection, start: float, end: float, limit: int) -> l
     return [int(r[0]) for r in rows]
 
 
-def next_turns(conn: Connection, turns: Sequence[tuple[int, str | None, float]]) -> dict[int, int]:
-    """For each ``(seq, session_id, created_at)`` of a turn, the seq of the current turn that
-    follows it in the same session (by time, then seq), when there is one."""
-    out: dict[int, int] = {}
+def next_turns(
+    conn: Connection, turns: Sequence[tuple[int, str | None, float]], n: int = 1
+) -> dict[int, list[int]]:
+    """For each ``(seq, session_id, created_at)`` of a turn, the seqs of the (up to) ``n``
+    current turns that follow it in the same session (by time, then seq), nearest first."""
+    out: dict[int, list[int]] = {}
     for seq, session, created_at in turns:
-        row = conn.execute(
+        found = conn.execute(
             # created_at >= ? first: a range on the index, not a scan of the whole session.
             "SELECT seq FROM memories WHERE category = 'turn' AND valid_until IS NULL "
             "AND session_id IS ? AND created_at >= ? AND (created_at > ? OR seq > ?) "
-            "ORDER BY created_at, seq LIMIT 1",
-            (session, created_at, created_at, seq),
-        ).fetchone()
-        if row is not None:
-            out[seq] = int(row[0])
+            "ORDER BY created_at, seq LIMIT ?",
+            (session, created_at, created_at, seq, max(n, 0)),
+        ).fetchall()
+        if found:
+            out[seq] = [int(r[0]) for r in found]
     return out
 
 
