@@ -279,7 +279,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     ctx = any(r["context"] != "none" for r in rows)
     cw = max([len(r["context"]) + 2 for r in rows] + [9]) if ctx else 0
     head = f"{'set':<14}{'split':<6}{'embedder':<34}{'context' if ctx else '':<{cw}}"
-    head += f"{'method':<22}{'n':>5}{'R@5':>7}{'R@10':>7}{'MRR':>7}"
+    head += f"{'method':<24}{'n':>5}{'R@5':>7}{'R@10':>7}{'MRR':>7}"
     head += f"{'x none' if ctx else 'x today':>9}"
     print(head)
     print("-" * len(head))
@@ -293,7 +293,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         b = base.get(key(r)) or 0.0
         ratio = f"{r['r@10'] / b:>9.2f}" if b else f"{'':>9}"
         c = f"{r['context']:<{cw}}" if ctx else ""
-        print(f"{r['set']:<14}{r['split']:<6}{r['embedder']:<34}{c}{r['method']:<22}{r['n']:>5}"
+        print(f"{r['set']:<14}{r['split']:<6}{r['embedder']:<34}{c}{r['method']:<24}{r['n']:>5}"
               f"{r['r@5']:>7.3f}{r['r@10']:>7.3f}{r['mrr']:>7.3f}{ratio}")  # fmt: skip
 
 
