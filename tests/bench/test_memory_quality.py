@@ -57,3 +57,31 @@ def test_two_builds_give_the_same_ids_and_ranks(
     later = store.add("a memory stored after the build")
     assert later.id not in built[0][0]
     store.close()
+
+
+def _named(sets: ModuleType, name: str) -> object:
+    es = tiny_set(sets)
+    return sets.EvalSet(name, "dev", es.turns, es.questions, es.now)  # type: ignore[attr-defined]
+
+
+def test_the_held_out_store_is_never_calibrated_or_tuned_on(
+    mq: ModuleType, sets: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert "chitchat-apr" in sets.HELD_OUT
+    every = [_named(sets, n) for n in ("generated", "agent-logs", *sets.CHITCHAT_SETS)]
+    assert [x.name for x in mq.own_stores(every)] == [
+        "generated", "agent-logs", "chitchat", "chitchat-may"
+    ]  # fmt: skip
+    # The tune pick sums the dev rows of every set but the held-out one.
+    rows = [
+        {"set": s, "split": "dev", "context": "none", "embedder": "e", "method": m,
+         "ranks": ranks, "mrr": 0.5}
+        for s, m, ranks in [
+            ("chitchat", "a", [1, None]), ("chitchat", "b", [None, None]),
+            ("chitchat-apr", "a", [None, None]), ("chitchat-apr", "b", [1, 1]),
+        ]
+    ]  # fmt: skip
+    mq.print_tune(rows, {"a", "b"})
+    out = capsys.readouterr().out
+    assert "dev: chitchat)" in out
+    assert "pick: a;" in out  # b would win if the held-out rows counted
