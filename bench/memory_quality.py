@@ -329,6 +329,29 @@ def print_tune(rows: list[dict[str, Any]], floorable: set[str]) -> None:
               f"{tune_pick(done, set(done) & floorable)}")  # fmt: skip
 
 
+BY_KIND = ("chosen", "vector only", "bm25 only")
+
+
+def print_kinds(rows: list[dict[str, Any]]) -> None:
+    """Recall@10 by question kind (both splits together) for the sets whose questions carry
+    one: where each way loses its questions."""
+    by: dict[tuple[str, str, str], list[int | None]] = {}
+    for r in rows:
+        if r["method"] in BY_KIND and r["context"] == "none" and any(r["kinds"]):
+            for kind, rank in zip(r["kinds"], r["ranks"], strict=True):
+                by.setdefault((r["set"], kind, r["method"]), []).append(rank)
+    if not by:
+        return
+    print(f"\nrecall@10 by kind (dev and test together)\n{'set':<14}{'kind':<14}{'n':>5}"
+          + "".join(f"{m:>14}" for m in BY_KIND))  # fmt: skip
+    for s, kind in dict.fromkeys((s, k) for s, k, _ in by):
+        cells = [by.get((s, kind, m), []) for m in BY_KIND]
+        n = len(cells[0])
+        line = "".join(f"{sum(1 for x in c if x is not None) / max(len(c), 1):>14.3f}"
+                       for c in cells)  # fmt: skip
+        print(f"{s:<14}{kind:<14}{n:>5}{line}")
+
+
 def print_floor(f: dict[str, Any]) -> None:
     """The calibration: shares at each floor, the chosen one, and its shares per store."""
     c = f["choice"]
@@ -384,7 +407,8 @@ def run_set(
             rs = ranks(store, turn_of, es, r)
             rows.append({"set": es.name, "split": es.split, "embedder": emb.name,
                          "method": name, "context": ctx.name if ctx else "none",
-                         **scores(rs), "ranks": rs})  # fmt: skip
+                         **scores(rs), "ranks": rs,
+                         "kinds": [q.kind for q in es.questions]})  # fmt: skip
         store.close()
     return rows
 
@@ -430,6 +454,7 @@ def main() -> None:
             if args.floor and split == "dev":
                 floors.append(calibrate(emb, sets))
     print_table(rows)
+    print_kinds(rows)
     if args.tune:
         shares_ok = {k for k, r in methods(embs[0], True).items()
                      if r.fusion == "norm" and r.lexical == "coverage"}  # fmt: skip

@@ -90,6 +90,7 @@ class Turn:
 class Question:
     question: str
     evidence: frozenset[str]
+    kind: str = ""  # the set's own label (chitchat: single-hop, temporal, ...), when it has one
 
 
 @dataclass(frozen=True)
@@ -217,7 +218,7 @@ def locomo(split: str, path: str | None = None) -> EvalSet | None:
             if q.get("category") == 5 or not q.get("evidence"):
                 continue
             ev = frozenset(f"c{c}:{e.strip()}" for e in q["evidence"])
-            questions.append(Question(q["question"], ev))
+            questions.append(Question(q["question"], ev, f"category {q.get('category')}"))
     end = max(t.created_at for t in turns) + DAY
     return EvalSet("locomo", split, tuple(turns), tuple(questions), end)
 
@@ -273,7 +274,7 @@ def chitchat_questions(
             if turn is None or e["contains"] not in turn.text:
                 raise ValueError(f"question {i}: turn {tid} does not hold {e['contains']!r}")
             ev.add(tid)
-        out.append(Question(q["question"], frozenset(ev)))
+        out.append(Question(q["question"], frozenset(ev), q["kind"]))
     return out
 
 

@@ -85,3 +85,24 @@ def test_the_held_out_store_is_never_calibrated_or_tuned_on(
     out = capsys.readouterr().out
     assert "dev: chitchat)" in out
     assert "pick: a;" in out  # b would win if the held-out rows counted
+
+
+def test_recall_by_kind_counts_each_kind_of_each_set_apart(
+    mq: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kinds = ["temporal", "single-hop", "temporal", "single-hop"]
+    rows = [
+        {"set": "chitchat", "split": split, "context": "none", "method": m, "kinds": kinds,
+         "ranks": ranks}
+        for split in ("dev", "test")
+        for m, ranks in [("chosen", [1, None, None, 3]), ("vector only", [None] * 4),
+                         ("bm25 only", [2, 2, 2, 2]), ("rrf", [1, 1, 1, 1])]
+    ]  # fmt: skip
+    rows.append({**rows[0], "set": "generated", "kinds": [""] * 4})  # no kinds: not shown
+    mq.print_kinds(rows)
+    lines = capsys.readouterr().out.splitlines()
+    assert [x.split() for x in lines if x.startswith("chitchat")] == [
+        ["chitchat", "temporal", "4", "0.500", "0.000", "1.000"],
+        ["chitchat", "single-hop", "4", "0.500", "0.000", "1.000"],
+    ]
+    assert not any(x.startswith("generated") for x in lines)
