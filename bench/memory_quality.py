@@ -112,7 +112,7 @@ def methods(embedder: CachedEmbedder, tune: bool) -> dict[str, Ranking]:
     if tune:
         for depth in (2, 3, 4):
             out[f"norm cover reply depth={depth}"] = Ranking(cosine_zero=z, reply_depth=depth)
-        for n in (0, 2, 3, 5, 6):
+        for n in (0, 2, 3, 4, 5, 6):
             for w in (0.5, 0.6, 0.7):
                 out[f"norm cover short={n} w={w}"] = Ranking(
                     cosine_zero=z, short_turn_terms=n, vector_weight=w
