@@ -129,6 +129,35 @@ def test_import_turns_keeps_every_message_and_ranks_the_reply(run, tmp_path: Pat
     assert [h["content"] for h in hits] == [chat[0][0], "at 7 tonight"]
 
 
+def test_explain_shows_what_each_score_is_made_of_and_the_floor(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    chat = [
+        ("what time does the chat party start?", "2026-11-14T10:00:00Z"),
+        ("tonight", "2026-11-14T10:01:00Z"),
+    ]
+    f = tmp_path / "chat.jsonl"
+    f.write_text("".join(json.dumps({"content": c, "created_at": t, "session_id": "chat-1"})
+                         + "\n" for c, t in chat))  # fmt: skip
+    run("import", *P, "--turns", str(f))
+    run("add", *P, "Lunch is at noon on Fridays")
+    ask = "what time does the chat party start?"
+    doc = json.loads(run("search", *P, "--json", "--explain", ask).output)
+    by = {h["content"]: h for h in doc["hits"]}
+    question, reply = by[chat[0][0]]["explain"], by["tonight"]["explain"]
+    assert question["short_turn"] == 1.0 and question["reply_of"] is None
+    assert question["above_floor"] is True and question["floor"] == pytest.approx(0.21)
+    assert reply["reply_of"] == by[chat[0][0]]["id"]  # its score is inherited
+    assert reply["short_turn"] == pytest.approx(0.5)  # one content word of four
+    assert by["tonight"]["score"] == pytest.approx(0.7 * by[chat[0][0]]["score"], abs=1e-6)
+    for h in doc["hits"]:
+        assert set(h["explain"]) == {"cosine", "keywords", "time", "short_turn", "reply_of",
+                                     "floor", "above_floor"}  # fmt: skip
+        assert h["explain"]["above_floor"] == (h["score"] >= h["explain"]["floor"])
+    assert by["Lunch is at noon on Fridays"]["explain"]["short_turn"] == 1.0  # a fact
+    text = run("search", *P, "--explain", ask).output
+    assert "reply to [" in text and "above the floor 0.21" in text
+    assert "cosine" not in run("search", *P, ask).output  # only when asked
+
+
 def test_import_reports_bad_lines_by_number_and_writes_only_good_ones(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     f = tmp_path / "mem.jsonl"
     f.write_text(

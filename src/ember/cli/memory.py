@@ -273,6 +273,30 @@ def _hit_json(h: MemoryHit) -> dict[str, Any]:
     }
 
 
+def _explain(h: MemoryHit, floor: float) -> dict[str, Any]:
+    """What the score was made of, and whether it reaches the injection floor: the answer to
+    "why was my fact not injected?" (the contract's hit shape is unchanged without it)."""
+    return {
+        "cosine": h.similarity,
+        "keywords": h.lexical,
+        "time": h.timing,
+        "short_turn": h.substance,
+        "reply_of": h.reply_of,
+        "floor": floor,
+        "above_floor": h.score >= floor,
+    }
+
+
+def _explain_line(e: dict[str, Any]) -> str:
+    keywords = "none" if e["keywords"] is None else f"{e['keywords']:.3f}"
+    parts = [f"cosine {e['cosine']:.3f}", f"keywords {keywords}", f"time {e['time']:.2f}",
+             f"short turn {e['short_turn']:.2f}"]  # fmt: skip
+    if e["reply_of"]:
+        parts.append(f"reply to [{e['reply_of']}]")
+    verdict = "above" if e["above_floor"] else "below"
+    return " · ".join(parts) + f" · {verdict} the floor {e['floor']:.2f}"
+
+
 @memory.command("search")
 @click.argument("queries", nargs=-1)
 @click.option(
@@ -285,6 +309,12 @@ def _hit_json(h: MemoryHit) -> dict[str, Any]:
     help='Whether a query naming a time ("last week", "on May 3") prefers memories from '
     "then. Default: the memory_time_aware setting (on).",
 )
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Show what each score is made of (cosine, keyword share, time, short-turn and reply "
+    "factors) and whether it reaches the injection floor (memory_min_score).",
+)
 @project_options
 @json_option
 @config_option
@@ -293,6 +323,7 @@ def search_cmd(
     top_k: int,
     from_stdin: bool,
     time_aware: bool | None,
+    explain: bool,
     project_id: str | None,
     cwd: Path | None,
     as_json: bool,
@@ -301,24 +332,31 @@ def search_cmd(
     """Search the project's memories (vector + keyword, fused, newer first on ties).
 
     With --json, prints one object per query:
-    {"query": ..., "hits": [{"id", "content", "score", "created_at", "metadata"}]}.
+    {"query": ..., "hits": [{"id", "content", "score", "created_at", "metadata"}]};
+    --explain adds "explain": {"cosine", "keywords", "time", "short_turn", "reply_of",
+    "floor", "above_floor"} to each hit.
     """
     wanted = list(queries)
     if from_stdin:
         wanted += [line.strip() for line in sys.stdin if line.strip()]
     if not wanted:
         raise click.UsageError("give at least one QUERY, or --stdin with one query per line")
+    floor = load_settings(config_file).memory_min_score
     with _store(project_id, cwd, config_file, time_aware) as (store, _):
         for q in wanted:
             hits = store.search(q, top_k=top_k, touch=False)
             if as_json:
-                _echo_json({"query": q, "hits": [_hit_json(h) for h in hits]})
+                docs = [_hit_json(h) | ({"explain": _explain(h, floor)} if explain else {})
+                        for h in hits]  # fmt: skip
+                _echo_json({"query": q, "hits": docs})
                 continue
             click.echo(f"{q}" if len(wanted) > 1 else "", nl=len(wanted) > 1)
             if not hits:
                 click.echo("  (no memories)")
             for h in hits:
                 click.echo(f"  {h.score:.3f} [{h.memory.id}] {h.memory.content}")
+                if explain:
+                    click.echo(f"        {_explain_line(_explain(h, floor))}")
 
 
 @memory.command("list")

@@ -199,8 +199,10 @@ class MemoryHit:
     ``similarity`` is the cosine of query and memory, ``lexical`` the keyword part (the
     weighted share of the ask's terms the memory holds under the shipped ranking, BM25 / best
     BM25 under the others; None when no ask term occurs), ``recency`` the age factor,
-    ``timing`` the closeness to the time the ask names (1 when it names none) and ``score``
-    the final ranking value: the one number that ranks and that the floor checks.
+    ``timing`` the closeness to the time the ask names (1 when it names none), ``substance``
+    the share a short conversation turn keeps (1 for facts), ``reply_of`` the id of the turn
+    whose score this reply inherited (None when it kept its own) and ``score`` the final
+    ranking value: the one number that ranks and that the floor checks.
     """
 
     memory: Memory
@@ -209,3 +211,5 @@ class MemoryHit:
     lexical: float | None
     recency: float
     timing: float = 1.0
+    substance: float = 1.0
+    reply_of: str | None = None

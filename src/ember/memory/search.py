@@ -257,7 +257,8 @@ def distinct(ranked: Sequence[Ranked], by_id: Mapping[str, Memory], top_k: int) 
         if m.content_hash in seen:
             continue
         seen.add(m.content_hash)
-        hits.append(MemoryHit(m, r.score, r.similarity, r.lexical, r.recency, r.timing))
+        hits.append(MemoryHit(m, r.score, r.similarity, r.lexical, r.recency, r.timing,
+                              r.substance, r.reply_of))  # fmt: skip
         if len(hits) >= top_k:
             break
     return hits

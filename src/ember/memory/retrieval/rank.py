@@ -155,12 +155,17 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Ranked:
+    """A candidate's score and the parts it was made of: ``substance`` the short-turn factor
+    and ``reply_of`` the turn whose score a reply inherited (None when it kept its own)."""
+
     key: str
     score: float
     similarity: float
     lexical: float | None
     recency: float
     timing: float = 1.0
+    substance: float = 1.0
+    reply_of: str | None = None
 
 
 def recency_factor(created_at: float | None, now: float, decay_days: float = DECAY_DAYS) -> float:
@@ -204,7 +209,7 @@ def inherit(ranked: list[Ranked], replies: Mapping[str, str], weight: float) -> 
     for r in ranked:
         parent = own.get(replies.get(r.key, ""))
         if parent is not None and round(weight * parent, 9) > r.score:
-            r = dataclasses.replace(r, score=round(weight * parent, 9))
+            r = dataclasses.replace(r, score=round(weight * parent, 9), reply_of=replies[r.key])
         out.append(r)
     return out
 
@@ -307,7 +312,9 @@ def rank(
             lexical = round(bm25[c.key] / best, 9) if c.key in bm25 and best > 0 else None
         held = substance(c.terms, ranking.short_turn_terms)
         score = round(rel[c.key] * rec * timing * held, 9)
-        out.append(Ranked(c.key, score, round(c.similarity, 9), lexical, rec, timing))
+        out.append(
+            Ranked(c.key, score, round(c.similarity, 9), lexical, rec, timing, round(held, 9))
+        )
     if replies and ranking.reply_weight > 0:
         out = inherit(out, replies, ranking.reply_weight)
     # Equal scores: the newer memory first (a fact restated later is the one to show), then id.
