@@ -341,7 +341,8 @@ def search_cmd(
         wanted += [line.strip() for line in sys.stdin if line.strip()]
     if not wanted:
         raise click.UsageError("give at least one QUERY, or --stdin with one query per line")
-    floor = load_settings(config_file).memory_min_score
+    # Only --explain needs the floor: a plain search does not read the settings twice.
+    floor = load_settings(config_file).memory_min_score if explain else 0.0
     with _store(project_id, cwd, config_file, time_aware) as (store, _):
         for q in wanted:
             hits = store.search(q, top_k=top_k, touch=False)
