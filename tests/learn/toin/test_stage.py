@@ -7,6 +7,7 @@ import asyncio
 import json
 import string
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -214,9 +215,12 @@ def test_no_stored_row_holds_a_value_from_a_request(
         storage = Storage(home)
         stage = ToinStage(storage)
         answer = Outcome(200, "ok", AssembledMessage("anthropic", blocks=list(calls)), False, 1.0)
+        # the same calls made again (new ids, same tool and arguments): re-fetches
+        again = [replace(b, id=f"again{i}") for i, b in enumerate(calls)]
+        refetch = Outcome(200, "ok", AssembledMessage("anthropic", blocks=again), False, 1.0)
         stage.observe_answer(_exchange(body, home, headers), answer)
         stage.observe_request(_exchange(body, home, headers))
-        stage.observe_answer(_exchange(body, home, headers), answer)  # re-fetches
+        stage.observe_answer(_exchange(body, home, headers), refetch)
         await stage.settle()
         storage.close()
 
