@@ -1,50 +1,76 @@
-"""Accumulation and decay: noise is not saved, memory stays bounded, stale lessons go."""
+"""Accumulation and decay: noise is not saved, lessons expire, stale recoveries go."""
 
 from __future__ import annotations
 
 from ember.memory.models import Evidence
-from ember.traffic.learner import DAY, TrafficLearner, recoveries_to_drop, recovery_weight
+from ember.traffic.learner import (
+    DAY,
+    MAX_POINTERS,
+    Sighting,
+    recoveries_to_drop,
+    recovery_weight,
+    sight,
+)
 from ember.traffic.patterns import Category, Observation
 
 
-def obs(key: str, mid: str) -> Observation:
-    return Observation(
-        Category.ENVIRONMENT, key, f"fact {key}", (Evidence("tool-verified", message_id=mid),)
-    )
+def obs(key: str, mid: str, category: Category = Category.ENVIRONMENT) -> Observation:
+    return Observation(category, key, f"fact {key}", (Evidence("tool-verified", message_id=mid),))
+
+
+def sightings(*observations: Observation, now: float = 0.0) -> list[Observation | None]:
+    entry: Sighting | None = None
+    out = []
+    for o in observations:
+        entry, fact = sight(entry, o, now)
+        out.append(fact)
+    return out
 
 
 def test_a_fact_is_handed_out_once_after_enough_sightings_with_all_their_evidence() -> None:
-    learner = TrafficLearner()
-    assert learner.add("p", obs("k", "m1")) is None  # seen once: maybe noise
-    fact = learner.add("p", obs("k", "m2"))
-    assert fact is not None
-    assert [p.message_id for p in fact.evidence] == ["m1", "m2"]
-    assert learner.add("p", obs("k", "m3")) is None  # saved already: only counted
-    assert learner.sightings("p", "k") == 3
+    first, second, third = sightings(obs("k", "m1"), obs("k", "m2"), obs("k", "m3"))
+    assert first is None  # seen once: maybe noise
+    assert second is not None
+    assert [p.message_id for p in second.evidence] == ["m1", "m2"]
+    assert third is None  # saved already: only counted
 
 
-def test_projects_never_share_a_lesson() -> None:
-    learner = TrafficLearner()
-    learner.add("p1", obs("k", "m1"))
-    assert learner.add("p2", obs("k", "m2")) is None
+def test_a_saved_lesson_is_only_counted() -> None:
+    entry, _ = sight(None, obs("k", "m1"), 0.0)
+    entry, fact = sight(entry, obs("k", "m2"), 1.0)
+    assert fact is not None and entry.saved
+    entry, fact = sight(entry, obs("k", "m3"), 2.0)
+    assert fact is None and entry.count == 3 and entry.saved
 
 
-def test_pending_sightings_are_bounded_dropping_the_oldest() -> None:
-    learner = TrafficLearner(max_pending=10)
-    for i in range(1_000):
-        learner.add("p", obs(f"noise-{i}", "m"))
-    assert len(learner) == 10
-    assert learner.sightings("p", "noise-0") == 0
-    assert learner.sightings("p", "noise-999") == 1
+def test_the_fact_keeps_the_words_of_its_first_sighting_and_a_few_pointers() -> None:
+    entry: Sighting | None = None
+    for i in range(MAX_POINTERS + 3):
+        entry, _ = sight(
+            entry,
+            Observation(Category.ENVIRONMENT, "k", f"words {i}", obs("k", f"m{i}").evidence),
+            float(i),
+            {Category.ENVIRONMENT: 100},
+        )
+    assert entry is not None
+    assert entry.observation.content == "words 0"
+    assert len(entry.evidence) == MAX_POINTERS
 
 
-def test_a_fact_that_could_not_be_saved_can_be_learned_again() -> None:
-    learner = TrafficLearner()
-    learner.add("p", obs("k", "m1"))
-    assert learner.add("p", obs("k", "m2")) is not None
-    learner.forget("p", "k")
-    learner.add("p", obs("k", "m3"))
-    assert learner.add("p", obs("k", "m4")) is not None
+def test_a_sighting_too_old_no_longer_counts() -> None:
+    entry, _ = sight(None, obs("r", "m1", Category.ERROR_RECOVERY), 0.0)
+    entry, fact = sight(entry, obs("r", "m2", Category.ERROR_RECOVERY), 22 * DAY)
+    assert fact is None and entry.count == 1  # a recovery seen 22 days ago is forgotten
+    entry, _ = sight(None, obs("e", "m1"), 0.0)
+    entry, fact = sight(entry, obs("e", "m2"), 22 * DAY)
+    assert fact is not None  # what the project looks like is kept longer
+
+
+def test_a_saved_lesson_not_seen_for_long_may_be_learned_again() -> None:
+    entry, _ = sight(None, obs("e", "m1"), 0.0)
+    entry, _ = sight(entry, obs("e", "m2"), 0.0)
+    entry, fact = sight(entry, obs("e", "m3"), 200 * DAY)
+    assert fact is None and not entry.saved and entry.count == 1
 
 
 def test_recovery_weight_halves_every_five_days_and_ends_after_21() -> None:

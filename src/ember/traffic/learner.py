@@ -1,20 +1,27 @@
-"""Accumulation: an observation becomes a fact only after enough sightings, in bounded memory.
+"""Accumulation (pure): an observation becomes a fact only after enough sightings.
 
 A lesson seen once may be noise (a typo the agent fixed); so the first sightings are only
 counted, and the fact is handed out for saving once, when its count reaches the category's
-threshold. Sightings after that only raise its count. Both tables are bounded (least recently
-seen dropped first), so a long-running proxy fed endless one-off noise stays the same size.
+threshold. Sightings after that only raise its count. ``sight`` is the whole rule, over plain
+values: the bookkeeping lives in the project's database (``sightings``), so that a lesson seen
+once in each of two sessions — each through its own short-lived proxy (``ember wrap``) —
+still reaches its second sighting.
+
+What is kept is bounded: at most ``MAX_PENDING`` lessons waiting for a sighting and
+``MAX_SAVED`` saved ones per project (least recently seen dropped first), and a lesson not
+seen for ``max_age`` is forgotten (a sighting that old no longer counts), so a project fed
+endless one-off noise for years keeps the same few rows.
 
 Recoveries go stale faster than what a project looks like: their weight halves every 5 days,
-none older than 21 days is kept and at most 15 are kept at once (``recoveries_to_drop``).
+none older than 21 days is kept and at most 15 are kept at once (``recoveries_to_drop``); a
+recovery sighting is forgotten after the same 21 days.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
-from ember.bounded import Bounded
 from ember.memory.models import Evidence
 from ember.traffic.patterns import Category, Observation
 
@@ -30,59 +37,66 @@ MAX_SAVED = 10_000
 MAX_POINTERS = 5
 RECOVERY_HALF_LIFE_DAYS = 5.0
 RECOVERY_MAX_AGE_DAYS = 21.0
+#: A lesson of any other category not seen for this long is forgotten.
+MAX_AGE_DAYS = 90.0
 MAX_RECOVERIES = 15
 DAY = 86_400.0
 
 
-@dataclass
-class Pending:
+@dataclass(frozen=True)
+class Sighting:
+    """What is known of one lesson of one project: its first observation (category, key,
+    the fact's words), how often it was seen, the evidence of its sightings (the first
+    ``MAX_POINTERS`` distinct pointers) and whether it was handed out for saving."""
+
     observation: Observation
-    count: int = 1
-    evidence: list[Evidence] = field(default_factory=list)
+    count: int
+    evidence: tuple[Evidence, ...]
+    saved: bool
+    first_seen: float
+    last_seen: float
 
 
-class TrafficLearner:
-    """Per process; keys are scoped by project so two projects never share a lesson."""
+def max_age(category: Category | str) -> float:
+    """Seconds after its last sighting that a lesson is forgotten."""
+    days = RECOVERY_MAX_AGE_DAYS if category == Category.ERROR_RECOVERY else MAX_AGE_DAYS
+    return days * DAY
 
-    def __init__(
-        self,
-        min_evidence: Mapping[Category, int] = MIN_EVIDENCE,
-        max_pending: int = MAX_PENDING,
-        max_saved: int = MAX_SAVED,
-    ) -> None:
-        self.min_evidence = min_evidence
-        self._pending: Bounded[tuple[str, str], Pending] = Bounded(max_pending)
-        self._saved: Bounded[tuple[str, str], int] = Bounded(max_saved)
 
-    def __len__(self) -> int:
-        return len(self._pending)
+def expired(entry: Sighting, now: float) -> bool:
+    return now - entry.last_seen > max_age(entry.observation.category)
 
-    def sightings(self, project: str, key: str) -> int:
-        found = self._pending.get((project, key))
-        return found.count if found is not None else self._saved.get((project, key), 0)
 
-    def add(self, project: str, obs: Observation) -> Observation | None:
-        """Count a sighting; the observation with every sighting's evidence when this one
-        reaches the threshold (once per lesson), else None."""
-        k = (project, obs.key)
-        if k in self._saved:
-            self._saved.put(k, self._saved[k] + 1)
-            return None
-        entry = self._pending.pop(k, None) or Pending(obs, 0)
-        entry.count += 1
-        for p in obs.evidence:
-            if p not in entry.evidence and len(entry.evidence) < MAX_POINTERS:
-                entry.evidence.append(p)
-        if entry.count < self.min_evidence.get(obs.category, 2):
-            self._pending.put(k, entry)
-            return None
-        self._saved.put(k, entry.count)
-        first = entry.observation
-        return Observation(first.category, first.key, first.content, tuple(entry.evidence))
+def sight(
+    entry: Sighting | None,
+    obs: Observation,
+    now: float,
+    min_evidence: Mapping[Category, int] = MIN_EVIDENCE,
+) -> tuple[Sighting, Observation | None]:
+    """One more sighting of ``obs`` on top of what was known (``entry``, None: nothing):
+    the lesson as it stands now, and the observation with every sighting's evidence when
+    this sighting reaches the threshold (once per lesson), else None.
 
-    def forget(self, project: str, key: str) -> None:
-        """A fact that could not be saved may be learned again."""
-        self._saved.pop((project, key), None)
+    A lesson that expired counts as never seen (its old sighting does not help save it,
+    nor does its old save mark stop it); a lesson handed out already is only counted."""
+    if entry is None or expired(entry, now):
+        entry = Sighting(obs, 0, (), False, now, now)
+    evidence = list(entry.evidence)
+    for p in obs.evidence:
+        if p not in evidence and len(evidence) < MAX_POINTERS:
+            evidence.append(p)
+    seen = replace(
+        entry,
+        count=entry.count + 1,
+        evidence=entry.evidence if entry.saved else tuple(evidence),
+        last_seen=max(now, entry.last_seen),
+    )
+    if entry.saved or seen.count < min_evidence.get(obs.category, 2):
+        return seen, None
+    first = seen.observation
+    return replace(seen, saved=True), Observation(
+        first.category, first.key, first.content, seen.evidence
+    )
 
 
 def recovery_weight(age_seconds: float) -> float:

@@ -6,6 +6,12 @@ evidence names. Evidence is checked against those rows before anything is saved 
 to a row that is not there, of another session, or of the wrong kind is dropped; a fact left
 without evidence is not saved): fail closed for data, fail open for the request — nothing
 here can change or fail the user's request.
+
+Sightings are counted in the project's own database (``sightings``), not in this process: a
+lesson seen once in each of two sessions is saved even when each ran through its own proxy.
+The request path only queues the write job (no read, no wait); what reached its threshold is
+saved by a background task, and a save mark stands only for a memory that was written (a save
+that failed releases its lessons, so their next sighting saves them).
 """
 
 from __future__ import annotations
@@ -14,12 +20,14 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from ember.bounded import Bounded
 from ember.config import Settings
+from ember.errors import StorageError
 from ember.exchange import Exchange, Outcome, Services, Stage
 from ember.memory.core import HierarchicalMemory
 from ember.memory.models import Evidence, NewMemory
@@ -30,7 +38,7 @@ from ember.protocols.transcript import transcript_items
 from ember.shadow.transcript import by_ids, item_digest, latest_generation, message_id
 from ember.store.database import Database
 from ember.store.registry import Storage
-from ember.traffic.learner import TrafficLearner, recoveries_to_drop
+from ember.traffic.learner import recoveries_to_drop
 from ember.traffic.patterns import (
     RECOVERY_WINDOW,
     Category,
@@ -39,12 +47,15 @@ from ember.traffic.patterns import (
     observe,
     states_a_preference,
 )
+from ember.traffic.sightings import Sightings
 
 log = logging.getLogger(__name__)
 
 MemoryOpener = Callable[[ProjectRef], HierarchicalMemory | None]
 MAX_SESSIONS = 512
 MAX_SEEN = 4_096
+#: How long closing waits for lessons being saved (past it, a save mark may lack its memory).
+CLOSE_WAIT_SECONDS = 10.0
 #: What each kind of evidence must point at (shadow memory's rule).
 _TARGET = {"tool-verified": "tool_result", "user-stated": "user", "user-accepted": "user"}
 
@@ -64,11 +75,11 @@ class TrafficStage(Stage):
     name = "traffic"
 
     def __init__(
-        self, settings: Settings, memories: MemoryOpener, learner: TrafficLearner | None = None
+        self, settings: Settings, memories: MemoryOpener, sightings: Sightings | None = None
     ) -> None:
         self.settings = settings
         self.memories = memories
-        self.learner = learner if learner is not None else TrafficLearner()
+        self.sightings = sightings if sightings is not None else Sightings()
         self.storage: Storage | None = None
         self._books: Bounded[tuple[str, str], _Book] = Bounded(MAX_SESSIONS)
         self._saving: set[asyncio.Task[None]] = set()
@@ -79,6 +90,13 @@ class TrafficStage(Stage):
     async def settle(self) -> None:
         while self._saving:
             await asyncio.gather(*list(self._saving), return_exceptions=True)
+
+    async def close(self) -> None:
+        """Let lessons being saved finish (or be released) before the databases close,
+        bounded: a save mark committed without its memory keeps the lesson from being saved
+        until it ages out (``learner.max_age``)."""
+        if self._saving:
+            await asyncio.wait(set(self._saving), timeout=CLOSE_WAIT_SECONDS)
 
     async def on_response(self, ex: Exchange, outcome: Outcome) -> None:
         if outcome.kind != "ok" or not ex.is_main_thread or ex.project is None:
@@ -117,28 +135,58 @@ class TrafficStage(Stage):
             list(book.recent), new, session, user.text if user_id and user else "", user_id
         )
         book.recent.extend(new)
-        ready = [f for obs in found if (f := self.learner.add(str(db.path), obs)) is not None]
+        if not found:
+            return
+        now = time.time()
+        job = db.submit(lambda c: self.sightings.record(c, found, now), label="traffic")
+        task = asyncio.create_task(self._counted(job, db, project, session))
+        self._saving.add(task)
+        task.add_done_callback(self._saving.discard)
+
+    async def _counted(
+        self, job: Future[list[Observation]], db: Database, project: ProjectRef, session: str
+    ) -> None:
+        """Once the sightings are committed: save what reached its threshold."""
+        try:
+            ready = await asyncio.wrap_future(job)
+        except StorageError:
+            return  # the database reports its own failure, once (``store.health``)
+        except Exception:
+            log.warning("traffic learning could not count a sighting", exc_info=True)
+            return
         if ready:
-            task = asyncio.create_task(self._save(db, project, session, ready))
-            self._saving.add(task)
-            task.add_done_callback(self._saving.discard)
+            await self._save(db, project, session, ready)
 
     async def _save(
         self, db: Database, project: ProjectRef, session: str, facts: list[Observation]
     ) -> None:
+        unsaved = [f.key for f in facts]
         try:
             checked = await db.aread(lambda c: _checked(c, facts))
-            for fact in facts:
-                if fact.key not in checked:
-                    self.learner.forget(str(db.path), fact.key)
+            refused = [k for k in unsaved if k not in checked]
+            if refused:
+                await db.awrite(lambda c: self.sightings.forget(c, refused), label="traffic")
+            unsaved = [k for k in unsaved if k in checked]
+            if not unsaved:
+                return
             store = await asyncio.to_thread(self.memories, project)
-            if store is None or not checked:
+            if store is None:
+                await self._release(db, unsaved)
                 return
             items = [_memory(f, checked[f.key], session) for f in facts if f.key in checked]
             await asyncio.to_thread(store.add_many, items)
+            unsaved = []
             await asyncio.to_thread(_prune_recoveries, store)
         except Exception:
             log.warning("traffic learning could not save %d fact(s)", len(facts), exc_info=True)
+            if unsaved:
+                await self._release(db, unsaved)
+
+    async def _release(self, db: Database, keys: Sequence[str]) -> None:
+        try:
+            await db.awrite(lambda c: self.sightings.release(c, keys), label="traffic")
+        except Exception:
+            log.warning("traffic learning could not release %d fact(s)", len(keys), exc_info=True)
 
 
 def _worth_a_look(ex: Exchange) -> bool:

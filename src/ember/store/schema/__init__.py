@@ -21,8 +21,9 @@ from ember.store.schema.ledger import LEDGER
 from ember.store.schema.memory import MEMORY
 from ember.store.schema.shadow import SHADOW
 from ember.store.schema.toin import TOIN
+from ember.store.schema.traffic import TRAFFIC
 
-PROJECT = Schema("project", (*ACCOUNTING, *LEDGER, *MEMORY, *SHADOW))
+PROJECT = Schema("project", (*ACCOUNTING, *LEDGER, *MEMORY, *SHADOW, *TRAFFIC))
 STATS = Schema("stats", (*ACCOUNTING, *TOIN))
 
 __all__ = ["PROJECT", "STATS"]

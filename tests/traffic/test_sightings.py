@@ -1,0 +1,164 @@
+"""Sightings in the project's own file: they outlive the process, stay in their project and
+stay bounded."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ember.memory.models import Evidence
+from ember.store.database import Database
+from ember.store.driver import Connection, errors
+from ember.store.schema import PROJECT
+from ember.traffic.learner import DAY
+from ember.traffic.patterns import Category, Observation
+from ember.traffic.sightings import Sightings, load
+
+
+def obs(key: str, mid: str, category: Category = Category.ENVIRONMENT) -> Observation:
+    return Observation(category, key, f"fact {key}", (Evidence("tool-verified", message_id=mid),))
+
+
+@pytest.fixture
+def opened() -> Iterator[list[Database]]:
+    dbs: list[Database] = []
+    yield dbs
+    for db in dbs:
+        db.close()
+
+
+def open_db(path: Path, opened: list[Database]) -> Database:
+    """A new owner of the file: what a restarted proxy has."""
+    db = Database(path, PROJECT)
+    opened.append(db)
+    return db
+
+
+def record(db: Database, *found: Observation, now: float = 1000.0, **kw: Any) -> list[Observation]:
+    book = Sightings(**kw)
+    return db.write(lambda c: book.record(c, found, now))
+
+
+def rows(db: Database) -> list[tuple[Any, ...]]:
+    return db.read(
+        lambda c: [
+            tuple(r)
+            for r in c.execute("SELECT key, count, saved FROM traffic_sightings ORDER BY key")
+        ]
+    )
+
+
+def test_a_lesson_seen_once_before_a_restart_and_once_after_is_handed_out_with_both_pointers(
+    tmp_path: Path, opened: list[Database]
+) -> None:
+    path = tmp_path / "p" / "ember.db"
+    path.parent.mkdir()
+    first = open_db(path, opened)
+    assert record(first, obs("k", "m1")) == []
+    first.close()
+    ready = record(open_db(path, opened), obs("k", "m2"))
+    assert [f.key for f in ready] == ["k"]
+    assert [p.message_id for p in ready[0].evidence] == ["m1", "m2"]
+
+
+def test_a_lesson_handed_out_before_a_restart_is_not_handed_out_again(
+    tmp_path: Path, opened: list[Database]
+) -> None:
+    path = tmp_path / "ember.db"
+    first = open_db(path, opened)
+    assert record(first, obs("k", "m1"), obs("k", "m2")) != []
+    first.close()
+    again = open_db(path, opened)
+    assert record(again, obs("k", "m3")) == []
+    assert record(again, obs("k", "m4")) == []
+    assert rows(again) == [("k", 4, 1)]
+
+
+def test_sightings_in_one_project_never_count_in_another(
+    tmp_path: Path, opened: list[Database]
+) -> None:
+    a, b = open_db(tmp_path / "a.db", opened), open_db(tmp_path / "b.db", opened)
+    assert record(a, obs("k", "m1")) == []
+    assert record(b, obs("k", "m2")) == []
+    assert rows(a) == rows(b) == [("k", 1, 0)]
+
+
+def test_a_released_lesson_is_handed_out_at_its_next_sighting(
+    tmp_path: Path, opened: list[Database]
+) -> None:
+    db = open_db(tmp_path / "ember.db", opened)
+    book = Sightings()
+    assert record(db, obs("k", "m1"), obs("k", "m2")) != []
+    db.write(lambda c: book.release(c, ["k"]))  # its memory could not be written
+    ready = record(db, obs("k", "m3"))
+    assert [p.message_id for p in ready[0].evidence] == ["m1", "m2", "m3"]
+
+
+def test_a_forgotten_lesson_is_learned_from_scratch(tmp_path: Path, opened: list[Database]) -> None:
+    db = open_db(tmp_path / "ember.db", opened)
+    book = Sightings()
+    assert record(db, obs("k", "m1"), obs("k", "m2")) != []
+    db.write(lambda c: book.forget(c, ["k"]))  # its evidence did not hold
+    assert record(db, obs("k", "m3")) == []
+    assert [p.message_id for p in record(db, obs("k", "m4"))[0].evidence] == ["m3", "m4"]
+
+
+def test_the_table_keeps_its_bounds_dropping_the_least_recently_seen(
+    tmp_path: Path, opened: list[Database]
+) -> None:
+    db = open_db(tmp_path / "ember.db", opened)
+    for i in range(3):  # three saved lessons
+        record(db, obs(f"saved-{i}", "m"), obs(f"saved-{i}", "m"), now=float(i), max_saved=2)
+    for i in range(50):  # endless one-off noise
+        record(db, obs(f"noise-{i:02d}", "m"), now=100.0 + i, max_pending=10, max_saved=2)
+    kept = rows(db)
+    assert [k for k, _, saved in kept if saved] == ["saved-1", "saved-2"]
+    assert [k for k, _, saved in kept if not saved] == [f"noise-{i}" for i in range(40, 50)]
+
+
+def test_lessons_not_seen_within_their_age_are_pruned(
+    tmp_path: Path, opened: list[Database]
+) -> None:
+    db = open_db(tmp_path / "ember.db", opened)
+    record(db, obs("recovery", "m", Category.ERROR_RECOVERY), obs("environment", "m"), now=0.0)
+    record(db, obs("new", "m"), now=30 * DAY)  # a new row prunes
+    assert [k for k, _, _ in rows(db)] == ["environment", "new"]
+    record(db, obs("newer", "m"), now=100 * DAY)
+    assert [k for k, _, _ in rows(db)] == ["new", "newer"]
+
+
+def test_a_row_this_version_cannot_read_counts_as_never_seen(
+    tmp_path: Path, opened: list[Database]
+) -> None:
+    db = open_db(tmp_path / "ember.db", opened)
+
+    def odd(c: Connection) -> None:
+        c.execute(
+            "INSERT INTO traffic_sightings VALUES "
+            "('k', 'from-a-later-version', 'x', 1, '[{\"kind\": \"made-up\"}]', 0, 0, 0)"
+        )
+
+    db.write(odd)
+    assert db.read(lambda c: load(c, "k")) is None
+    assert record(db, obs("k", "m1")) == []
+    assert rows(db) == [("k", 1, 0)]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        "('', 'environment', 'x', 1, '[]', 0, 0, 0)",  # no key
+        "('k', 'environment', 'x', 0, '[]', 0, 0, 0)",  # never seen
+        "('k', 'environment', 'x', 1, '{}', 0, 0, 0)",  # evidence not a list
+        "('k', 'environment', 'x', 1, '[]', 2, 0, 0)",  # neither pending nor saved
+    ],
+)
+def test_the_schema_refuses_a_row_that_breaks_its_invariants(
+    tmp_path: Path, opened: list[Database], values: str
+) -> None:
+    db = open_db(tmp_path / "ember.db", opened)
+    with pytest.raises(errors.IntegrityError):
+        db.write(lambda c: c.execute(f"INSERT INTO traffic_sightings VALUES {values}"))
