@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TextIO
+
 import click
+
+if TYPE_CHECKING:
+    from ember.testing import Emulator
 
 
 @click.group()
@@ -10,20 +15,52 @@ def dev() -> None:
     """Developer tools (the built-in provider emulator)."""
 
 
+def upstream_emulator(log: TextIO | None = None) -> Emulator:
+    """The emulator ``ember dev upstream`` serves: it answers ember's shadow question (hot and
+    cold, every wire format and transport) by proposing what the user stated, so shadow memory
+    works offline; any other request gets the emulator's deterministic answer. With ``log``,
+    one JSON line per request it receives (``ember.testing.request_log``)."""
+    from ember.testing import Emulator
+    from ember.testing.request_log import RequestLog
+    from ember.testing.shadow import shadow_replies, user_statements
+
+    emulator = Emulator()
+    emulator.reply_fn = shadow_replies(user_statements)
+    emulator.log = RequestLog(log) if log is not None else None
+    return emulator
+
+
 @dev.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", type=int, default=8788, show_default=True, help="Port to listen on.")
-def upstream(host: str, port: int) -> None:
-    """Run the provider emulator: Anthropic Messages, OpenAI Chat and Responses, with prompt
-    caching modelled, deterministic answers and no network.
+@click.option(
+    "--log",
+    "log",
+    type=click.File("a", encoding="utf-8", lazy=False),
+    default=None,
+    metavar="FILE",
+    help="Append one JSON line per request received (each HTTP request, WebSocket handshake "
+    "and WebSocket message), flushed at once: time, transport, method, path, model, stream, "
+    "shadow question (hot/cold/none), facts proposed and the usage answered. Never a header "
+    "or a body, so never a credential.",
+)
+def upstream(host: str, port: int, log: TextIO | None) -> None:
+    """Run the provider emulator: Anthropic Messages, OpenAI Chat Completions and Responses
+    (over HTTP, and Responses over WebSocket), with prompt caching modelled, deterministic
+    answers and no network, so ember can be tried without an API key.
+
+    It plays the model for shadow memory too: a shadow question (hot or cold) is answered by
+    proposing what the user stated in the listed messages (declarative sentences such as "The
+    database is PostgreSQL 16." or "Use tabs in Makefiles."; not questions, requests or
+    chit-chat), each citing the id of the message that said it. Any other request gets a
+    deterministic reply that echoes the start of the latest user text.
 
     \b
     Then:  ember proxy --anthropic-url http://127.0.0.1:8788 --openai-url http://127.0.0.1:8788/v1
     """
     from ember import logs
     from ember.server import serve_forever
-    from ember.testing import Emulator
 
     logs.configure("info")
     click.echo(f"ember provider emulator on http://{host}:{port}", err=True)
-    serve_forever(Emulator(), host, port, "info")
+    serve_forever(upstream_emulator(log), host, port, "info")

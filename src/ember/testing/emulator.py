@@ -8,6 +8,9 @@ the usage numbers, which come from faithful models of both providers' prompt cac
 Everything is deterministic given the sequence of requests and the emulator clock; the clock can
 be moved forward with :meth:`Emulator.advance` to test cache expiry without sleeping. State
 shared with test threads (recordings, script queue, caches) sits behind one lock.
+
+With :attr:`Emulator.log` set (``ember dev upstream --log``), every recorded request is also
+noted there once answered (``request_log``: one JSON line each, never a credential).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from ember.testing.cache_model import AnthropicCache, AnthropicUsage, OpenAICach
 from ember.testing.prompt_anthropic import AnthropicPrompt
 from ember.testing.render_common import Turn, json_response
 from ember.testing.replies import Reply, default_reply
+from ember.testing.request_log import RequestLog, Transport
 
 ReplyFn = Callable[[dict[str, Any], str], Reply | None]
 
@@ -111,6 +115,8 @@ class Emulator:
         #: Responses over WebSocket; 426 is a clean refusal, 404 what an HTTP-only server says).
         self.refuse_websocket: int | None = None
         self._open_websockets = 0
+        #: Where each request is noted once answered (None: nowhere).
+        self.log: RequestLog | None = None
         self.anthropic_cache = AnthropicCache(anthropic_min_tokens)
         self.openai_cache = OpenAICache(openai_min_tokens, openai_step)
 
@@ -143,6 +149,13 @@ class Emulator:
     def clear_requests(self) -> None:
         with self._lock:
             self._requests.clear()
+
+    def note(
+        self, transport: Transport, request: RecordedRequest, pending: endpoints.Pending | None
+    ) -> None:
+        """Note an answered (or abandoned) request in :attr:`log`, when there is one."""
+        if self.log is not None:
+            self.log.note(transport, request, pending)
 
     # -- scripting ----------------------------------------------------------------------------
 
@@ -231,10 +244,16 @@ class Emulator:
             return
         request = self._record(scope["method"], scope, await read_body(receive))
         if request.method == "GET" and request.path == "/healthz":
-            await send_rendered(send, receive, json_response(200, {"status": "ok"}))
-            return
-        handler = _ROUTES.get((request.method, request.path), endpoints.not_found)
-        pending = handler(self, request)
+            pending = endpoints.Pending(None, lambda: (json_response(200, {"status": "ok"}), None))
+        else:
+            handler = _ROUTES.get((request.method, request.path), endpoints.not_found)
+            pending = handler(self, request)
+        try:
+            await self._answer(pending, receive, send)
+        finally:
+            self.note("http", request, pending)
+
+    async def _answer(self, pending: endpoints.Pending, receive: Receive, send: Send) -> None:
         reply = pending.reply
         if reply is None:
             await send_rendered(send, receive, pending.finish())

@@ -1,10 +1,10 @@
 """The emulator's endpoints: validate a request, pick its reply, render it at response start.
 
 Each handler returns a :class:`Pending`: the reply (for its wire timing) and a ``finish``
-callable that evaluates the prompt cache and renders. The emulator calls ``finish`` only after
-the reply's ``delay_headers`` has passed, and not at all when the caller gave up meanwhile: cache
-entries are committed when the response begins, as on the real APIs. Validation errors are
-answered at once and consume no scripted reply.
+method that evaluates the prompt cache, renders and keeps the usage it answered with. The
+emulator calls ``finish`` only after the reply's ``delay_headers`` has passed, and not at all
+when the caller gave up meanwhile: cache entries are committed when the response begins, as on
+the real APIs. Validation errors are answered at once and consume no scripted reply.
 """
 
 from __future__ import annotations
@@ -38,11 +38,34 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
+class Usage:
+    """The usage an answer reported, as ember normalises it (``ember.protocols.base.Usage``):
+    ``input_tokens`` is fresh input only (OpenAI's prompt count minus its cached tokens), so
+    the counters never overlap and a log of them can be summed."""
+
+    input_tokens: int
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(slots=True)
 class Pending:
-    """An answer decided but not yet rendered; ``reply is None`` means answer immediately."""
+    """An answer decided but not yet rendered; ``reply is None`` means answer immediately.
+
+    ``usage`` is None until :meth:`finish` has run, and stays None for an answer without
+    usage (an error, a refusal, a count): a caller that gave up before the answer began
+    never committed a cache entry, and its log line must not claim one.
+    """
 
     reply: Reply | None
-    finish: Callable[[], Rendered]
+    render: Callable[[], tuple[Rendered, Usage | None]]
+    usage: Usage | None = None
+
+    def finish(self) -> Rendered:
+        """Evaluate the prompt cache and render (once: the cache commits its writes)."""
+        rendered, self.usage = self.render()
+        return rendered
 
 
 class BadRequest(Exception):
@@ -55,7 +78,7 @@ class BadRequest(Exception):
 
 
 def _now(rendered: Rendered) -> Pending:
-    return Pending(None, lambda: rendered)
+    return Pending(None, lambda: (rendered, None))
 
 
 def _parse(body: bytes) -> dict[str, Any]:
@@ -158,21 +181,26 @@ def messages(emu: Emulator, request: RecordedRequest) -> Pending:
     reply = emu.next_reply(body, request.path, lambda: prompt_anthropic.latest_user_text(body))
     reply = _honour_tool_choice(body, reply)
     if reply.is_error:
-        return Pending(reply, lambda: _error(reply, True))
+        return Pending(reply, lambda: (_error(reply, True), None))
     if reply.thinking is None and _thinking_on(body):
         reply = reply.replace(thinking=default_thinking(prompt_anthropic.latest_user_text(body)))
     api_key = request.api_key
 
-    def finish() -> Rendered:
+    def finish() -> tuple[Rendered, Usage]:
         usage = emu.commit_anthropic(prompt, api_key)
         turn = emu.turn(str(body["model"]), reply, body)
+        prewarm = body.get("max_tokens") == 0
         if body.get("stream"):
             rendered = render_anthropic.render_stream(turn, usage)
         else:
-            rendered = render_anthropic.render_json(
-                turn, usage, prewarm=body.get("max_tokens") == 0
-            )
-        return _faults(turn, rendered, render_anthropic.render_failure)
+            rendered = render_anthropic.render_json(turn, usage, prewarm=prewarm)
+        answered = Usage(
+            usage.input_tokens,
+            usage.cache_read_input_tokens,
+            usage.cache_creation_input_tokens,
+            0 if prewarm else reply.output_tokens(),
+        )
+        return _faults(turn, rendered, render_anthropic.render_failure), answered
 
     return Pending(reply, finish)
 
@@ -226,13 +254,14 @@ def _openai(
     reply = emu.next_reply(body, request.path, lambda: prompt_openai.latest_user_text(body))
     reply = _honour_tool_choice(body, reply)
     if reply.is_error:
-        return Pending(reply, lambda: _error(reply, False))
+        return Pending(reply, lambda: (_error(reply, False), None))
     api_key = request.api_key
 
-    def finish() -> Rendered:
+    def finish() -> tuple[Rendered, Usage]:
         cached = emu.commit_openai(body, tokens, api_key)
         turn = emu.turn(str(body["model"]), reply, body)
-        return _faults(turn, render(body, turn, len(tokens), cached), failure)
+        usage = Usage(len(tokens) - cached, cached, 0, reply.output_tokens())
+        return _faults(turn, render(body, turn, len(tokens), cached), failure), usage
 
     return Pending(reply, finish)
 
@@ -302,10 +331,11 @@ def responses_socket(emu: Emulator, request: RecordedRequest) -> Pending:
     tokens = prompt_openai.responses_tokens(body)
     api_key = request.api_key
 
-    def finish() -> Rendered:
+    def finish() -> tuple[Rendered, Usage]:
         cached = emu.commit_openai(body, tokens, api_key)
         turn = emu.turn(str(body["model"]), Reply(), body)
-        return render_responses.render_prepared(turn, len(tokens), cached)
+        usage = Usage(len(tokens) - cached, cached, 0, 0)
+        return render_responses.render_prepared(turn, len(tokens), cached), usage
 
     return Pending(Reply(), finish)
 

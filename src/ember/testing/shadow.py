@@ -1,10 +1,20 @@
-"""The emulated model's side of a shadow turn, for tests, the demo and benchmarks.
+"""The emulated model's side of a shadow turn, for tests, the demo, benchmarks and
+``ember dev upstream``.
 
 ``shadow_replies(choose)`` is a reply function for ``Emulator.reply_fn``: when a request asks
 ember's shadow question (hot or cold), it reads the listed ``m:<id> kind: text`` lines and
 answers with the fenced json block the contract asks for, holding the facts ``choose`` picks
 (or, when the request offers library mode's resident ``memory_propose`` tool, with a call of
 it holding the same batch); any other request gets the emulator's usual answer.
+
+Two choosers: :func:`user_statements` (the default) plays the model, proposing what the user
+stated (``ember.testing.stated``) with the ids of the messages that said it;
+:func:`remember_statements` proposes only lines that say "remember" (its text after that
+word), for tests that want exactly one fact from a chatty session.
+
+The question is recognised by its text, never by who sent it, so the same answer comes back
+over every wire format and transport: the question is the last user message (hot: appended to
+the session's own request; cold: the only one, under ``COLD_SYSTEM``).
 """
 
 from __future__ import annotations
@@ -16,11 +26,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ember.testing.replies import Reply
+from ember.testing.stated import stated_facts
 
 _LINE = re.compile(r"^m:(m[0-9a-f]{12}) (\w+): (.*)$", re.MULTILINE)
 #: Library mode's resident tool: a shadow turn that offers it is answered by calling it.
 PROPOSE_TOOL = "memory_propose"
-_MARKERS = ("[ember shadow turn]", "Messages not yet read", "\nMessages:\n")
+_HOT_MARKERS = ("[ember shadow turn]", "Messages not yet read")
+_MARKERS = (*_HOT_MARKERS, "\nMessages:\n")
+_FENCE = re.compile(r"```(?:json)?\s*\n(.*?)\n?```", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -46,11 +59,37 @@ def _text(content: Any) -> str:
 def question_of(body: dict[str, Any]) -> str | None:
     """The shadow question of a request, or None when it is not one."""
     conversation = body.get("messages") or body.get("input") or []
+    if isinstance(conversation, str):  # Responses' input may be a bare string
+        conversation = [{"role": "user", "content": conversation}]
     if not isinstance(conversation, list) or not conversation:
         return None
     last = conversation[-1]
     text = _text(last.get("content")) if isinstance(last, dict) else ""
     return text if any(m in text for m in _MARKERS) else None
+
+
+def shadow_path(body: dict[str, Any]) -> str | None:
+    """``"hot"`` or ``"cold"`` when the request asks the shadow question, else None."""
+    question = question_of(body)
+    if question is None:
+        return None
+    return "hot" if any(m in question for m in _HOT_MARKERS) else "cold"
+
+
+def facts_in(reply: Reply) -> int:
+    """How many facts a reply proposes: the ``facts`` of its ``memory_propose`` calls, else of
+    the last fenced json block of its text that parses (0 when there is none)."""
+    calls = [c for c in reply.tool_calls if c.name == PROPOSE_TOOL]
+    batches: list[Any] = [dict(c.input) for c in calls]
+    if not calls:
+        for block in reversed(_FENCE.findall(reply.text)):
+            try:
+                batches = [json.loads(block)]
+            except ValueError:
+                continue
+            break
+    found = [b.get("facts") for b in batches if isinstance(b, dict)]
+    return sum(len(f) for f in found if isinstance(f, list))
 
 
 def _tool_names(body: dict[str, Any]) -> set[str]:
@@ -69,9 +108,29 @@ def _session(question: str) -> str:
     return m.group(1) if m else ""
 
 
+def user_statements(lines: Sequence[Line], session_id: str) -> list[dict[str, Any]]:
+    """The default chooser, the emulator playing the model: every declarative, durable
+    sentence of a user line (``ember.testing.stated``: not a question, greeting, request or
+    chit-chat, never a fragment cut off by ember's shortening) becomes a fact citing that
+    line's id as ``user-stated``. The same fact stated in several lines is proposed once,
+    citing each of them; facts come in the order the lines list them."""
+    facts: dict[str, dict[str, Any]] = {}
+    for line in lines:
+        if line.kind != "user":
+            continue
+        for content in stated_facts(line.text):
+            evidence = {"kind": "user-stated", "messageId": line.id}
+            fact = facts.setdefault(
+                content, {"content": content, "category": "convention", "evidence": []}
+            )
+            if evidence not in fact["evidence"]:
+                fact["evidence"].append(evidence)
+    return list(facts.values())
+
+
 def remember_statements(lines: Sequence[Line], session_id: str) -> list[dict[str, Any]]:
-    """The default chooser: every user line that says "remember" becomes a user-stated fact
-    (its text without the "remember" lead-in)."""
+    """Every user line that says "remember" becomes a user-stated fact (its text without the
+    "remember" lead-in); nothing else is proposed."""
     facts = []
     for line in lines:
         if line.kind != "user" or "remember" not in line.text.lower():
@@ -88,8 +147,11 @@ def remember_statements(lines: Sequence[Line], session_id: str) -> list[dict[str
 
 
 def shadow_replies(
-    choose: Chooser = remember_statements,
+    choose: Chooser = user_statements,
 ) -> Callable[[dict[str, Any], str], Reply | None]:
+    """A reply function answering the shadow question with the facts ``choose`` picks (None,
+    the emulator's usual answer, for any other request)."""
+
     def reply(body: dict[str, Any], path: str) -> Reply | None:
         question = question_of(body)
         if question is None:

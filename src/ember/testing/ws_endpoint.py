@@ -15,7 +15,12 @@ frame; ``close_after`` sends that many and then closes it cleanly (1000); ``dela
 status instead (426 makes Codex fall back to HTTP at once; 404 is what an HTTP-only server says).
 
 Every handshake is recorded as a ``GET`` request with no body, every message received as a
-``WEBSOCKET`` request whose body is the message's exact bytes.
+``WEBSOCKET`` request whose body is the message's exact bytes. Each is noted in the emulator's
+log (``Emulator.note``) once answered: a message as the model saw it (after its
+continuation), so a shadow question asked over a socket is logged as one.
+
+Replies come from ``endpoints.responses_socket`` and so from ``Emulator.next_reply``: the
+script, then ``reply_fn``, then the default — the same order as over HTTP.
 """
 
 from __future__ import annotations
@@ -59,8 +64,9 @@ class _Socket:
 async def serve(emu: Emulator, scope: Scope, receive: Receive, send: Send, record: Record) -> None:
     if (await receive())["type"] != "websocket.connect":
         return
-    record("GET", scope, b"")
+    handshake = record("GET", scope, b"")
     refusal = 404 if scope["path"] != PATH else emu.refuse_websocket
+    emu.note("websocket", handshake, None)
     if refusal is not None:
         rendered = openai_error(refusal, f"WebSocket upgrade refused ({refusal})")
         start = {"status": rendered.status, "headers": rendered.headers}
@@ -97,12 +103,28 @@ async def _read(receive: Receive, sock: _Socket) -> None:
 
 
 async def _answer(emu: Emulator, sock: _Socket, request: RecordedRequest, send: Send) -> bool:
-    """Answer one message; False when the connection is over (dropped, closed, client gone)."""
+    """Answer one message and note it; False when the connection is over (dropped, closed,
+    client gone)."""
     seen, value = _continued(sock, request)
     if isinstance(value, dict) and value.get("type") not in (None, *_ANSWERED):
+        emu.note("websocket", seen, None)
         return True  # response.processed and the like: nothing to answer
-    lane = value.get("stream_id") if isinstance(value, dict) else None
     pending = endpoints.responses_socket(emu, seen)
+    try:
+        return await _send_answer(emu, sock, seen, pending, value, send)
+    finally:
+        emu.note("websocket", seen, pending)
+
+
+async def _send_answer(
+    emu: Emulator,
+    sock: _Socket,
+    seen: RecordedRequest,
+    pending: endpoints.Pending,
+    value: Any,
+    send: Send,
+) -> bool:
+    lane = value.get("stream_id") if isinstance(value, dict) else None
     reply = pending.reply
     if reply is None:  # refused at once (a 400)
         return await _send_all(send, sock, _events(pending.finish(), lane), 0.0)
