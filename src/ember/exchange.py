@@ -114,7 +114,13 @@ class Outcome:
 
     ``sent`` is the exact body that went upstream for the answer the client got (after every
     edit of ember's; in tool mode, the last round's), ``chunks`` the raw bytes of that answer:
-    a feature that replays the exchange (shadow memory) needs these bytes, not a rebuild.
+    a feature that replays the exchange (shadow memory) needs these bytes, not a rebuild. Both
+    are filled on every transport (``ember.proxy.flow``). A Responses continuation over
+    WebSocket (``previous_response_id`` of the same socket, new items only) has no bytes that
+    stand alone: ``sent`` is then its HTTP equivalent, the whole history as one request
+    (OpenAI caches by tokens, not bytes, so it reads the same cache), and ``sent_value`` that
+    request parsed — the conversation as the provider saw it, where ``Exchange.body`` holds only
+    the new items.
     """
 
     status: int
@@ -129,6 +135,12 @@ class Outcome:
     sent: bytes = b""
     chunks: list[bytes] = field(default_factory=list)
     hidden: list[HiddenRound] = field(default_factory=list)
+    sent_value: Any = None
+
+    def conversation(self, ex: Exchange) -> Any:
+        """The request as the provider saw it, whole: ``sent_value`` when the transport
+        rebuilt it, else the exchange's body."""
+        return self.sent_value if self.sent_value is not None else ex.body
 
 
 @dataclass
@@ -196,12 +208,23 @@ class Services:
     tasks: TaskSet = field(default_factory=TaskSet)
 
 
+@dataclass(frozen=True)
+class Stopping:
+    """A proxy on its way out: how long stages may still work (``wind_down``), and whether
+    the user asked to skip that (a second Ctrl-C)."""
+
+    seconds: float
+    skipped: Callable[[], bool] = lambda: False
+
+
 class Stage:
     """Base class: override any hook. ``name`` keys the stage's ``Exchange.state`` slot.
 
     ``start`` runs once when the app starts serving (background tasks begin here, never in
-    ``__init__``: a stage may be built long before an event loop exists); ``close`` once when
-    it stops, before the databases are closed — what a stage still holds is flushed there.
+    ``__init__``: a stage may be built long before an event loop exists); ``wind_down`` once
+    when it stops, after the last answer, while upstream calls can still be made (bounded by
+    ``Stopping``); ``close`` last, before the databases are closed — what a stage still holds
+    is flushed there.
     """
 
     name = "stage"
@@ -217,6 +240,9 @@ class Stage:
         return None
 
     async def on_response(self, ex: Exchange, outcome: Outcome) -> None:
+        return None
+
+    async def wind_down(self, stopping: Stopping) -> None:
         return None
 
     async def close(self) -> None:

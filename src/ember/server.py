@@ -82,8 +82,12 @@ def uvicorn_config(
 def serve_forever(
     app: ASGIApp, host: str, port: int, log_level: str = "info", backlog: int = 2048
 ) -> None:
-    """Serve until interrupted (SIGINT/SIGTERM are handled by uvicorn)."""
-    uvicorn.Server(uvicorn_config(app, host, port, log_level, backlog)).run()
+    """Serve until interrupted (SIGINT/SIGTERM are handled by uvicorn). An app with an
+    ``interrupted`` attribute learns through it when a second Ctrl-C asks to stop at once."""
+    server = uvicorn.Server(uvicorn_config(app, host, port, log_level, backlog))
+    if hasattr(app, "interrupted"):
+        app.interrupted = lambda: server.force_exit
+    server.run()
 
 
 class BackgroundServer:

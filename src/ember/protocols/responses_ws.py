@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from ember.protocols.base import AnswerError
 from ember.protocols.openai_chat import openai_error_body
 
 #: The client message that asks for a response; its other fields are a ``POST`` body.
@@ -48,6 +49,8 @@ class EventHead:
     type: str | None
     lane: str | None
     response_id: str | None = None
+    #: the response's output items, on a terminal event that carries the response
+    output: list[Any] | None = None
 
     @property
     def terminal(self) -> bool:
@@ -74,7 +77,13 @@ def event_head(text: str) -> EventHead:
         return EventHead(None, None)
     response = value.get("response") if isinstance(value, dict) else None
     rid = response.get("id") if isinstance(response, dict) else None
-    return EventHead(message_type(value), lane(value), rid if isinstance(rid, str) else None)
+    output = response.get("output") if isinstance(response, dict) else None
+    return EventHead(
+        message_type(value),
+        lane(value),
+        rid if isinstance(rid, str) else None,
+        output if isinstance(output, list) else None,
+    )
 
 
 def previous_response(value: Any) -> str | None:
@@ -90,3 +99,37 @@ def error_event(status: int, message: str, stream_id: str | None = None) -> str:
     if stream_id is not None:
         event["stream_id"] = stream_id
     return orjson.dumps(event).decode()
+
+
+#: Keys of a WebSocket create that a ``POST /v1/responses`` body does not have.
+_SOCKET_ONLY = frozenset({"type", "previous_response_id", "generate", "stream_id"})
+
+
+def standalone_body(value: Any, prior: list[Any]) -> dict[str, Any]:
+    """A create (or append) as the body of a ``POST /v1/responses`` asking the same thing:
+    ``prior`` (the input and output items of the response it continues, ``[]`` for none)
+    followed by its own input, without the socket's own keys. OpenAI caches by the prompt's
+    tokens, so this body reads the cache the socket's request wrote."""
+    own = value.get("input") if isinstance(value, dict) else None
+    items = [{"role": "user", "content": own}] if isinstance(own, str) else list(own or [])
+    body = {k: v for k, v in value.items() if k not in _SOCKET_ONLY}
+    body["input"] = [*prior, *items]
+    return body
+
+
+def refused(text: str) -> AnswerError | None:
+    """The error of an ``error`` event that refused a request before it began (with the
+    HTTP status it would have had), else None."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(value, dict) or value.get("type") != "error":
+        return None
+    status = value.get("status")
+    found = value.get("error")
+    inner: dict[str, Any] = found if isinstance(found, dict) else {}
+    kind = str(inner.get("type") or inner.get("code") or "error")
+    return AnswerError(
+        kind, str(inner.get("message") or ""), status if isinstance(status, int) else 500
+    )

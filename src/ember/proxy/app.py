@@ -17,23 +17,20 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ember.config import Settings
 from ember.errors import ProtocolError, RequestTooLarge
-from ember.exchange import Exchange, Outcome, Services, Stage, TaskSet
+from ember.exchange import Exchange, Services, Stage, Stopping, TaskSet
 from ember.protocols import ADAPTERS, ANTHROPIC, OPENAI_CHAT
-from ember.protocols.assemble import assemble
 from ember.protocols.base import ProtocolAdapter
 from ember.proxy import limits
-from ember.proxy.intake import build_exchange
+from ember.proxy.flow import Delivered, ExchangeFlow
 from ember.proxy.owned import relay_owned
 from ember.proxy.pipeline import Pipeline
 from ember.proxy.relay import Receive, Relayed, Send, relay, send_json
 from ember.proxy.upstream import Upstream, forward_headers
-from ember.proxy.verdict import judge
 from ember.proxy.websocket import serve as serve_websocket
 from ember.sessions import SessionRegistry
 from ember.store.registry import Storage
@@ -64,9 +61,12 @@ class ProxyApp:
         self.storage = storage or Storage(settings.home, vec=settings.memory_vector_index != "hnsw")
         self.sessions = sessions if sessions is not None else SessionRegistry()
         self.pipeline = Pipeline(stages)
+        self.flow = ExchangeFlow(settings, self.sessions, self.pipeline)
         self.tasks = TaskSet()
         self.ready = False
-        self._background: set[asyncio.Task[None]] = set()
+        #: whether the user asked to stop at once (``ember proxy``: a second Ctrl-C); the
+        #: server that runs the app sets it
+        self.interrupted: Callable[[], bool] = lambda: False
 
     # -- ASGI entry -------------------------------------------------------------------------
 
@@ -107,13 +107,16 @@ class ProxyApp:
         self.ready = True
 
     async def shutdown(self) -> None:
-        """Finish what was accepted: response stages of answered requests, then every stage's
-        own flush, then every queued database write (a clean stop loses no row). Features'
-        own background work (a shadow run) is cancelled, never waited for."""
+        """Finish what was accepted: response stages of answered requests; then stages get
+        ``shadow_stop_seconds`` to wind down (shadow memory reads what is unread while the
+        cache is hot; a second Ctrl-C skips it); then features' background work is cancelled,
+        every stage flushes and every queued database write is made (a clean stop loses no
+        row)."""
         self.ready = False
+        await self.flow.wait(timeout=30)
+        stopping = Stopping(self.settings.shadow_stop_seconds, self.interrupted)
+        await self.pipeline.wind_down(stopping)
         await self.tasks.cancel_all()
-        if self._background:
-            await asyncio.wait(self._background, timeout=30)
         await self.pipeline.close()
         await asyncio.to_thread(self.storage.close)
         await self.upstream.close()
@@ -121,8 +124,7 @@ class ProxyApp:
     async def drain(self) -> None:
         """Wait for outstanding response stages, then let stages write what they hold back
         (tests, the demo, benchmarks)."""
-        while self._background:
-            await asyncio.wait(set(self._background))
+        await self.flow.drain()
         await self.pipeline.settle()
 
     # -- routing ----------------------------------------------------------------------------
@@ -165,11 +167,11 @@ class ProxyApp:
             )
             return
         try:
-            ex = self._exchange(adapter, path, query, hmap, body)
+            ex = self.flow.open(adapter, path, query, hmap, body)
         except ProtocolError as exc:
             await send_json(send, 400, adapter.error_body(400, f"ember: {exc}"))
             return
-        await self._exchange_flow(ex, headers, receive, send)
+        await self._relay_exchange(ex, headers, receive, send)
 
     def _health(self) -> bytes:
         """``{"status": "ok"}`` while serving; a database that was switched off is listed
@@ -192,27 +194,23 @@ class ProxyApp:
 
     # -- one exchange -----------------------------------------------------------------------
 
-    def _exchange(
-        self, adapter: ProtocolAdapter, path: str, query: str, hmap: dict[str, str], body: bytes
-    ) -> Exchange:
-        return build_exchange(adapter, path, query, hmap, body, self.settings, self.sessions)
-
-    async def _exchange_flow(
-        self, ex: Exchange, headers: list[tuple[str, str]], receive: Receive, send: Send
-    ) -> None:
-        self.sessions.begin(ex.session_id)
-        try:
-            await self._relay_exchange(ex, headers, receive, send)
-        finally:
-            self.sessions.end(ex.session_id)
-
     async def _relay_exchange(
         self, ex: Exchange, headers: list[tuple[str, str]], receive: Receive, send: Send
     ) -> None:
-        await self.pipeline.run_request(ex)
+        await self.flow.prepare(ex)
+        try:
+            relayed = await self._relay(ex, headers, receive, send)
+        except BaseException:
+            self.flow.abandon(ex)
+            raise
+        self.flow.finish(ex, _delivered(relayed))
+
+    async def _relay(
+        self, ex: Exchange, headers: list[tuple[str, str]], receive: Receive, send: Send
+    ) -> Relayed:
         url = self._url(ex.adapter, ex.path, ex.query)
         if ex.owned_tools is not None:
-            relayed = await relay_owned(
+            return await relay_owned(
                 self.upstream,
                 receive,
                 send,
@@ -222,38 +220,26 @@ class ProxyApp:
                 doc=ex.doc,
                 tools=ex.owned_tools,
             )
-        else:
-            relayed = await relay(
-                self.upstream,
-                receive,
-                send,
-                method="POST",
-                url=url,
-                headers=forward_headers(headers),
-                body=ex.doc.to_bytes(),
-                error_body=ex.adapter.error_body,
-            )
-        latency = (time.perf_counter() - ex.started) * 1000
-        task = asyncio.create_task(self._finish(ex, relayed, latency))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def _finish(self, ex: Exchange, relayed: Relayed, latency_ms: float) -> None:
-        outcome = Outcome(
-            status=relayed.status,
-            kind=relayed.kind,
-            message=None,
-            streamed=relayed.streamed,
-            latency_ms=latency_ms,
-            ttfb_ms=relayed.ttfb_ms,
-            error=relayed.error,
-            hidden_rounds=relayed.hidden_rounds,
-            sent=relayed.sent,
-            chunks=relayed.chunks,
-            hidden=relayed.hidden,
+        return await relay(
+            self.upstream,
+            receive,
+            send,
+            method="POST",
+            url=url,
+            headers=forward_headers(headers),
+            body=ex.doc.to_bytes(),
+            error_body=ex.adapter.error_body,
         )
-        try:
-            outcome.message = assemble(ex.adapter, relayed.chunks, relayed.streamed)
-        except Exception:
-            log.exception("could not assemble the answer of session %s", ex.session_id)
-        await self.pipeline.run_response(ex, judge(outcome))
+
+
+def _delivered(relayed: Relayed) -> Delivered:
+    return Delivered(
+        status=relayed.status,
+        kind=relayed.kind,
+        streamed=relayed.streamed,
+        chunks=relayed.chunks,
+        ttfb_ms=relayed.ttfb_ms,
+        error=relayed.error,
+        sent=relayed.sent,
+        hidden=relayed.hidden,
+    )

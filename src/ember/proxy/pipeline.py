@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from ember.exchange import Exchange, Outcome, Services, Stage
+from ember.exchange import Exchange, Outcome, Services, Stage, Stopping
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +55,17 @@ class Pipeline:
             except Exception:
                 log.exception("stage %s failed to settle", stage.name)
 
-    async def close(self) -> None:
+    async def wind_down(self, stopping: Stopping) -> None:
         for stage in self.stages:
+            try:
+                await stage.wind_down(stopping)
+            except Exception:
+                log.exception("stage %s failed to wind down", stage.name)
+
+    async def close(self) -> None:
+        """Stages close in reverse order: a later stage may still be writing through what an
+        earlier one opened (traffic learning saves into the memory stage's stores)."""
+        for stage in reversed(self.stages):
             try:
                 await stage.close()
             except Exception:

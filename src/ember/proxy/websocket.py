@@ -142,4 +142,4 @@ async def _serve(app: ProxyApp, scope: dict[str, Any], receive: Receive, send: S
     except OSError:  # the client left while the provider was answering
         await upstream.close()
         return
-    await ResponsesSession(app, receive, send, upstream, dict(headers), query).run()
+    await ResponsesSession(app.flow, settings, receive, send, upstream, dict(headers), query).run()

@@ -32,16 +32,16 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import aiohttp
+import orjson
 
+from ember.config import Settings
 from ember.errors import ProtocolError
-from ember.exchange import Exchange, Outcome, OutcomeKind
+from ember.exchange import Exchange, OutcomeKind
 from ember.protocols import OPENAI_RESPONSES
-from ember.protocols.base import AssembledMessage
 from ember.protocols.openai_responses import opens_with_system
 from ember.protocols.responses_ws import (
     ANSWERED,
@@ -51,14 +51,15 @@ from ember.protocols.responses_ws import (
     lane,
     message_type,
     previous_response,
+    refused,
+    standalone_body,
 )
 from ember.proxy import limits
+from ember.proxy.flow import Delivered, ExchangeFlow
 from ember.proxy.relay import Receive, Send
-from ember.proxy.verdict import judge
 
 if TYPE_CHECKING:
     from ember.project import ProjectRef
-    from ember.proxy.app import ProxyApp
     from ember.threads import Thread
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,10 @@ _SENDABLE_CLOSE = frozenset({1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 101
 
 #: Responses whose thread is remembered (Codex continues the last one; a few spare for lanes).
 _THREADS_KEPT = 64
+#: Responses whose whole conversation is kept, to rebuild a continuation as a request of its
+#: own (``Delivered.sent``). Codex continues the socket's last response; the items are shared
+#: with the requests that carried them, so each kept history costs its list, not its text.
+_HISTORIES_KEPT = 8
 
 Ended = Literal["client", "provider", "ember"]
 
@@ -85,6 +90,9 @@ class _Flight:
     texts: list[str] = field(default_factory=list)
     #: the request's input opens with a system prompt, or inherits one it continues
     has_system: bool = False
+    #: the request as one standalone body, the whole history in its ``input`` (None: the
+    #: response it continues is not known here, so no such body can be built)
+    whole: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -98,24 +106,29 @@ class _Prior:
 class ResponsesSession:
     def __init__(
         self,
-        app: ProxyApp,
+        flow: ExchangeFlow,
+        settings: Settings,
         receive: Receive,
         send: Send,
         upstream: aiohttp.ClientWebSocketResponse,
         headers: dict[str, str],
         query: str,
     ) -> None:
-        self.app = app
+        self.flow = flow
+        self.settings = settings
         self.receive = receive
         self.send = send
         self.upstream = upstream
         self.headers = headers
         self.query = query
-        self.read_timeout = app.settings.upstream_read_timeout
+        self.read_timeout = settings.upstream_read_timeout
         self._lanes: dict[str | None, deque[_Flight]] = {}
         self._project: ProjectRef | None = None
         #: thread and system prompt of each recent response created on this socket, by id
         self._threads: OrderedDict[str, _Prior] = OrderedDict()
+        #: the whole conversation (input and output items) of recent responses, by id
+        self._histories: OrderedDict[str, list[Any]] = OrderedDict()
+        self._last_response: str | None = None
         self._last_activity = time.monotonic()
         self._error: str | None = None
         self._faulted = False
@@ -162,10 +175,10 @@ class ResponsesSession:
 
     async def _on_text(self, text: str) -> None:
         raw = text.encode()
-        if len(raw) > limits.body_limit(self.app.settings):
+        if len(raw) > limits.body_limit(self.settings):
             log.warning("refused a WebSocket message over max_body_mb")
             await self._to_client(
-                error_event(413, f"ember: {limits.too_large_message(self.app.settings)}")
+                error_event(413, f"ember: {limits.too_large_message(self.settings)}")
             )
             return
         try:
@@ -178,10 +191,11 @@ class ResponsesSession:
             await self.upstream.send_str(text)  # response.processed, response.steer...: as sent
             return
         inherited = self._continue_thread(ex, kind)
-        if kind == CREATE:  # an append has no instructions or tools for the stages to edit
-            await self.app.pipeline.run_request(ex)
+        # an append has no instructions or tools for the stages to edit
+        await self.flow.prepare(ex, edit=kind == CREATE)
         flight = _Flight(ex, lane(ex.doc.value))
         flight.has_system = inherited or opens_with_system(ex.doc.value)
+        flight.whole = self._whole(ex.doc.value, kind)
         self._lanes.setdefault(flight.lane, deque()).append(flight)
         flight.sent = self._last_activity = time.monotonic()
         await self.upstream.send_str(ex.doc.to_bytes().decode() if ex.doc.edited else text)
@@ -201,8 +215,25 @@ class ResponsesSession:
         ex.inherits_no_system = kind == CREATE and not prior.has_system
         return prior.has_system
 
+    def _whole(self, value: Any, kind: str | None) -> dict[str, Any] | None:
+        """The request (as the stages left it) as one standalone body: the history of the
+        response it continues, then its own items (an append continues the last response)."""
+        previous = previous_response(value) if kind == CREATE else self._last_response
+        prior: list[Any] | None = []
+        if previous is not None:
+            prior = self._histories.get(previous)
+        return standalone_body(value, prior) if prior is not None else None
+
+    def _keep_history(self, flight: _Flight, output: list[Any] | None, response_id: str) -> None:
+        if flight.whole is None or output is None:
+            return
+        self._histories[response_id] = [*flight.whole["input"], *output]
+        self._last_response = response_id
+        while len(self._histories) > _HISTORIES_KEPT:
+            self._histories.popitem(last=False)
+
     def _exchange(self, raw: bytes) -> Exchange:
-        ex = self.app._exchange(OPENAI_RESPONSES, PATH, self.query, self.headers, raw)
+        ex = self.flow.open(OPENAI_RESPONSES, PATH, self.query, self.headers, raw)
         if ex.project is not None:
             self._project = ex.project
         elif self._project is not None:
@@ -255,6 +286,8 @@ class ResponsesSession:
         flight.texts.append(text)
         if head.terminal:
             queue.popleft()
+            if head.response_id is not None:
+                self._keep_history(flight, head.output, head.response_id)
             self._finish(flight, "ok", None)
 
     def _in_flight(self) -> bool:
@@ -288,41 +321,22 @@ class ResponsesSession:
             await self.send({"type": "websocket.close", "code": code})
 
     def _finish(self, flight: _Flight, kind: OutcomeKind, error: str | None) -> None:
-        latency = (time.perf_counter() - flight.ex.started) * 1000
-        _in_background(self.app, _respond(self.app, flight, kind, error, latency))
-
-
-def _in_background(app: ProxyApp, work: Awaitable[None]) -> None:
-    """Run response stages like the HTTP path: tracked by the app, so ``drain`` and a clean
-    shutdown wait for them."""
-    task = asyncio.ensure_future(work)
-    app._background.add(task)
-    task.add_done_callback(app._background.discard)
-
-
-async def _respond(
-    app: ProxyApp, flight: _Flight, kind: OutcomeKind, error: str | None, latency_ms: float
-) -> None:
-    message: AssembledMessage | None = None
-    if flight.texts:
-        try:
-            assembler = flight.ex.adapter.assembler()
-            for text in flight.texts:
-                assembler.feed(None, text)
-            message = assembler.result()
-        except Exception:
-            log.exception("could not assemble the answer of session %s", flight.ex.session_id)
-    status = 200 if flight.texts else 0
-    if message is not None and message.error is not None and not flight.started:
-        # refused before it began (an ``error`` event with the status HTTP would have had)
-        status, kind, error = message.error.status, "upstream_error", message.error.describe()
-    outcome = Outcome(
-        status=status,
-        kind=kind,
-        message=message,
-        streamed=True,
-        latency_ms=latency_ms,
-        ttfb_ms=flight.ttfb_ms,
-        error=error,
-    )
-    await app.pipeline.run_response(flight.ex, judge(outcome))
+        """Hand the response to the flow: its events as the answer's chunks, and the request
+        as a standalone body (what the provider saw), for the response stages."""
+        status = 200 if flight.texts else 0
+        refusal = refused(flight.texts[-1]) if flight.texts and not flight.started else None
+        if refusal is not None:  # refused before it began, with the status HTTP would have had
+            status, kind, error = refusal.status, "upstream_error", refusal.describe()
+        sent = b"" if flight.whole is None else orjson.dumps(flight.whole)
+        delivered = Delivered(
+            status=status,
+            kind=kind,
+            streamed=True,
+            chunks=[t.encode() for t in flight.texts],
+            ttfb_ms=flight.ttfb_ms,
+            error=error,
+            sent=sent,
+            sent_value=flight.whole,
+            framing="events",
+        )
+        self.flow.finish(flight.ex, delivered)

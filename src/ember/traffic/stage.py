@@ -34,8 +34,8 @@ from ember.memory.models import Evidence, NewMemory
 from ember.project import ProjectRef
 from ember.protocols.base import TranscriptItem
 from ember.protocols.calls import tool_calls
-from ember.protocols.transcript import transcript_items
-from ember.shadow.transcript import by_ids, item_digest, latest_generation, message_id
+from ember.protocols.transcript import item_digest, transcript_items
+from ember.shadow.transcript import by_ids, latest_generation, message_id
 from ember.store.database import Database
 from ember.store.registry import Storage
 from ember.traffic.learner import recoveries_to_drop
@@ -104,7 +104,9 @@ class TrafficStage(Stage):
         if not _worth_a_look(ex):
             return
         try:
-            await self._learn(ex, ex.project)
+            # A WebSocket continuation carries only its new items; the transcript (and the
+            # ids evidence names) count positions in the whole conversation.
+            await self._learn(ex, outcome.conversation(ex), ex.project)
         except Exception:  # fail open: learning never touches the user's request
             log.warning("traffic learning skipped a request", exc_info=True)
 
@@ -114,7 +116,7 @@ class TrafficStage(Stage):
         self._books.put(key, book)
         return book
 
-    async def _learn(self, ex: Exchange, project: ProjectRef) -> None:
+    async def _learn(self, ex: Exchange, body: Any, project: ProjectRef) -> None:
         if self.storage is None:
             return
         db = self.storage.database(project.db_path(self.settings.home))
@@ -122,13 +124,13 @@ class TrafficStage(Stage):
         generation = await db.aread(lambda c: latest_generation(c, session))
         if not generation:
             return  # no transcript (shadow off): no evidence to point at
-        items = transcript_items(ex.adapter, ex.body)
+        items = transcript_items(ex.adapter, body)
         ids = {
             id(i): message_id(session, generation, i.position, i.part, item_digest(i))
             for i in items
         }
         book = self._book(str(db.path), session)
-        new = _new_runs(items, tool_calls(ex.adapter, ex.body), ids, book)
+        new = _new_runs(items, tool_calls(ex.adapter, body), ids, book)
         user = next((i for i in reversed(items) if i.kind == "user"), None)
         user_id = ids[id(user)] if user is not None and book.first_sight(ids[id(user)]) else None
         found = observe(

@@ -1,0 +1,144 @@
+"""One exchange's lifecycle, the same for every transport (HTTP POST and Responses over
+WebSocket).
+
+A transport only moves bytes; everything a feature sees of an exchange goes through here:
+- ``open``: the client's bytes become an ``Exchange`` (parse, project, session, thread);
+- ``prepare``: the session is marked busy (background work of the session waits) and the
+  request stages run (they may edit the request);
+- ``finish``: the session is idle again, and once the client has its answer the response
+  stages run in the background on one ``Outcome`` built the same way for both transports — the
+  exact bytes sent upstream (``sent``), the answer's raw bytes (``chunks``), the assembled
+  message, the verdict.
+
+Two copies of this lifecycle (one per transport) drifted once: the WebSocket copy never filled
+``sent``/``chunks``, so shadow memory never saw a Codex session's prefix and never forked it,
+and it never marked the session busy. Keeping one copy is the fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ember.config import Settings
+from ember.exchange import Exchange, HiddenRound, Outcome, OutcomeKind
+from ember.protocols.assemble import assemble
+from ember.protocols.base import AssembledMessage, ProtocolAdapter
+from ember.proxy.intake import build_exchange
+from ember.proxy.pipeline import Pipeline
+from ember.proxy.verdict import judge
+from ember.sessions import SessionRegistry
+
+log = logging.getLogger(__name__)
+
+#: How the answer's bytes are framed: an HTTP body (SSE events when ``streamed``, else one
+#: JSON document), or one JSON event per chunk (Responses over WebSocket).
+Framing = Literal["http", "events"]
+
+
+@dataclass
+class Delivered:
+    """What a transport did with one exchange: how it ended, and the bytes both ways."""
+
+    status: int
+    kind: OutcomeKind
+    streamed: bool
+    chunks: list[bytes] = field(default_factory=list)
+    ttfb_ms: float | None = None
+    error: str | None = None
+    #: the exact body that went upstream for the answer the client got, as a request of its
+    #: own (a WebSocket continuation: the HTTP equivalent holding the whole history)
+    sent: bytes = b""
+    #: ``sent`` parsed, when it is not ``Exchange.body`` (a WebSocket continuation)
+    sent_value: Any = None
+    hidden: list[HiddenRound] = field(default_factory=list)
+    framing: Framing = "http"
+
+
+class ExchangeFlow:
+    """The lifecycle above, with the response stages it has running (``drain`` waits)."""
+
+    def __init__(self, settings: Settings, sessions: SessionRegistry, pipeline: Pipeline) -> None:
+        self.settings = settings
+        self.sessions = sessions
+        self.pipeline = pipeline
+        self._finishing: set[asyncio.Task[None]] = set()
+
+    def open(
+        self, adapter: ProtocolAdapter, path: str, query: str, headers: dict[str, str], body: bytes
+    ) -> Exchange:
+        """Raises ``ProtocolError`` (answer 400) for a body that is not a JSON object or is
+        nested past ``max_json_depth``."""
+        return build_exchange(adapter, path, query, headers, body, self.settings, self.sessions)
+
+    async def prepare(self, ex: Exchange, *, edit: bool = True) -> None:
+        """Mark the session busy, then run the request stages (``edit=False``: a message with
+        nothing for them to edit, e.g. a ``response.append``). Every ``prepare`` must be
+        followed by exactly one ``finish``."""
+        self.sessions.begin(ex.session_id)
+        if edit:
+            await self.pipeline.run_request(ex)
+
+    def finish(self, ex: Exchange, delivered: Delivered) -> None:
+        """The client has its answer (or the exchange failed): the session is idle, and the
+        response stages run in the background."""
+        self.sessions.end(ex.session_id)
+        latency = (time.perf_counter() - ex.started) * 1000
+        task = asyncio.ensure_future(self._respond(ex, delivered, latency))
+        self._finishing.add(task)
+        task.add_done_callback(self._finishing.discard)
+
+    def abandon(self, ex: Exchange) -> None:
+        """The exchange broke off inside ember (a bug, or the proxy stopping): the session is
+        idle again; no response stage runs on a half-known outcome."""
+        self.sessions.end(ex.session_id)
+
+    async def _respond(self, ex: Exchange, d: Delivered, latency_ms: float) -> None:
+        outcome = Outcome(
+            status=d.status,
+            kind=d.kind,
+            message=None,
+            streamed=d.streamed,
+            latency_ms=latency_ms,
+            ttfb_ms=d.ttfb_ms,
+            error=d.error,
+            hidden_rounds=len(d.hidden),
+            sent=d.sent,
+            chunks=d.chunks,
+            hidden=d.hidden,
+            sent_value=d.sent_value,
+        )
+        try:
+            outcome.message = _assemble(ex.adapter, d)
+        except Exception:
+            log.exception("could not assemble the answer of session %s", ex.session_id)
+        await self.pipeline.run_response(ex, judge(outcome))
+
+    @property
+    def pending(self) -> int:
+        """Response stages still running."""
+        return len(self._finishing)
+
+    async def drain(self) -> None:
+        """Wait until every answered exchange's response stages have run."""
+        while self._finishing:
+            await asyncio.wait(set(self._finishing))
+
+    async def wait(self, timeout: float) -> None:
+        """``drain``, for at most ``timeout`` seconds (a stopping proxy)."""
+        if self._finishing:
+            await asyncio.wait(set(self._finishing), timeout=timeout)
+
+
+def _assemble(adapter: ProtocolAdapter, d: Delivered) -> AssembledMessage | None:
+    if d.framing == "http":
+        return assemble(adapter, d.chunks, d.streamed)
+    if not d.chunks:
+        return None
+    assembler = adapter.assembler()
+    for chunk in d.chunks:
+        assembler.feed(None, chunk.decode("utf-8", errors="replace"))
+    return assembler.result()
