@@ -29,6 +29,7 @@ from pathlib import Path
 from ember.config import Settings
 from ember.errors import EmberError
 from ember.exchange import Exchange, Stage
+from ember.memory.echo import not_echoed
 from ember.memory.ledger import InjectionLedger, LedgerEntry, message_digest
 from ember.memory.models import MemoryFilter, MemoryHit
 from ember.memory.retrieval.budget import InjectionBudget
@@ -38,6 +39,7 @@ from ember.memory.tools import MEMORY_TOOL_SPECS, MemoryTools
 from ember.models import Embedder, EmbedderLoader, preload_from
 from ember.protocols.base import ProtocolAdapter
 from ember.protocols.tooling import TOOLING
+from ember.protocols.transcript import item_digest, transcript_items
 from ember.store.registry import Storage
 from ember.threads import is_compaction
 
@@ -179,12 +181,20 @@ class MemoryStage(Stage):
             top_k=search_depth(self.budget.max_items, len(already)),
             memory_filter=MemoryFilter(session_id=ex.session_id),
         )
-        chosen = self.budget.select(not_yet_injected(hits, already))
+        fresh = not_echoed(
+            not_yet_injected(hits, already), ex.session_id, lambda: said(adapter, body)
+        )
+        chosen = self.budget.select(fresh)
         return LedgerEntry(ask, digest, chosen.text, fact_keys(chosen.hits))
 
     async def close(self) -> None:
         await asyncio.to_thread(self.router.close)
         self.ledger.close()
+
+
+def said(adapter: ProtocolAdapter, body: object) -> set[str]:
+    """The digests of what a conversation's messages say (``memory.echo``)."""
+    return {item_digest(i) for i in transcript_items(adapter, body)}
 
 
 def search_depth(max_items: int, already: int) -> int:

@@ -24,9 +24,10 @@ Decisions:
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from ember.protocols.base import (
     AssembledMessage,
@@ -228,6 +229,24 @@ _ITEMS: dict[str, Callable[[list[Any], int, dict[str, str]], Items]] = {
     "openai_chat": _chat_items,
     "openai_responses": _responses_items,
 }
+
+
+class Said(Protocol):
+    """Anything that says something in a conversation (a transcript item, a stored row)."""
+
+    @property
+    def role(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+
+
+def item_digest(item: Said) -> str:
+    """What a message says, as a digest of its role, kind and text: the same words said in
+    another session (a resumed or forked conversation) digest the same. The transcript keeps
+    it per row, and memory compares it to tell a fact already in a conversation's context."""
+    return hashlib.sha256(f"{item.role}\0{item.kind}\0{item.text}".encode()).hexdigest()[:24]
 
 
 def transcript_items(
