@@ -68,8 +68,12 @@ def make_stack(tmp_path: Path) -> Iterator[StackFactory]:
             emu = emulator or Emulator()
             if upstream is None:
                 upstream = resources.enter_context(BackgroundServer(emu)).url
-            # Shadow memory makes calls of its own after turns: off unless a test asks for it.
+            # Shadow memory makes calls of its own after turns: off unless a test asks for it;
+            # when asked for, a session is read once it has been quiet a moment (not the
+            # shipped minute), and a stopping test proxy does not wait to read what is unread.
             overrides.setdefault("shadow", "off")
+            overrides.setdefault("shadow_idle_seconds", 0.3)
+            overrides.setdefault("shadow_stop_seconds", 0.0)
             settings = load_settings(
                 env={"EMBER_HOME": str(tmp_path / "home")},
                 anthropic_url=upstream,

@@ -138,8 +138,16 @@ class Settings(BaseModel):
     shadow_idle_seconds: float = Field(default=60.0, gt=0)
     #: How often the shadow scheduler looks for idle sessions and expired prefixes (seconds).
     shadow_tick_seconds: float = Field(default=15.0, gt=0)
-    #: A session's shadow spend never passes this share of the session's own spend.
-    shadow_max_share: float = Field(default=0.10, ge=0.0, le=1.0)
+    #: The shadow's budget (ember/shadow/budget.py): over the last 7 days, a project's shadow
+    #: (and steward) calls may spend this share of what its clients spent, plus the allowance.
+    shadow_max_share: float = Field(default=0.15, ge=0.0, le=1.0)
+    #: Spend each project may have on top of the share over 7 days, in weighted tokens (a
+    #: fresh input token counts 1, a cache read 0.1): a new project's first sessions are read
+    #: before its own spend builds up a share. Priced at the run's model when it has a price.
+    shadow_allowance_tokens: int = Field(default=20_000, ge=0)
+    #: A stopping proxy (``ember wrap``'s client exited, Ctrl-C, SIGTERM) gives unread sessions
+    #: this long to be read while the provider's cache is hot; a second Ctrl-C skips it. 0: off.
+    shadow_stop_seconds: float = Field(default=5.0, ge=0.0, le=60.0)
     #: The cold path's model (reads rendered backlog pages); unset: the provider's light
     #: model (claude-haiku-4-5 for Anthropic sessions, gpt-5-mini for OpenAI ones).
     light_model: str | None = None

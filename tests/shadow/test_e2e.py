@@ -151,12 +151,27 @@ def test_a_new_user_message_aborts_a_running_shadow_call_and_nothing_is_proposed
     assert rows(db, "SELECT COUNT(*) FROM shadow_fact_proposals") == [(0,)]
 
 
-def test_a_run_past_the_spend_cap_is_skipped_and_says_why(make_stack: StackFactory) -> None:
-    stack = make_stack(stages="features", shadow="primary", shadow_max_share=0.01)
+def test_a_run_past_the_budget_waits_and_a_later_run_reads_its_messages(
+    make_stack: StackFactory,
+) -> None:
+    """No allowance, 15% of the project's client spend: the first short turn cannot pay for a
+    run, which is skipped saying why, and calls nothing. Its messages stay unread: once the
+    session has spent more, the next run reads them too, and the first turn's fact is kept."""
+    stack = make_stack(stages="features", shadow="primary", shadow_allowance_tokens=0)
     stack.emulator.reply_fn = shadow_replies()
     db = db_path(stack.home)
-    ask(stack, "0d0d0d0d-0000-4000-8000-000000000004", [], FACT)
+    session, history = "0d0d0d0d-0000-4000-8000-000000000004", []
+    ask(stack, session, history, FACT)
     wait_for(lambda: rows(db, "SELECT status FROM shadow_memory_runs"))
     [(status, reason, calls)] = rows(db, "SELECT status, reason, calls FROM shadow_memory_runs")
-    assert status == "skipped" and "spend cap" in reason and calls == 0
+    assert status == "skipped" and reason.startswith("budget:") and calls == 0
+    assert "stay unread" in reason
     assert not any(b"[ember shadow turn]" in r.body for r in stack.emulator.requests)
+    ask(stack, session, history, "Here is the whole design document. " + "word " * 40_000)
+    wait_for(lambda: rows(db, "SELECT 1 FROM shadow_memory_runs WHERE status='completed'"))
+    [(from_seq,)] = rows(db, "SELECT from_seq FROM shadow_memory_runs WHERE status='completed'")
+    [(first,)] = rows(db, "SELECT MIN(seq) FROM transcript_messages")
+    assert from_seq == first  # the skipped run's messages were read by the later one
+    wait_for(lambda: rows(db, "SELECT 1 FROM shadow_fact_proposals WHERE memory_id IS NOT NULL"))
+    kept = rows(db, "SELECT content FROM shadow_fact_proposals WHERE memory_id IS NOT NULL")
+    assert any("eu-west-1" in c for (c,) in kept)

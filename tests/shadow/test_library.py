@@ -56,6 +56,7 @@ async def library(emulator: tuple[Emulator, str], tmp_path: Path) -> AsyncIterat
         openai_url=url + "/v1",
         shadow="primary",
         shadow_max_share=1.0,  # two-turn sessions: a shadow run costs about one turn
+        shadow_idle_seconds=0.3,  # a turn's end is read once the session is quiet this long
     )
     async with shadow_library(settings) as lib:
         yield lib

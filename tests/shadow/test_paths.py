@@ -187,7 +187,12 @@ def test_a_kill_9_during_a_run_leaves_no_partial_proposals(tmp_path: Path) -> No
 
     emulator.reply_fn = hanging
     home = tmp_path / "home"
-    env = {"EMBER_SHADOW": "primary", "EMBER_SHADOW_MAX_SHARE": "1", "EMBER_MEMORY_MODE": "off"}
+    env = {
+        "EMBER_SHADOW": "primary",
+        "EMBER_SHADOW_MAX_SHARE": "1",
+        "EMBER_SHADOW_IDLE_SECONDS": "0.3",
+        "EMBER_MEMORY_MODE": "off",
+    }
     session = "1a1a1a1a-0000-4000-8000-000000000007"
     with BackgroundServer(emulator) as up:
         with proxy_process(home, up.url, env=env) as (proc, url):
@@ -207,7 +212,7 @@ def test_a_kill_9_during_a_run_leaves_no_partial_proposals(tmp_path: Path) -> No
                     == ("failed",)
                 )
             )
-    [(error,)] = rows(db, "SELECT error FROM shadow_memory_runs")
+    [(error,)] = rows(db, f"SELECT error FROM shadow_memory_runs WHERE session_id='{session}'")
     assert "interrupted" in error
 
 

@@ -7,7 +7,7 @@ import pytest
 from ember.protocols.base import AssembledMessage, Block
 from ember.shadow import evidence
 from ember.shadow.models import FactIn, parse_facts
-from ember.shadow.policy import Backoff, hot_blocker, spend_cap_reason, turn_ended
+from ember.shadow.policy import Backoff, hot_blocker, turn_ended
 from ember.shadow.question import cold_pages, hot_question, parse_answer
 from ember.shadow.transcript import Lineage, Message, place
 
@@ -98,13 +98,6 @@ def test_three_failures_in_a_generation_back_off_six_hours() -> None:
         assert not b.active(t)
         b = b.failed(t)
     assert b.active(3.0) and b.active(2.0 + 6 * 3600 - 1) and not b.active(2.0 + 6 * 3600)
-
-
-def test_the_spend_cap_holds_the_share_and_refuses_unknown_prices() -> None:
-    assert spend_cap_reason(1.00, 0.05, 0.04, 0.10) is None
-    assert "spend cap" in (spend_cap_reason(1.00, 0.08, 0.04, 0.10) or "")
-    assert spend_cap_reason(None, 0, 0.01, 0.10) is not None
-    assert spend_cap_reason(1.00, 0, None, 0.10) is not None
 
 
 def test_hot_needs_a_fresh_prefix_of_the_same_generation_that_allows_text() -> None:

@@ -50,7 +50,8 @@ def inspect(db: Path) -> tuple[str, int, int]:
     conn = connect(db, readonly=True).conn
     try:
         check = conn.execute("PRAGMA integrity_check").fetchone()[0]
-        rows = conn.execute("SELECT COUNT(*) FROM exchanges").fetchone()[0]
+        # the clients' own rows (a stopping proxy's shadow reads are accounted apart)
+        rows = conn.execute("SELECT COUNT(*) FROM exchanges WHERE origin = 'client'").fetchone()[0]
         ledger = conn.execute("SELECT COUNT(*) FROM memory_injections").fetchone()[0]
     finally:
         conn.close()

@@ -67,8 +67,10 @@ def wrap(
 
     Uses the ember proxy answering on the port, or starts one in the background (log in
     $EMBER_HOME/run/) and stops it when the last `ember wrap` using it exits; a proxy you started
-    yourself is left running. Your configuration files are not touched (see `ember setup`).
-    The exit status is the client's.
+    yourself is left running. Before it stops, the proxy reads what the session said while the
+    provider's cache is still hot (shadow memory: a few seconds at most; Ctrl-C skips it).
+    Your configuration files are not touched (see `ember setup`). The exit status is the
+    client's.
     """
     from ember.launch import client as client_proc
     from ember.launch.proxyproc import READY_TIMEOUT
@@ -96,7 +98,7 @@ def wrap(
             _say(note)
         code = client_proc.run(plan.argv, plan.env, project)
     finally:
-        if shared.release(lease):
+        if shared.release(lease, on_slow=_reading):
             _say("stopped the ember proxy")
     raise click.exceptions.Exit(code)
 
@@ -127,6 +129,13 @@ def _find(spec: ClientSpec, binary: str | None) -> str:
     raise ClientError(
         f"{spec.title} is not installed (no `{spec.binary}` on PATH). Install it with "
         f"`{spec.install}`, or name the executable with --bin PATH"
+    )
+
+
+def _reading() -> None:
+    _say(
+        "the proxy reads what this session said while the provider's cache is hot before it "
+        "stops (a few seconds; Ctrl-C skips that)"
     )
 
 

@@ -1,22 +1,19 @@
 """The shadow-memory part of the demo: a fact stated in one session, extracted on the hot path,
-recalled in the next.
+recalled in the next — with shipped settings.
 
 Session 1 is a short coding task through the proxy with ``EMBER_SHADOW=primary`` (the
-default); in one ask the user states how releases are deployed. When the last turn has ended
-and the debounce is over, the shadow forks the session's last request — the provider reads the
-old prefix from its cache — and the emulated model answers the shadow question with the fact
-and the id of the user's message. Ember checks that pointer and makes the fact a memory of the
-project. Session 2, another session of the same project, asks about releases and gets the fact
-injected with its ``[id]``.
+default); in one ask the user states how releases are deployed. Then the agent exits and the
+proxy stops, as ``ember wrap``'s does: before it stops it reads the session while the
+provider's cache is still hot — the shadow forks the session's last request, the provider
+reads the old prefix from its cache, and the emulated model answers the shadow question with
+the fact and the id of the user's message. Ember checks that pointer and makes the fact a
+memory of the project. Session 2, another session of the same project through a new proxy,
+asks about releases and gets the fact injected with its ``[id]``.
 
 Everything printed is read back from what the provider received (the emulator's recording)
 and from the project database (``shadow_memory_runs``, ``shadow_fact_proposals``, the
-transcript, ``session_totals``): the demo asserts nothing it did not find there.
-
-The spend cap: this session is 14 requests on a ~2.5k-token prompt, and one shadow run over
-it costs about a fifth of it — past the default ``shadow_max_share`` (0.10), which would skip
-the run and record why. The demo raises the share to ``DEMO_MAX_SHARE`` and says so in its
-output, next to the measured share; it does not hide the cap.
+transcript, ``session_totals``): the demo asserts nothing it did not find there. What the run
+costs is set against the project's budget (``ember.shadow.budget``), as ``ember stats`` shows it.
 """
 
 from __future__ import annotations
@@ -36,7 +33,6 @@ from ember.demo.memory import injected_block, wait_for_embedder
 from ember.project import resolve_project
 from ember.server import BackgroundServer
 from ember.shadow import reads
-from ember.shadow.policy import DEBOUNCE_SECONDS
 from ember.shadow.transcript import by_ids
 from ember.store.driver import connect
 from ember.testing import Emulator
@@ -47,11 +43,9 @@ CWD = "/home/dev/acme-web"
 SESSION_1 = "5ead0000-0000-4000-8000-000000000001"
 SESSION_2 = "5ead0000-0000-4000-8000-000000000002"
 FACT = "releases deploy to eu-west-1 through the deploy workflow on a version tag, never by hand"
-#: The share of its session's spend a shadow run may take, for this demo (see the docstring).
-DEMO_MAX_SHARE = 0.5
-#: How long the demo waits for the run after session 1's last answer: the debounce, one
-#: provider call and two writes, far past what they take on a busy machine.
-RUN_WAIT = 60.0
+#: How long a stopping proxy may take: its reading of session 1 (``shadow_stop_seconds``),
+#: then its own flush.
+STOP_WAIT = 30.0
 #: What a fork must leave exactly as the provider last received it, besides the messages
 #: (changing any of them would miss the provider's cache).
 KEPT = ("model", "system", "tools", "tool_choice", "thinking", "max_tokens", "metadata")
@@ -170,9 +164,9 @@ class ShadowSummary:
         return None if self.proposal is None else self.proposal.get("memory_id")
 
 
-def run_shadow_demo(
-    home: Path, console: Console, max_share: float = DEMO_MAX_SHARE
-) -> ShadowSummary:
+def run_shadow_demo(home: Path, console: Console, **overrides: Any) -> ShadowSummary:
+    """The demo with shipped settings (``overrides``: for the tests that show the budget
+    refusing a run)."""
     emulator = Emulator()
     emulator.reply_fn = shadow_replies()  # how the emulated model answers a shadow question
     with BackgroundServer(emulator) as upstream:
@@ -182,22 +176,25 @@ def run_shadow_demo(
             home=home,
             anthropic_url=upstream.url,
             openai_url=upstream.url + "/v1",
-            shadow_max_share=max_share,
+            **overrides,
         )
         summary = ShadowSummary(settings.shadow, settings.shadow_max_share)
         # Promoting the fact and session 2's recall both need the embedder.
         summary.embedder_error = wait_for_embedder(settings)
         db = _db_path(settings)
-        with BackgroundServer(build_app(settings)) as proxy:
-            since = time.time()  # a --home used before holds runs of earlier demos
+        since = time.time()  # a --home used before holds runs of earlier demos
+        proxy = BackgroundServer(build_app(settings)).start()
+        try:
             agent = _session(proxy.url, emulator, SESSION_1, SESSION_1_TASKS)
             _announce(settings, console)
+        finally:
             started = time.monotonic()
-            _wait_for_run(db, since, RUN_WAIT)
-            summary.waited_seconds = time.monotonic() - started
-            _read_database(db, since, summary)
-            _read_fork(emulator, summary, agent.history[-1])
-            if summary.memory_id is not None:
+            proxy.stop(STOP_WAIT)  # reads what session 1 said, then stops
+        summary.waited_seconds = time.monotonic() - started
+        _read_database(db, since, summary)
+        _read_fork(emulator, summary, agent.history[-1])
+        if summary.memory_id is not None:
+            with BackgroundServer(build_app(settings)) as proxy:
                 _session(proxy.url, emulator, SESSION_2, [ASK_2])
                 summary.injected_block = injected_block(emulator)
     print_shadow(summary, console)
@@ -220,21 +217,12 @@ def _session(proxy_url: str, emulator: Emulator, session: str, tasks: list[Task]
 
 
 def _announce(settings: Settings, console: Console) -> None:
-    default = type(settings).model_fields["shadow_max_share"].default
-    share = settings.shadow_max_share
     console.print(
-        f"\n[bold]Shadow memory[/] (EMBER_SHADOW={settings.shadow}): session 1, {CWD}, a short "
-        f"task in which the user states how releases are deployed.\n"
-        + (
-            f"  For this demo shadow_max_share={share:g} (default {default:g}): a session this "
-            f"small costs little, and one shadow run over it is more than {default:.0%} of it "
-            f"(measured below); at the default the run is skipped and recorded with that "
-            f"reason.\n"
-            if share != default
-            else ""
-        )
-        + f"  The last turn ended; waiting for the shadow run ({DEBOUNCE_SECONDS:g} s debounce, "
-        f"at most {RUN_WAIT:g} s)..."
+        f"\n[bold]Shadow memory[/] (EMBER_SHADOW={settings.shadow}, shipped settings): "
+        f"session 1, {CWD}, a short task in which the user states how releases are deployed.\n"
+        f"  The agent exits and the proxy stops, as `ember wrap`'s does: first it reads what "
+        f"the session said while the provider's cache is hot (at most "
+        f"{settings.shadow_stop_seconds:g} s)..."
     )
 
 
@@ -246,29 +234,6 @@ def _query(db: Path, sql: str, args: tuple[Any, ...] = ()) -> list[dict[str, Any
         return [dict(r) for r in conn.execute(sql, args)]
     finally:
         conn.close()
-
-
-def _settled(db: Path, since: float) -> bool:
-    """Session 1 has a run started after ``since`` that is over and not cancelled, and no run of
-    it is still running or has valid proposals that are not memories yet.
-
-    A cancelled run does not settle the wait: under load an earlier ask's idle run can start and
-    be cancelled by the next ask, and stopping at it showed an empty demo."""
-    found = _query(
-        db,
-        "SELECT r.status, (SELECT COUNT(*) FROM shadow_fact_proposals p WHERE p.run_id = r.id "
-        "AND p.validation_error IS NULL AND p.memory_id IS NULL) AS unlinked "
-        "FROM shadow_memory_runs r WHERE r.session_id = ? AND r.started_at >= ?",
-        (SESSION_1, since),
-    )
-    over = any(r["status"] not in ("running", "cancelled") for r in found)
-    return over and all(r["status"] != "running" and not r["unlinked"] for r in found)
-
-
-def _wait_for_run(db: Path, since: float, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not _settled(db, since):
-        time.sleep(0.1)
 
 
 def _read_database(db: Path, since: float, s: ShadowSummary) -> None:
@@ -369,7 +334,7 @@ def print_shadow(s: ShadowSummary, console: Console) -> None:
         f"  run             {r['id']}: path {r['path']}, model {r['model'] or '-'}, trigger "
         f"{r['trigger']}, {r['status']}"
         + (f" ({why})" if why else "")
-        + f", {s.waited_seconds:.1f} s after session 1's last answer"
+        + f", while the proxy stopped ({s.waited_seconds:.1f} s)"
     )
     if r["status"] == "skipped":
         return
@@ -384,7 +349,8 @@ def print_shadow(s: ShadowSummary, console: Console) -> None:
     say(
         f"  its cost        {_usd(r['estimated_usd'])} at list prices"
         + ("" if cost_share is None else f", {cost_share:.1%} of the session's own")
-        + f" (the cap here: {s.max_share:.0%})"
+        + f"; the project's budget: {s.max_share:.0%} of its clients' spend over 7 days, "
+        "plus a small allowance for a new project (see `ember stats`)"
     )
     _print_proposal(s, say, console)
 

@@ -14,6 +14,7 @@ from ember.shaping.stage import ShapingStage
 from ember.shaping.verbosity import CLOSE_TAG, LEVEL_NAMES, OPEN_TAG
 from ember.testing import Emulator
 from ember.testing.agent import ScriptedAgent, TurnUsage, system_prompt
+from ember.testing.shadow import question_of
 
 
 @dataclass
@@ -45,7 +46,9 @@ def shaping_summary(
     state = stage.sessions.peek(agent.session_id) if stage is not None else None
     if state is None:
         return None
+    # The client's own requests (not the shadow's read of the session when the proxy stopped).
     sent = [r.json() for r in emulator.requests if r.path == "/v1/messages"]
+    sent = [b for b in sent if question_of(b) is None]
     blocks = [ANTHROPIC.owned_system_block(b, OPEN_TAG, CLOSE_TAG) for b in sent]
     client_system = system_prompt(agent.cwd)
     asked = str((agent.output_config or {}).get("effort"))

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ember.clients.address import ProxyAddress
@@ -22,6 +23,9 @@ from ember.launch.probe import probe
 
 READY_TIMEOUT = 30.0  #: seconds a new proxy may take to serve ``/healthz``
 STOP_TIMEOUT = 20.0  #: seconds a stopping proxy may take to flush before it is killed
+#: A proxy still stopping after this long is reading unread sessions while the provider's
+#: cache is hot (``shadow_stop_seconds``): the user is told why they wait, and how to skip it.
+SLOW_STOP_NOTICE = 0.5
 _LOG_TAIL_LINES = 12
 
 
@@ -62,13 +66,29 @@ def wait_ready(
     )
 
 
-def stop(pid: int, proc: subprocess.Popen[bytes] | None = None) -> None:
-    """SIGTERM (the proxy finishes what it accepted and flushes its databases), wait up to
-    ``STOP_TIMEOUT``, then SIGKILL. ``proc`` is given when the proxy is our own child, so it is
-    reaped; otherwise the pid is watched until it is gone."""
+def stop(
+    pid: int,
+    proc: subprocess.Popen[bytes] | None = None,
+    on_slow: Callable[[], None] | None = None,
+) -> None:
+    """SIGTERM (the proxy finishes what it accepted, reads unread sessions for a few seconds
+    and flushes its databases), wait up to ``STOP_TIMEOUT``, then SIGKILL. ``on_slow`` is
+    called once when that takes longer than ``SLOW_STOP_NOTICE``; a Ctrl-C meanwhile sends the
+    proxy SIGINT, which skips the reading (its databases are still flushed). ``proc`` is given
+    when the proxy is our own child, so it is reaped; otherwise the pid is watched."""
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
-    if _wait_gone(pid, proc, STOP_TIMEOUT):
+    try:
+        if _wait_gone(pid, proc, SLOW_STOP_NOTICE):
+            return
+        if on_slow is not None:
+            on_slow()
+        gone = _wait_gone(pid, proc, STOP_TIMEOUT)
+    except KeyboardInterrupt:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGINT)
+        gone = _wait_gone(pid, proc, STOP_TIMEOUT)
+    if gone:
         return
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)

@@ -19,7 +19,7 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,9 +86,9 @@ class SharedProxy:
             self._save(state)
             return lease
 
-    def release(self, lease: Lease) -> bool:
-        """Drop this wrap; stop the proxy when no wrap uses it any more and a wrap started it.
-        Returns whether it was stopped."""
+    def release(self, lease: Lease, on_slow: Callable[[], None] | None = None) -> bool:
+        """Drop this wrap; stop the proxy when no wrap uses it any more and a wrap started it
+        (``on_slow``: see ``proxyproc.stop``). Returns whether it was stopped."""
         with self._locked():
             state = self._load()
             state.users = [pid for pid in state.users if pid != os.getpid()]
@@ -100,7 +100,7 @@ class SharedProxy:
             # process by now, which must not get our SIGTERM. A wedged proxy is still stopped.
             if probe(self.address.host, self.address.port).state != "free":
                 mine = lease.proc if lease.proc is not None and lease.proc.pid == pid else None
-                proxyproc.stop(pid, mine)
+                proxyproc.stop(pid, mine, on_slow)
             self._save(_State())
             return True
 

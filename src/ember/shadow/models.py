@@ -16,7 +16,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 EvidenceKind = Literal["user-stated", "user-accepted", "tool-verified", "observed-outcome"]
 RunPath = Literal["hot", "cold"]
 RunStatus = Literal["running", "completed", "failed", "cancelled", "skipped"]
-Trigger = Literal["turn-ended", "turn-failed", "idle", "generation-ended", "library", "manual"]
+Trigger = Literal[
+    "turn-ended",
+    "turn-failed",
+    "idle",
+    "generation-ended",
+    "stopping",
+    "backlog",
+    "library",
+    "manual",
+]
 
 #: A fact longer than this is a summary, not a fact.
 MAX_FACT_CHARS = 1000

@@ -31,7 +31,8 @@ from ember.project import ProjectRef
 from ember.protocols.base import AssembledMessage, ProtocolAdapter
 from ember.protocols.transcript import answer_items, transcript_items
 from ember.sessions import SessionRegistry
-from ember.shadow import cursors, runs
+from ember.shadow import backlog, cursors, runs
+from ember.shadow.budget import NOTHING
 from ember.shadow.models import FactIn
 from ember.shadow.policy import turn_ended
 from ember.shadow.prefix import Prefix, PrefixBook
@@ -40,11 +41,15 @@ from ember.shadow.service import SessionShadow, ShadowService
 from ember.shadow.steward import Steward
 from ember.shadow.transcript import (
     Lineage,
+    Row,
+    by_ids,
     insert_rows,
     latest_generation,
+    load_lineage,
     place,
     position_digests,
     rows_for,
+    save_lineage,
 )
 from ember.store.database import Database
 from ember.store.driver import Connection
@@ -52,18 +57,47 @@ from ember.store.registry import Storage
 
 MemoryOpener = Callable[[ProjectRef], HierarchicalMemory | None]
 
-#: Request headers that never belong to a background call (hop-by-hop, framing).
+#: Request headers that never belong to a background call (hop-by-hop, framing, and a
+#: WebSocket handshake's own: a shadow call is an HTTP POST even when its session spoke over a
+#: socket, and ``upgrade`` on a POST asks the server to switch protocols).
 _NOT_FORWARDED = frozenset(
-    {"host", "content-length", "connection", "transfer-encoding", "accept-encoding"}
+    {
+        "host",
+        "content-length",
+        "connection",
+        "transfer-encoding",
+        "accept-encoding",
+        "upgrade",
+        "sec-websocket-key",
+        "sec-websocket-version",
+        "sec-websocket-extensions",
+        "sec-websocket-protocol",
+    }
 )
+#: Beta flags that only mean something on a socket (``openai-beta``).
+_SOCKET_BETAS = ("responses_websockets",)
 
 
 def forwarded(headers: Mapping[str, str] | Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The client's headers as they go upstream (no hop-by-hop, no ``x-ember-*``), names
-    lower-cased."""
+    """The client's headers as a background HTTP call sends them (no hop-by-hop, no
+    ``x-ember-*``, no socket-only beta flag), names lower-cased."""
     pairs = headers.items() if isinstance(headers, Mapping) else headers
-    out = [(k.lower(), v) for k, v in pairs]
-    return [(k, v) for k, v in out if k not in _NOT_FORWARDED and not k.startswith("x-ember-")]
+    out = []
+    for key, value in pairs:
+        k = key.lower()
+        if k in _NOT_FORWARDED or k.startswith("x-ember-"):
+            continue
+        if k == "openai-beta":
+            value = _without_socket_betas(value)
+            if not value:
+                continue
+        out.append((k, value))
+    return out
+
+
+def _without_socket_betas(value: str) -> str:
+    flags = [f.strip() for f in value.split(",")]
+    return ",".join(f for f in flags if f and not f.startswith(_SOCKET_BETAS))
 
 
 @dataclass(frozen=True)
@@ -124,6 +158,8 @@ class ShadowCore:
         )
         self._ticker: asyncio.Task[None] | None = None
         self._started: set[Path] = set()
+        #: when each project's forgotten backlogs were last looked for (monotonic seconds)
+        self._swept: dict[str, float] = {}
 
     def start(self) -> None:
         self._ticker = self.service.tasks.spawn(self.service.tick_forever(), name="shadow-tick")
@@ -157,6 +193,32 @@ class ShadowCore:
         async with st.recording:
             await self._handle(a, st)
         service.kick(a.session_id)
+        self._maybe_sweep(a)
+
+    def _maybe_sweep(self, a: Answered) -> None:
+        """Now and then (``backlog.SWEEP_EVERY``), a project whose session just brought
+        credentials has its forgotten backlogs read cold (``ember.shadow.backlog``)."""
+        key = str(self.database(a.project).path)
+        now = time.monotonic()
+        last = self._swept.get(key)
+        if last is not None and now - last < backlog.SWEEP_EVERY:
+            return
+        self._swept[key] = now
+        work = self._sweep(a.project, a.adapter.name)
+        self.service.tasks.spawn(work, name=f"shadow-backlog:{a.project.identity}")
+
+    async def _sweep(self, project: ProjectRef, protocol: str) -> None:
+        db = self.database(project)
+        found = await db.aread(backlog.find)
+        orphans = [b for b in found if not self.service.reads(b.session_id, b.generation)]
+        if not orphans:
+            return
+        budget = await self.runner.budget(db, None)
+        if budget.refusal(NOTHING) is not None:
+            return  # no room at all: try again at a later sweep, without a row per backlog
+        for b in orphans[: backlog.PER_SWEEP]:
+            req = RunRequest(b.session_id, b.generation, project, "backlog", protocol)
+            await self.service.run_detached(req)
 
     async def _handle(self, a: Answered, st: SessionShadow) -> None:
         service = self.service
@@ -180,8 +242,10 @@ class ShadowCore:
             service.trigger(a.session_id, "turn-failed")
 
     async def _record(self, a: Answered, st: SessionShadow) -> int | None:
-        """Write the request's new messages and the answer; returns the generation that just
-        ended, when this request started a new one."""
+        """Write the request's new messages and the answer, and where the session's transcript
+        now stands (with the project: a restarted proxy continues the session instead of
+        starting a generation); returns the generation that just ended, when this request
+        started a new one."""
         db = self.database(a.project)
         if db.path not in self._started:
             # First touch of this project by this process: runs a dead process left open are
@@ -189,43 +253,36 @@ class ShadowCore:
             # recorded (history from before shadow memory was enabled is never read).
             self._started.add(db.path)
             await db.awrite(_first_touch, label="shadow")
-        offset = _continuation_offset(a.body, st.lineage)
-        # Read from the last message the thread's previous request held: what comes before it
-        # is recorded already, unless this request does not extend that one (then re-read).
-        hint = max(0, st.lineage.request_count - 1) if st.lineage and not offset else 0
-        items = transcript_items(a.adapter, a.body, from_position=hint)
-        digests = position_digests(items)
         latest = 0
         if st.lineage is None:
-            latest = await db.aread(lambda c: latest_generation(c, a.session_id))
-        if offset and st.lineage is not None:  # only the new items came: after what is recorded
+            st.lineage, latest = await db.aread(lambda c: _known(c, a.session_id))
+        before = st.lineage
+        offset = _continuation_offset(a.body, before)
+        # Read from the last message the thread's previous request held: what comes before it
+        # is recorded already, unless this request does not extend that one (then re-read).
+        hint = max(0, before.request_count - 1) if before and not offset else 0
+        items = transcript_items(a.adapter, a.body, from_position=hint)
+        digests = position_digests(items)
+        if offset and before is not None:  # only the new items came: after what is recorded
             items = [dataclasses.replace(i, position=i.position + offset) for i in items]
-            generation, start = st.lineage.generation, offset
+            generation, start = before.generation, offset
         else:
-            generation, start = place(st.lineage, digests, latest)
+            generation, start = place(before, digests, latest)
             if start < hint:  # a new generation: every message of it is recorded
                 items = transcript_items(a.adapter, a.body)
                 digests = position_digests(items)
-        ended = (
-            st.lineage.generation if st.lineage and generation != st.lineage.generation else None
-        )
-        count = a.adapter.message_count(a.body)
+        count = a.adapter.message_count(a.body) + offset
         answer = answer_items(a.adapter, a.answer, count) if a.answer else []
         rows = rows_for(a.session_id, generation, [*items, *answer], start)
-        if rows:
-            await db.awrite(lambda c: insert_rows(c, rows), label="transcript")
-        if offset and st.lineage is not None:
-            count += offset
-            st.lineage.recorded = max([count, *(x.position + 1 for x in answer)])
-            return None
-        st.lineage = Lineage(
-            generation,
-            digests[0] if digests else "",
-            len(digests),
-            digests[-1] if digests else "",
-            max([count, *(x.position + 1 for x in answer)]),
-        )
-        return ended
+        recorded = max([count, *(x.position + 1 for x in answer)])
+        if offset and before is not None:
+            lineage = dataclasses.replace(before, recorded=recorded)
+        else:
+            first, last = (digests[0], digests[-1]) if digests else ("", "")
+            lineage = Lineage(generation, first, len(digests), last, recorded)
+        st.lineage = lineage
+        await db.awrite(lambda c: _write(c, a.session_id, rows, lineage), label="transcript")
+        return before.generation if before and generation != before.generation else None
 
     def _prefix(self, a: Answered, st: SessionShadow) -> Prefix:
         assert a.answer is not None and st.lineage is not None
@@ -258,7 +315,10 @@ class ShadowCore:
         store = await asyncio.to_thread(self.memories, project)
         if store is None:
             return {}
-        items = memories_for_promotion(facts, session_id)
+        ids = sorted({e.messageId for _, f in facts for e in f.evidence if e.messageId})
+        found = await self.database(project).aread(lambda c: by_ids(c, ids))
+        digests = {i: m.digest for i, m in found.items()}
+        items = memories_for_promotion(facts, session_id, digests)
         saved = await asyncio.to_thread(store.add_many, items)
         return {pid: m.id for (pid, _), m in zip(facts, saved, strict=True)}
 
@@ -284,6 +344,17 @@ class ShadowCore:
 def _first_touch(conn: Connection) -> None:
     runs.close_interrupted(conn)
     cursors.activate(conn)
+
+
+def _known(conn: Connection, session_id: str) -> tuple[Lineage | None, int]:
+    """(the session's stored lineage, its highest recorded generation)."""
+    return load_lineage(conn, session_id), latest_generation(conn, session_id)
+
+
+def _write(conn: Connection, session_id: str, rows: Sequence[Row], lineage: Lineage) -> None:
+    if rows:
+        insert_rows(conn, rows)
+    save_lineage(conn, session_id, lineage)
 
 
 def _continuation_offset(body: Any, lineage: Lineage | None) -> int:

@@ -6,8 +6,8 @@ Each rule is tied to what it prevents:
 - a session with a request in flight is never shadowed: its prefix is about to go stale;
 - three failures in a row in one generation back off six hours: a provider or a prompt that
   keeps failing must not be paid for every turn (failures are charged all the same);
-- a session's shadow spend never passes ``shadow_max_share`` of the session's own spend: the
-  feature exists to save money, and must not become the bill;
+- what runs may spend is the project's budget (``ember.shadow.budget``): a share of its
+  clients' spend over a window, never a per-session cap, which vetoes short sessions;
 - the hot path needs a prefix of the same generation, younger than the provider's TTL, and a
   ``tool_choice`` that lets the model answer in text — anything else is the cold path, or
   nothing when no credentials are at hand.
@@ -24,8 +24,6 @@ OFFER_BACKOFF_SECONDS = 6 * 3600.0
 #: A trigger waits this long before its run starts: a user who answers at once cancels it
 #: before it costs anything.
 DEBOUNCE_SECONDS = 2.0
-#: Output a shadow answer is expected to take, for the spend cap's estimate before a call.
-EXPECTED_OUTPUT_TOKENS = 250
 
 #: Stop reasons that mean the agent is done and waits for its user.
 _ENDED = frozenset({"end_turn", "stop", "stop_sequence", "completed"})
@@ -56,23 +54,6 @@ class Backoff:
 
     def failed(self, now: float) -> Backoff:
         return Backoff(self.failures + 1, now)
-
-
-def spend_cap_reason(
-    own_usd: float | None, shadow_usd: float, estimate_usd: float | None, share: float
-) -> str | None:
-    """Why the next run would break the spend cap (None: it fits)."""
-    if own_usd is None:
-        return "the session's own spend is unknown (a model without a price): no cap to hold"
-    if estimate_usd is None:
-        return "the shadow model has no price: its spend cannot be capped"
-    allowed = own_usd * share
-    if shadow_usd + estimate_usd > allowed:
-        return (
-            f"spend cap: shadow ${shadow_usd + estimate_usd:.4f} would pass "
-            f"{share:.0%} of the session's ${own_usd:.4f}"
-        )
-    return None
 
 
 def hot_blocker(has_prefix: bool, same_generation: bool, eligibility: str | None) -> str | None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from ember.config import Settings
 from ember.exchange import UpstreamClient, UrlFor
+from ember.memory.echo import provenance
 from ember.memory.models import NewMemory
 from ember.memory.tokens import count_tokens
 from ember.prices import PriceTable
@@ -27,7 +28,8 @@ from ember.protocols import ADAPTERS
 from ember.protocols.base import ProtocolAdapter
 from ember.protocols.forking import ForkRefused, answer_refusal, fork_eligibility, fork_request
 from ember.protocols.plain import PATHS, plain_request
-from ember.shadow import cursors, evidence, question, runs
+from ember.shadow import cursors, evidence, question, runs, spend
+from ember.shadow.budget import EXPECTED_OUTPUT_TOKENS, Budget, Spend, weighted_tokens
 from ember.shadow.calls import CallResult, account, call
 from ember.shadow.models import (
     CallUsage,
@@ -38,7 +40,7 @@ from ember.shadow.models import (
     Trigger,
     parse_facts,
 )
-from ember.shadow.policy import EXPECTED_OUTPUT_TOKENS, hot_blocker, spend_cap_reason
+from ember.shadow.policy import hot_blocker
 from ember.shadow.prefix import Prefix, PrefixBook
 from ember.shadow.transcript import Message, by_ids, unread
 from ember.store.database import Database
@@ -83,7 +85,7 @@ class Plan:
     model: str | None
     messages: list[Message]
     from_seq: int
-    estimate_usd: float | None
+    estimate: Spend
     prefix: Prefix | None = None
     credentials: list[tuple[str, str]] | None = None
     protocol: str = "anthropic"
@@ -178,28 +180,45 @@ class ShadowRunner:
             )
         else:
             plan = self._cold_plan(req, messages, ready, protocol, prefix)
-        own, spent = await db.aread(lambda c: runs.spend(c, req.session_id))
         if plan.skip is None:
-            plan.skip = spend_cap_reason(
-                own, spent, plan.estimate_usd, self.settings.shadow_max_share
-            )
+            budget = await self.budget(db, plan.model)
+            plan.skip = budget.refusal(plan.estimate)
         return plan
+
+    async def budget(self, db: Database, model: str | None) -> Budget:
+        """The project's budget window, its allowance priced at ``model``'s input."""
+        client, shadow = await db.aread(spend.window)
+        allowance = float(self.settings.shadow_allowance_tokens)
+        price = self.prices.lookup(model)
+        return Budget(
+            client,
+            shadow,
+            self.settings.shadow_max_share,
+            allowance,
+            None if price is None else allowance * price.input / 1e6,
+        )
 
     def _model(self, prefix: Prefix) -> str | None:
         return prefix.adapter.model(_body(prefix.sent))
 
-    def _hot_estimate(self, prefix: Prefix, messages: list[Message]) -> float | None:
+    def _hot_estimate(self, prefix: Prefix, messages: list[Message]) -> Spend:
+        """A fork reads the recorded request from the cache; the answer it appends and the
+        question are fresh input."""
+        ask = question.hot_question(messages, prefix.session_id, prefix.propose_tool)
+        fresh = count_tokens(ask) + count_tokens(prefix.answer.text)
+        protocol = prefix.adapter.name
+        tokens = weighted_tokens(
+            protocol, fresh, cache_read=prefix.input_tokens, output=EXPECTED_OUTPUT_TOKENS
+        )
         price = self.prices.lookup(self._model(prefix))
         if price is None:
-            return None
-        ask = question.hot_question(messages, prefix.session_id, prefix.propose_tool)
-        fresh = count_tokens(ask)
-        fresh += count_tokens(prefix.answer.text)
-        return (
+            return Spend(None, tokens)
+        usd = (
             prefix.input_tokens * price.cache_read
             + fresh * price.input
             + EXPECTED_OUTPUT_TOKENS * price.output
         ) / 1e6
+        return Spend(usd, tokens)
 
     def _cold_plan(
         self,
@@ -215,20 +234,18 @@ class ShadowRunner:
         creds = creds or self.prefixes.credentials(str(self.database(req.project).path), family)
         if not creds and self.settings.light_api_key:
             creds = _key_headers(family, self.settings.light_api_key)
-        plan = Plan("cold", model, messages, ready, None, protocol=protocol, credentials=creds)
+        pages = question.cold_pages(messages, self.page_tokens)
+        fresh = sum(count_tokens("\n".join(p)) + 800 for p in pages)
+        output = len(pages) * EXPECTED_OUTPUT_TOKENS
+        price = self.prices.lookup(model)
+        usd = None if price is None else (fresh * price.input + output * price.output) / 1e6
+        estimate = Spend(usd, weighted_tokens(protocol, fresh, output=output))
+        plan = Plan("cold", model, messages, ready, estimate, protocol=protocol, credentials=creds)
         if not creds:
             plan.skip = (
                 "no credentials in memory (none of this project's sessions sent a request "
                 "within the cache TTL; after a restart, say) and no light_api_key configured"
             )
-            return plan
-        price = self.prices.lookup(model)
-        if price is not None:
-            pages = question.cold_pages(messages, self.page_tokens)
-            tokens = sum(count_tokens("\n".join(p)) + 800 for p in pages)
-            plan.estimate_usd = (
-                tokens * price.input + len(pages) * EXPECTED_OUTPUT_TOKENS * price.output
-            ) / 1e6
         return plan
 
     # -- doing ---------------------------------------------------------------------------
@@ -404,16 +421,25 @@ def _ms(started: float) -> float:
 
 
 def memories_for_promotion(
-    facts: Sequence[tuple[str, FactIn]], session_id: str, source: str = "shadow"
+    facts: Sequence[tuple[str, FactIn]],
+    session_id: str,
+    digests: Mapping[str, str] | None = None,
+    source: str = "shadow",
 ) -> list[NewMemory]:
     """Validated facts as project-wide memories (any later session may need them), with
-    their evidence and where they came from."""
+    their evidence and where they came from: the session, and the digests of the messages the
+    evidence names (``digests``: by message id), so injection can tell a conversation that
+    already holds them (``ember.memory.echo``)."""
+    digests = digests or {}
     return [
         NewMemory(
             fact.content,
             importance=0.6,
             category=fact.category,
-            metadata={"source": source, "session": session_id, "proposal": proposal_id},
+            metadata=provenance(
+                {"source": source, "session": session_id, "proposal": proposal_id},
+                [digests[m] for e in fact.evidence if (m := e.messageId) and m in digests],
+            ),
             evidence=tuple(evidence.as_memory_evidence(fact)),
         )
         for proposal_id, fact in facts

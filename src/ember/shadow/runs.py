@@ -204,15 +204,3 @@ def link_memory(
     conn: Connection, proposal_id: str, memory_id: str, tables: Tables = SHADOW_TABLES
 ) -> None:
     conn.execute(f"UPDATE {tables.proposals} SET memory_id=? WHERE id=?", (memory_id, proposal_id))
-
-
-def spend(conn: Connection, session_id: str) -> tuple[float | None, float]:
-    """(the session's own spend, its shadow spend so far) in USD."""
-    own = conn.execute(
-        "SELECT cost_usd FROM session_totals WHERE session_id=?", (session_id,)
-    ).fetchone()
-    shadow = conn.execute(
-        "SELECT COALESCE(SUM(estimated_usd), 0) FROM shadow_memory_runs WHERE session_id=?",
-        (session_id,),
-    ).fetchone()
-    return (None if own is None or own[0] is None else float(own[0])), float(shadow[0] or 0.0)

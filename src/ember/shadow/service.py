@@ -1,12 +1,22 @@
 """The shadow service: when runs happen, and getting out of the user's way.
 
-Triggers (each debounced by ``DEBOUNCE_SECONDS``; a session with a request in flight is never
-run, its trigger waits for the request to end):
-- ``turn-ended``: the session's own thread got a final answer (the agent waits for its user);
-- ``turn-failed``: that thread's request failed;
-- ``idle``: the session has been quiet for ``shadow_idle_seconds`` (checked every tick);
+A session is read once it goes quiet, not after every turn: a hot run costs about what one
+more turn of the session costs (both read the whole prefix from the cache), so a run after
+every turn would cost about as much as the session itself, and most would be cut short by the
+user's next message. Reading once per quiet spell costs one read for any number of turns.
+
+Triggers (a session with a request in flight is never run; its trigger waits for the request
+to end):
+- ``turn-ended``: the session's own thread got a final answer (the agent waits for its user):
+  the run goes once the session has been quiet ``shadow_idle_seconds`` (well inside the
+  provider's 5-minute cache), unless the user speaks first;
+- ``turn-failed``: that thread's request failed: the same;
+- ``idle``: the session has been quiet for ``shadow_idle_seconds`` without a finished turn
+  (checked every tick);
 - ``generation-ended``: the session's history restarted (a compaction): the old generation's
-  unread messages are read (cold: its prefix is gone).
+  unread messages are read after ``DEBOUNCE_SECONDS`` (cold: its prefix is gone);
+- stopping (``flush``): a proxy that stops reads what is unread at once, hot, for a few
+  seconds at most; what it cannot finish stays unread for a later run.
 A new user message cancels at once: the queued trigger is dropped, a running call is aborted,
 the prefix is dropped (the request about to go out makes it stale) and the run is recorded
 as cancelled, with no proposal.
@@ -110,13 +120,17 @@ class ShadowService:
         session_id: str,
         reason: Trigger,
         *,
-        delay: float = DEBOUNCE_SECONDS,
+        delay: float | None = None,
         generation: int | None = None,
     ) -> None:
-        """Ask for a run of ``generation`` (default: the current one) after ``delay``."""
+        """Ask for a run of ``generation`` (default: the current one) after ``delay``
+        (default: once the session has been quiet ``idle_seconds``; an ended generation,
+        whose prefix is gone anyway, after ``DEBOUNCE_SECONDS``)."""
         st = self.state(session_id)
         if st is None or st.lineage is None:
             return
+        if delay is None:
+            delay = DEBOUNCE_SECONDS if reason == "generation-ended" else self.idle_seconds
         st.pending[st.lineage.generation if generation is None else generation] = reason
         st.due_at = self.clock() + delay
         self.tasks.spawn(self._later(session_id, delay), name=f"shadow-wait:{session_id}")
@@ -125,13 +139,15 @@ class ShadowService:
         await asyncio.sleep(delay)
         self.kick(session_id)
 
-    def kick(self, session_id: str) -> None:
-        """Start the pending run if it is due and the session is quiet."""
+    def kick(self, session_id: str, *, now: bool = False) -> None:
+        """Start the pending run if it is due (``now``: whenever it was due) and the session
+        is quiet."""
         st = self.state(session_id)
         if st is None or not st.pending or st.lineage is None:
             return
         # (a timer may fire a hair early on the loop's clock: 50 ms of slack)
-        if self.clock() + 0.05 < st.due_at or self.sessions.busy(session_id):
+        early = not now and self.clock() + 0.05 < st.due_at
+        if early or self.sessions.busy(session_id):
             return  # not yet; the end of the request in flight (or the tick) kicks again
         if st.task is not None and not st.task.done():
             return
@@ -184,6 +200,66 @@ class ShadowService:
             st.request.abort.set()
         if st.task is not None and not st.task.done():
             st.task.cancel()
+
+    def reads(self, session_id: str, generation: int) -> bool:
+        """Whether a live session of this process will read ``generation`` itself."""
+        st = self.state(session_id)
+        return st is not None and st.lineage is not None and st.lineage.generation == generation
+
+    async def run_detached(self, req: RunRequest) -> None:
+        """One run of a session no live session holds (a forgotten backlog), in a slot like
+        any other; never raises."""
+        async with self._slots:
+            try:
+                await self.runner.run(req)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("shadow run of the backlog of session %s failed", req.session_id)
+
+    # -- stopping ----------------------------------------------------------------------------
+
+    async def flush(self, seconds: float, skipped: Callable[[], bool] = lambda: False) -> int:
+        """Read every session with messages waiting, now, for at most ``seconds`` (or until
+        ``skipped`` says the user asked to skip it); a run still going then is cancelled and
+        its messages stay unread. Returns how many sessions it started reading."""
+        due = [sid for sid in list(self._known) if self._waiting(sid)]
+        if not due or seconds <= 0:
+            return 0
+        log.warning(
+            "reading what %d session(s) said while the provider's cache is hot (up to %g s; "
+            "press Ctrl-C again to skip)",
+            len(due),
+            seconds,
+        )
+        for sid in due:
+            st = self.state(sid)
+            if st is not None and st.lineage is not None:  # what starts it now is the stop
+                st.pending[st.lineage.generation] = "stopping"
+            self.kick(sid, now=True)
+        deadline = self.clock() + seconds
+        while self.clock() < deadline and not skipped() and self._running(due):
+            await asyncio.sleep(0.05)
+        for sid in due:
+            st = self.state(sid)
+            if st is not None and st.task is not None and not st.task.done():
+                st.task.cancel()
+        return len(due)
+
+    def _waiting(self, session_id: str) -> bool:
+        """A trigger waits, or the session's prefix is still hot (its last messages may be
+        unread: the run finds out, and does nothing when they are not)."""
+        st = self.state(session_id)
+        if st is None or st.lineage is None:
+            return False
+        return bool(st.pending) or self.runner.prefixes.get(session_id) is not None
+
+    def _running(self, sessions: list[str]) -> bool:
+        for sid in sessions:
+            st = self.state(sid)
+            if st is not None and (st.pending or (st.task is not None and not st.task.done())):
+                return True
+        return False
 
     # -- the tick --------------------------------------------------------------------------
 

@@ -12,8 +12,9 @@ Fail open: whatever goes wrong here is logged and the user's request is untouche
 from __future__ import annotations
 
 from ember.config import Settings
-from ember.exchange import Exchange, Outcome, Services, Stage
+from ember.exchange import Exchange, Outcome, Services, Stage, Stopping
 from ember.prices import PriceTable
+from ember.protocols.prewarm import is_prewarm
 from ember.shadow.observe import Answered, MemoryOpener, ShadowCore, forwarded
 from ember.shadow.service import ShadowService
 from ember.shadow.steward import Steward
@@ -65,6 +66,9 @@ class ShadowStage(Stage):
     async def on_response(self, ex: Exchange, outcome: Outcome) -> None:
         if self.core is None or not ex.is_main_thread or ex.project is None:
             return
+        if is_prewarm(ex.adapter.name, ex.body):
+            return  # a cache prewarm (Codex's socket opener) is no turn: nothing to record
+        body = outcome.conversation(ex)
         await self.core.answered(
             Answered(
                 session_id=ex.session_id,
@@ -73,13 +77,19 @@ class ShadowStage(Stage):
                 path=ex.path,
                 query=ex.query,
                 headers=forwarded(ex.headers),
-                body=ex.body,
+                body=body,
                 sent=outcome.sent,
                 answer=outcome.message,
                 kind=outcome.kind,
                 seq=ex.state.get(self.name, 0),
             )
         )
+
+    async def wind_down(self, stopping: Stopping) -> None:
+        """Stopping is not forgetting: sessions with unread messages are read now, hot, for
+        a few seconds at most; what does not finish stays unread for a later run."""
+        if self.core is not None:
+            await self.core.service.flush(stopping.seconds, stopping.skipped)
 
     async def close(self) -> None:
         if self.core is not None:

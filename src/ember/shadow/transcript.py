@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from ember.protocols.transcript import item_digest
 from ember.store.driver import Connection
 
 #: The recorded text of one message is cut here (the question shows the start of it anyway).
@@ -40,10 +41,6 @@ class Item(Protocol):
     def kind(self) -> str: ...
     @property
     def text(self) -> str: ...
-
-
-def item_digest(item: Item) -> str:
-    return hashlib.sha256(f"{item.role}\0{item.kind}\0{item.text}".encode()).hexdigest()[:24]
 
 
 def message_id(session_id: str, generation: int, position: int, part: int, digest: str) -> str:
@@ -163,6 +160,31 @@ def insert_rows(conn: Connection, rows: Sequence[Row]) -> None:
     conn.executemany(_INSERT, [r.values(now) for r in rows])
 
 
+def load_lineage(conn: Connection, session_id: str) -> Lineage | None:
+    """The session's lineage as the last process left it (None: never recorded)."""
+    row = conn.execute(
+        "SELECT generation, first_digest, request_count, request_last_digest, recorded "
+        "FROM shadow_lineage WHERE session_id=?",
+        (session_id,),
+    ).fetchone()
+    return None if row is None else Lineage(int(row[0]), row[1], int(row[2]), row[3], int(row[4]))
+
+
+def save_lineage(conn: Connection, session_id: str, lineage: Lineage) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO shadow_lineage VALUES (?,?,?,?,?,?,?)",
+        (
+            session_id,
+            lineage.generation,
+            lineage.first_digest,
+            lineage.request_count,
+            lineage.request_last_digest,
+            lineage.recorded,
+            time.time(),
+        ),
+    )
+
+
 def latest_generation(conn: Connection, session_id: str) -> int:
     row = conn.execute(
         "SELECT MAX(generation) FROM transcript_messages WHERE session_id=?", (session_id,)
@@ -182,11 +204,13 @@ class Message:
     role: str
     kind: str
     content: str
+    #: ``item_digest`` of what it said (of its whole text, where ``content`` may be cut)
+    digest: str = ""
 
 
 def unread(conn: Connection, session_id: str, generation: int, after_seq: int) -> list[Message]:
     rows = conn.execute(
-        "SELECT seq, id, session_id, generation, position, role, kind, content "
+        "SELECT seq, id, session_id, generation, position, role, kind, content, digest "
         "FROM transcript_messages WHERE session_id=? AND generation=? AND seq>? ORDER BY seq",
         (session_id, generation, after_seq),
     )
@@ -199,7 +223,7 @@ def by_ids(conn: Connection, ids: Sequence[str]) -> dict[str, Message]:
         chunk = list(ids[start : start + 500])
         marks = ",".join("?" * len(chunk))
         for r in conn.execute(
-            "SELECT seq, id, session_id, generation, position, role, kind, content "
+            "SELECT seq, id, session_id, generation, position, role, kind, content, digest "
             f"FROM transcript_messages WHERE id IN ({marks})",
             chunk,
         ):

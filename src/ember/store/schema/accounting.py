@@ -98,4 +98,12 @@ ACCOUNTING: tuple[Migration, ...] = (
         FROM exchanges GROUP BY session_id, origin;
         """,
     ),
+    Migration(
+        "0005_exchanges_by_time",
+        """
+        -- Shadow memory's budget reads a project's spend over the last 7 days (shadow/spend.py):
+        -- without this, every run scanned the whole table.
+        CREATE INDEX exchanges_by_time ON exchanges(ts);
+        """,
+    ),
 )

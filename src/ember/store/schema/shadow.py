@@ -162,4 +162,22 @@ SHADOW: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        "shadow_0002_lineage",
+        """
+        -- Where each session's transcript stands (shadow/transcript.py Lineage), kept with
+        -- the project so a restart continues the session instead of starting a generation:
+        -- every 'ember wrap' is a new proxy process, and without this each resumed session
+        -- re-recorded its whole history under new ids and left its unread backlog behind.
+        CREATE TABLE shadow_lineage (
+            session_id TEXT PRIMARY KEY,
+            generation INTEGER NOT NULL,
+            first_digest TEXT NOT NULL,
+            request_count INTEGER NOT NULL,
+            request_last_digest TEXT NOT NULL,
+            recorded INTEGER NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        """,
+    ),
 )
