@@ -44,3 +44,14 @@ def test_write_price_defaults_to_input_price_when_the_provider_has_none() -> Non
 def test_negative_prices_are_rejected() -> None:
     with pytest.raises(ValueError):
         Price(-1.0, 1.0, 1.0)
+
+
+def test_every_model_the_real_clients_send_has_a_price() -> None:
+    """Claude Code and Codex as recorded (tests/fixtures/clients), and Claude Code 2.1.197's
+    default model for an API key (seen through the proxy without --model): a session on any of
+    them is reported, and budgeted, in dollars."""
+    from tests.client_fixtures import all_requests
+
+    sent = {str(r.json().get("model")) for r in all_requests() if r.is_model_call}
+    table = PriceTable()
+    assert {m for m in sent | {"claude-opus-4-8"} if table.lookup(m) is None} == set()

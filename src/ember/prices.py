@@ -17,8 +17,9 @@ from dataclasses import asdict, dataclass
 
 from ember.protocols.base import Usage
 
-#: When the built-in table was copied from the providers' public price lists.
-BUILTIN_SNAPSHOT = "builtin-2026-11"
+#: When the built-in table was copied from the providers' public price lists (the default
+#: models of Claude Code 2.1.197 and Codex CLI 0.171.0 were added on 2026-12-04).
+BUILTIN_SNAPSHOT = "builtin-2026-12"
 
 _DATE_SUFFIX = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2})$")
 
@@ -43,6 +44,8 @@ def _anthropic(inp: float, out: float) -> Price:
 
 
 BUILTIN_PRICES: dict[str, Price] = {
+    # Claude Code 2.1.197's default model for an API key (no --model).
+    "claude-opus-4-8": _anthropic(5.0, 25.0),
     "claude-opus-4-6": _anthropic(5.0, 25.0),
     "claude-opus-4-5": _anthropic(5.0, 25.0),
     "claude-opus-4-1": _anthropic(15.0, 75.0),
@@ -53,6 +56,10 @@ BUILTIN_PRICES: dict[str, Price] = {
     "claude-3-7-sonnet": _anthropic(3.0, 15.0),
     "claude-haiku-4-5": _anthropic(1.0, 5.0),
     "claude-3-5-haiku": _anthropic(0.8, 4.0),
+    # Codex CLI 0.171.0's default model. The GPT-6 family bills cache writes (1.25x input) and
+    # reads (0.05x here); requests over 272k input tokens cost more, which this table does not
+    # model (Codex's prompts are far below it).
+    "gpt-6.2-sol": Price(2.0, 10.0, 0.10, 2.5, 2.5),
     # OpenAI: cached input at the listed cached price, no separate write price.
     "gpt-5": Price(1.25, 10.0, 0.125),
     "gpt-5.1": Price(1.25, 10.0, 0.125),
