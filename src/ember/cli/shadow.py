@@ -21,7 +21,8 @@ from ember.cli.options import config_option, json_option, project_options
 from ember.config import Settings, load_settings
 from ember.errors import ProjectError
 from ember.project import ProjectRef, project_from_cli
-from ember.shadow import compare, pairing, reads
+from ember.shadow import compare, pairing, reads, spend
+from ember.shadow.budget import fmt, weighted_tokens
 from ember.shadow.compare import Side
 from ember.store.database import Database
 from ember.store.driver import Connection
@@ -78,6 +79,21 @@ def _usd(v: float | None) -> str:
     return "unknown" if v is None else f"${v:.4f}"
 
 
+def _run_cost(r: dict[str, Any]) -> str:
+    """Dollars; for a model without a price, weighted tokens, as the budget counts them."""
+    if r["estimated_usd"] is not None or not r["calls"]:
+        return _usd(r["estimated_usd"])
+    protocol = "anthropic" if str(r["model"] or "").startswith("claude") else "openai"
+    tokens = weighted_tokens(
+        protocol,
+        r["input_tokens"],
+        r["cache_read_tokens"],
+        r["cache_write_tokens"],
+        r["output_tokens"],
+    )
+    return f"unknown\n[dim]{fmt(tokens, 'tokens')}[/dim]"
+
+
 def _echo_lines(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         click.echo(json.dumps(row, ensure_ascii=False))
@@ -126,12 +142,24 @@ def runs_cmd(
     as_json: bool,
     config_file: Path | None,
 ) -> None:
-    """Runs, newest first: path, model, status, tokens, latency and cost (--json: one object
-    per line)."""
-    _, path, _ = _settings_and_path(project_id, cwd, config_file)
-    rows = _read(path, lambda c: reads.runs(c, _side(steward), limit))
-    if rows is None:
+    """Runs, newest first: path, trigger, model, status (a skipped run says why: its
+    messages stay unread for a later run), tokens, latency and cost, then the project's
+    budget (--json: one object per line).
+
+    Cost is in dollars at list prices; for a model without a price it is shown in weighted
+    tokens (a cache read counts a tenth of a fresh token), as the budget counts it."""
+    settings, path, _ = _settings_and_path(project_id, cwd, config_file)
+    share, allowance = settings.shadow_max_share, float(settings.shadow_allowance_tokens)
+    prices = settings.price_table()
+
+    def read(c: Connection) -> tuple[list[dict[str, Any]], Any]:
+        found = reads.runs(c, _side(steward), limit)
+        return found, spend.project_budget(c, share, allowance, prices)
+
+    got = _read(path, read)
+    if got is None:
         raise SystemExit(1)
+    rows, budget = got
     if as_json:
         _echo_lines(rows)
         return
@@ -139,6 +167,7 @@ def runs_cmd(
         click.echo(f"No {_side(steward)} runs recorded in {path}.")
         return
     _print(_runs_table(rows, _side(steward)))
+    click.echo(spend.sentence(budget))
 
 
 def _runs_table(rows: list[dict[str, Any]], side: Side) -> Any:
@@ -150,7 +179,7 @@ def _runs_table(rows: list[dict[str, Any]], side: Side) -> Any:
         f"{LATENCY_HOW}\nfacts: valid / proposed",
     )
     table.add_column("run / session / started", no_wrap=True)
-    table.add_column("path / model", overflow="fold")
+    table.add_column("path · trigger / model", overflow="fold")
     table.add_column("status", overflow="fold")
     for col in ("tokens", "latency ms", "cost", "facts"):
         table.add_column(col, justify="right")
@@ -159,12 +188,12 @@ def _runs_table(rows: list[dict[str, Any]], side: Side) -> Any:
         table.add_row(
             f"{r['id']}\n[dim]{r['session_id'][:24]}\n"
             f"{time.strftime('%m-%d %H:%M', time.localtime(r['started_at']))}[/dim]",
-            f"{r['path']}\n[dim]{r['model'] or '-'}[/dim]",
+            f"{r['path']} · {r.get('trigger') or '-'}\n[dim]{r['model'] or '-'}[/dim]",
             r["status"] + (f"\n[dim]{why}[/dim]" if why else ""),
             f"{r['input_tokens']:,} / {r['cache_read_tokens']:,}\n"
             f"{r['cache_write_tokens']:,} / {r['output_tokens']:,}",
             "-" if r["latency_ms"] is None else f"{r['latency_ms']:,.0f}",
-            _usd(r["estimated_usd"]),
+            _run_cost(r),
             f"{r['valid_proposals']} / {r['proposals']}",
         )
     return table

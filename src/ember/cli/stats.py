@@ -10,10 +10,14 @@ from typing import Any
 import click
 
 from ember.cli.options import config_option, json_option, project_options
-from ember.config import load_settings
+from ember.config import Settings, load_settings
 from ember.project import project_from_cli
+from ember.shadow import spend
+from ember.shadow.budget import Budget
 from ember.store.accounting import own_spend, session_totals
+from ember.store.database import Database
 from ember.store.registry import read_problems, stats_db_path
+from ember.store.schema import PROJECT
 
 
 def _cost(v: Any, unpriced: int) -> str:
@@ -30,12 +34,16 @@ def _cost(v: Any, unpriced: int) -> str:
 def stats(
     project_id: str | None, cwd: Path | None, limit: int, as_json: bool, config_file: Path | None
 ) -> None:
-    """Per-session requests, tokens and cost, and what ember spent on its own.
+    """Per-session requests, tokens and cost, what ember spent on its own, and the project's
+    shadow-memory budget.
 
     Without --project-id/--cwd, shows the global stats file (requests whose project could not
     be resolved, and `ember learn`'s model calls). Cost is "unknown" when a model has no
     price — never a made-up $0. Calls ember makes on its own (shadow memory, the steward,
     memory tool rounds, learn) are listed apart, by origin, never in a session's totals.
+    Shadow memory may spend, over the last 7 days, EMBER_SHADOW_MAX_SHARE of what the
+    project's clients spent plus a small allowance (in weighted tokens when a model has no
+    price); the last line says how much of that is spent.
     """
     settings = load_settings(config_file)
     ref = project_from_cli(project_id, str(cwd) if cwd else None)
@@ -43,8 +51,11 @@ def stats(
     problem = read_problems(settings.home).get(str(path))
     rows = session_totals(path)[:limit]
     own = own_spend(path)
+    budget = _budget(path, settings) if ref is not None else None
     if as_json:
         out: dict[str, Any] = {"db": str(path), "sessions": rows, "ember_spend": own}
+        if budget is not None:
+            out["shadow_budget"] = spend.describe(budget)
         if problem is not None:
             out["problem"] = problem
         click.echo(json.dumps(out, indent=2))
@@ -62,6 +73,22 @@ def stats(
         click.echo(f"No sessions recorded in {path}.")
     if own:
         _print_own(own)
+    if budget is not None:
+        click.echo(spend.sentence(budget))
+
+
+def _budget(path: Path, settings: Settings) -> Budget | None:
+    """The project's shadow budget (None: no database yet; a read never creates one)."""
+    if not path.is_file():
+        return None
+    db = Database(path, PROJECT, log_failures=False)
+    share, allowance = settings.shadow_max_share, float(settings.shadow_allowance_tokens)
+    try:
+        return db.read(
+            lambda c: spend.project_budget(c, share, allowance, settings.price_table())
+        )
+    finally:
+        db.close()
 
 
 def _print_sessions(rows: list[dict[str, Any]], path: Path) -> None:

@@ -186,16 +186,12 @@ class ShadowRunner:
         return plan
 
     async def budget(self, db: Database, model: str | None) -> Budget:
-        """The project's budget window, its allowance priced at ``model``'s input."""
-        client, shadow = await db.aread(spend.window)
+        """The project's budget window, its allowance priced at ``model``'s input (None: the
+        model its clients used last)."""
+        share = self.settings.shadow_max_share
         allowance = float(self.settings.shadow_allowance_tokens)
-        price = self.prices.lookup(model)
-        return Budget(
-            client,
-            shadow,
-            self.settings.shadow_max_share,
-            allowance,
-            None if price is None else allowance * price.input / 1e6,
+        return await db.aread(
+            lambda c: spend.project_budget(c, share, allowance, self.prices, model)
         )
 
     def _model(self, prefix: Prefix) -> str | None:

@@ -9,8 +9,10 @@ soon as one call has no price, never a smaller number — and in weighted tokens
 from __future__ import annotations
 
 import time
+from typing import Any
 
-from ember.shadow.budget import WEIGHTS, WINDOW_SECONDS, Spend, Weights
+from ember.prices import PriceTable
+from ember.shadow.budget import NOTHING, WEIGHTS, WINDOW_SECONDS, Budget, Spend, Weights, fmt
 from ember.store.driver import Connection
 
 #: The origins whose calls the shadow budget pays for.
@@ -50,3 +52,57 @@ def window(conn: Connection, now: float | None = None) -> tuple[Spend, Spend]:
     }
     nothing = Spend(0.0, 0.0)
     return found.get(False, nothing), found.get(True, nothing)
+
+
+_LATEST_MODEL = (
+    "SELECT model FROM exchanges WHERE origin = 'client' AND model IS NOT NULL "
+    "ORDER BY ts DESC LIMIT 1"
+)
+
+
+def project_budget(
+    conn: Connection,
+    share: float,
+    allowance_tokens: float,
+    prices: PriceTable,
+    model: str | None = None,
+) -> Budget:
+    """The project's budget as a run of ``model`` now would see it: its allowance priced at
+    that model's input (None: the model the project's clients used last, what a hot run
+    would use)."""
+    client, shadow = window(conn)
+    if model is None:
+        row = conn.execute(_LATEST_MODEL).fetchone()
+        model = row[0] if row else None
+    price = prices.lookup(model)
+    allowance_usd = None if price is None else allowance_tokens * price.input / 1e6
+    return Budget(client, shadow, share, allowance_tokens, allowance_usd)
+
+
+def describe(budget: Budget) -> dict[str, Any]:
+    """The budget as ``ember stats --json`` shows it; ``unit`` says how it is counted."""
+    unit = budget.unit(NOTHING)
+    return {
+        "window_days": WINDOW_SECONDS / 86_400,
+        "unit": unit,
+        "share": budget.share,
+        "clients": budget.client.usd if unit == "usd" else budget.client.tokens,
+        "allowance": budget.allowance_usd if unit == "usd" else budget.allowance_tokens,
+        "limit": budget.limit(unit),
+        "spent": budget.spent(unit),
+        "left": budget.left(unit),
+    }
+
+
+def sentence(budget: Budget) -> str:
+    """One line: what the shadow spent of its budget, and how the budget is made."""
+    unit = budget.unit(NOTHING)
+    clients = budget.client.usd if unit == "usd" else budget.client.tokens
+    allowance = budget.allowance_usd if unit == "usd" else budget.allowance_tokens
+    how = "" if unit == "usd" else " (in weighted tokens: a model here has no price)"
+    return (
+        f"shadow memory, last 7 days: spent {fmt(budget.spent(unit), unit)} of "
+        f"{fmt(budget.limit(unit), unit)} = {budget.share:.0%} of the clients' "
+        f"{fmt(clients, unit)} + {fmt(allowance, unit)} allowance{how}; "
+        f"{fmt(max(0.0, budget.left(unit)), unit)} left"
+    )
