@@ -108,7 +108,8 @@ ANSWER = "notes.txt holds the notes: a short todo list (buy milk, fix a test)."
 
 def _anthropic_latest(body: dict[str, Any]) -> tuple[bool, str]:
     """(latest user turn carries a tool result, its own text without system reminders)."""
-    messages = body.get("messages") or []
+    # Claude Code 2.1.197 on its default model sends a session's first ask as [user, system]
+    messages = [m for m in body.get("messages") or [] if m.get("role") != "system"]
     last = messages[-1] if messages else {}
     content = last.get("content", "")
     if isinstance(content, str):
@@ -243,6 +244,17 @@ SCENARIOS = (
     Scenario("codex", "websockets-unset", ((*_EXEC, "hello"),), websockets=None),
     # Codex's own default model (no `model` line): another request shape, see the README
     Scenario("codex", "default-model-exec-then-resume", ((*_EXEC, ASK_READ), _RESUME), model=None),
+    # Claude Code's own default model (no --model) and default traffic, as a new user runs it:
+    # its first request of a session is [user ask, system note] (see the README)
+    Scenario(
+        "claude-code",
+        "default-model-then-continue",
+        (
+            ("-p", ASK_READ, *_CLAUDE[2:]),
+            ("-p", "--continue", ASK_FOLLOWUP, *_CLAUDE[2:]),
+        ),
+        quiet_traffic=False,
+    ),
 )
 
 

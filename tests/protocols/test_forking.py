@@ -69,11 +69,14 @@ def assert_only_conversation_changed(recorded: bytes, forked: bytes, key: str) -
 
 
 def anthropic_cache_reads(recorded: bytes, forked: bytes) -> tuple[int, int]:
-    """(tokens of the recorded prompt, tokens the fork reads from the cache it left)."""
+    """(tokens of the recorded prompt its breakpoints cached, tokens the fork reads from the
+    cache it left). A note Claude Code sends after its ask (``[user, system]``) comes after
+    its last breakpoint: never cached by the client, so no fork can read it."""
     cache = AnthropicCache()
     first = cache.evaluate(json.loads(recorded), now=0.0)
     fork = cache.evaluate(json.loads(forked), now=30.0)
-    return first.total_input_tokens, fork.cache_read_input_tokens
+    cached = first.cache_creation_input_tokens + first.cache_read_input_tokens
+    return cached, fork.cache_read_input_tokens
 
 
 # -- Anthropic: Claude Code's own requests --------------------------------------------------
@@ -90,7 +93,8 @@ def test_claude_code_fork_changes_nothing_but_the_appended_turns(request_: Clien
     placeholder = {"type": "tool_result", "tool_use_id": "toolu_shadow_1", "content": PLACEHOLDER}
     question = {"type": "text", "text": QUESTION}
     assert new[len(old) :] == [ANTHROPIC_TURN, {"role": "user", "content": [placeholder, question]}]
-    assert new[len(old) - 1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    turn = ANTHROPIC.turn_end(request_.json())  # before a trailing system note, if any
+    assert new[turn - 1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
     assert count_breakpoints(json.loads(forked)) <= MAX_BREAKPOINTS
 
 

@@ -99,11 +99,13 @@ NOTES_FACTS = [
 ]
 
 
+@pytest.mark.parametrize("scenario", ["print-then-continue", "default-model-then-continue"])
 def test_a_fact_injected_earlier_in_the_session_is_not_injected_again(
-    make_stack: StackFactory,
+    make_stack: StackFactory, scenario: str
 ) -> None:
     """Both asks of the session find the same facts; only the first gets them (the ledger
-    shows each fact in one entry, and no request carries a fact twice)."""
+    shows each fact in one entry, and no request carries a fact twice). On its default model
+    Claude Code sends the first ask as ``[user ask, system note]``: still a new ask."""
     from ember.models import get_embedder
     from ember.store.driver import connect
 
@@ -111,7 +113,7 @@ def test_a_fact_injected_earlier_in_the_session_is_not_injected_again(
     db = project_db(stack.home)
     with HierarchicalMemory(db, get_embedder()) as mem:
         ids = [mem.add(f, importance=0.8).id for f in NOTES_FACTS]
-    for req in model_calls("claude-code", "print-then-continue"):
+    for req in model_calls("claude-code", scenario):
         send(stack, req)
     stack.settle()
     conn = connect(db, readonly=True).conn

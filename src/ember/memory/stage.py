@@ -122,7 +122,7 @@ class MemoryStage(Stage):
     async def _auto_tail(self, ex: Exchange, db: Path) -> None:
         adapter, body = ex.adapter, ex.doc.value
         entries = await self.ledger.entries(db, ex.session_id)
-        count = adapter.message_count(body)
+        count = adapter.turn_end(body)  # a client's note after the ask leaves the ask new
         ask = adapter.latest_user_index(body)
         # Digests from the client's text, before any edit of this request.
         digests = {i: message_digest(i, adapter.user_text(body, i)) for i in _indices(entries, ask)}

@@ -74,6 +74,18 @@ def _messages(body: Any) -> list[Any]:
     return msgs if isinstance(msgs, list) else []
 
 
+def _turn(msgs: list[Any]) -> list[Any]:
+    """The messages up to the latest turn's own last message: without trailing system-role
+    messages (a note the client adds after the user's ask, as Claude Code 2.1.197 does on a
+    session's first request: read as the last message, it hid the ask — no memory was
+    injected into a Claude Code session's first ask, and its prefix was refused a hot fork
+    as if it ended in a prefill)."""
+    end = len(msgs)
+    while end and isinstance(msgs[end - 1], dict) and msgs[end - 1].get("role") == "system":
+        end -= 1
+    return msgs[:end]
+
+
 _PART_KINDS: dict[str, PartKind] = {"text": "text", "image": "image", "document": "document"}
 
 
@@ -117,6 +129,9 @@ class AnthropicAdapter(AdapterBase):
     def message_count(self, body: Any) -> int:
         return len(_messages(body))
 
+    def turn_end(self, body: Any) -> int:
+        return len(_turn(_messages(body)))
+
     def latest_user_index(self, body: Any) -> int | None:
         """Index of the last user message that carries something besides tool results
         (a new ask); a turn of tool results alone is a continuation, not an ask."""
@@ -148,7 +163,7 @@ class AnthropicAdapter(AdapterBase):
 
     def tool_results(self, body: Any) -> list[ToolResult]:
         """The tool results of this turn: those in the last message, when it is a user turn."""
-        msgs = _messages(body)
+        msgs = _turn(_messages(body))
         if not msgs or not isinstance(msgs[-1], dict) or msgs[-1].get("role") != "user":
             return []
         content = msgs[-1].get("content")
@@ -248,7 +263,7 @@ class AnthropicAdapter(AdapterBase):
     def turn_parts(self, body: Any) -> tuple[PartKind, ...]:
         """The kinds of the blocks of the last message when it is a user turn, else ``()``
         (an assistant prefill or an empty request is nobody's new turn)."""
-        msgs = _messages(body)
+        msgs = _turn(_messages(body))
         last = msgs[-1] if msgs else None
         if not isinstance(last, dict) or last.get("role") != "user":
             return ()

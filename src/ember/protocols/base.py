@@ -236,6 +236,12 @@ class ProtocolAdapter(Protocol):
 
     def message_count(self, body: Any) -> int: ...
 
+    def turn_end(self, body: Any) -> int:
+        """How many messages the conversation's latest turn ends with: ``message_count``
+        without trailing system-role messages (Claude Code 2.1.197 sends its first request of
+        a session as ``[user ask, system note]``: the ask is still the turn the model answers)."""
+        ...
+
     def append_system_tail(self, doc: JsonDoc, text: str) -> None: ...
 
     def append_user_tail(self, doc: JsonDoc, index: int, text: str) -> None: ...
@@ -394,6 +400,12 @@ def structured_error(output: Any) -> bool:
 
 class AdapterBase:
     """Reads that every wire format spells the same way."""
+
+    def message_count(self, body: Any) -> int:
+        raise NotImplementedError
+
+    def turn_end(self, body: Any) -> int:
+        return self.message_count(body)
 
     def model(self, body: Any) -> str | None:
         return as_str(body.get("model")) if isinstance(body, dict) else None

@@ -68,8 +68,10 @@ def _last_block_marked(content: Any) -> bool:
     return content[-1].get("cache_control") is not None
 
 
-def mark_prefix_end(doc: JsonDoc) -> None:
-    """Make the last block of the last message a breakpoint, if it is not one already.
+def mark_prefix_end(doc: JsonDoc, last: int | None = None) -> None:
+    """Make the last block of the last message (or of message ``last``: the turn's own last
+    message, before a client's trailing system note, which is no place for a breakpoint) a
+    breakpoint, if it is not one already.
 
     Without it a fork that appends several messages has its only message breakpoints where
     the client left them: an entry the recorded request wrote further back than 20 blocks
@@ -82,7 +84,8 @@ def mark_prefix_end(doc: JsonDoc) -> None:
     that request was sent moments ago, so a read there covers everything an earlier
     breakpoint could; adding a fifth would be refused with a 400.
     """
-    last = len(doc.value["messages"]) - 1
+    if last is None:
+        last = len(doc.value["messages"]) - 1
     content = doc.value["messages"][last].get("content")
     if _last_block_marked(content):
         return

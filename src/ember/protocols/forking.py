@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ember.errors import EmberError, ProtocolError
+from ember.protocols import ANTHROPIC
 from ember.protocols.base import AssembledMessage, ProtocolAdapter
 from ember.protocols.breakpoints import caches_anything, mark_prefix_end
 from ember.protocols.jsonedit import JsonDoc
@@ -87,7 +88,8 @@ def _anthropic_eligibility(body: dict[str, Any]) -> str | None:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return "the recorded request has no messages"
-    last = messages[-1]
+    turn = ANTHROPIC.turn_end(body)  # a system note after the ask is still the ask's turn
+    last = messages[turn - 1] if turn else None
     if not isinstance(last, dict) or last.get("role") != "user":
         return _PREFILL
     if not _has_content(last):
@@ -205,7 +207,7 @@ def _append(doc: JsonDoc, key: str, messages: list[Message]) -> None:
 
 def _fork_anthropic(doc: JsonDoc, answer: AssembledMessage, question: str) -> None:
     replay = REPLAYS["anthropic"]
-    mark_prefix_end(doc)
+    mark_prefix_end(doc, ANTHROPIC.turn_end(doc.value) - 1)
     _append(doc, "messages", replay.turn(answer) + replay.tail(answer, question))
 
 
