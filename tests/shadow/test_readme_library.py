@@ -1,5 +1,5 @@
-"""The README's library-mode example runs as written, against the emulator, and its fact is
-extracted by a hot shadow turn through memory_propose."""
+"""The README's library-mode example runs as written, with shipped settings, against the
+emulator, and its fact is extracted by a hot shadow turn through memory_propose."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from ember.models import get_embedder
 from ember.server import BackgroundServer
 from ember.shadow.library import database_path
 from ember.testing import Emulator
-from ember.testing.replies import Reply
 from ember.testing.shadow import shadow_replies
 from tests.shadow.test_e2e import rows
 
@@ -33,8 +32,6 @@ def test_the_readme_example_runs_and_its_fact_is_extracted(tmp_path: Path) -> No
     get_embedder()  # built once in this run's models cache, which the example shares
     emu = Emulator()
     emu.reply_fn = shadow_replies()
-    # A long answer: the session's own spend must leave room for a shadow run under the cap.
-    emu.script(Reply("Noted, I will deploy from tags to eu-west-1. " + "Details follow. " * 300))
     script = tmp_path / "example.py"
     script.write_text(example(), encoding="utf-8")
     with BackgroundServer(emu) as server:
@@ -44,7 +41,6 @@ def test_the_readme_example_runs_and_its_fact_is_extracted(tmp_path: Path) -> No
             "ANTHROPIC_API_KEY": "sk-readme",
             "EMBER_HOME": str(tmp_path / "home"),
             "EMBER_ANTHROPIC_URL": server.url,
-            "EMBER_SHADOW_MAX_SHARE": "1.0",
             "PYTHONPATH": os.pathsep.join(sys.path),
         }
         done = subprocess.run(
