@@ -9,7 +9,9 @@ import pytest
 
 from ember.learn.logs import LogSource, readers
 from ember.learn.model import ScanStats, SessionData
-from tests.learn.conftest import AGENT_LOGS
+from tests.learn.conftest import AGENT_LOGS, needs_agent_logs
+
+pytestmark = needs_agent_logs
 
 AGENT_DIRS = {
     "claude": "claude-code",

@@ -20,7 +20,7 @@ from ember.learn.logs.claude import project_slug
 from ember.server import BackgroundServer
 from ember.testing import Emulator
 from ember.testing.replies import Reply
-from tests.learn.conftest import AGENT_LOGS
+from tests.learn.conftest import AGENT_LOGS, needs_agent_logs
 
 PROJECT = Path("/work/shop")
 ANSWER = {
@@ -80,6 +80,8 @@ def loop_session(path: Path) -> None:
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A home directory holding every fixture where its agent writes logs; the current
     directory is the home too (where a run without --project would write)."""
+    if not AGENT_LOGS.is_dir():
+        pytest.skip(needs_agent_logs.kwargs["reason"])
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.chdir(home)
