@@ -20,7 +20,7 @@ embeds only the last part of the query input, the user's text, without the assis
 and tool outputs before it (what a shorter query input would cost; says nothing of quality).
 
     python bench/storage_soak.py [--agents 8] [--turns 25] [--rounds 3]
-        [--legs "ember,no memory,free embedding,ask-only query"]
+        [--legs "ember,no memory,shadow firing,free embedding,ask-only query"]
 
 Loopback only; every loop is bounded by its turns and a deadline.
 """
@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -53,6 +54,7 @@ from ember.store.driver import connect
 from ember.store.registry import Storage
 from ember.testing import Emulator
 from ember.testing.load import LoadPlan, LoadResult, run_agents
+from ember.testing.shadow import Line, shadow_replies
 
 CWD = "/home/bench/soak-project"
 FACTS = [
@@ -95,6 +97,10 @@ class Leg:
 LEGS = {
     "ember": Leg({}),
     "no memory": Leg({"EMBER_MEMORY_MODE": "off"}),
+    # Shadow memory firing during the load: a session is read once it has been quiet a second
+    # (shipped: a minute, which a round's back-to-back turns never leave it), so its runs,
+    # proposals and promoted memories are written while other agents' rows are.
+    "shadow firing": Leg({"EMBER_SHADOW_IDLE_SECONDS": "1", "EMBER_SHADOW_TICK_SECONDS": "1"}),
     "free embedding": Leg({}, FreeEmbedding),
     "ask-only query": Leg({}, AskOnlyQuery),
 }
@@ -145,6 +151,37 @@ def check(db: Path) -> tuple[str, int, int]:
     return ok, rows, own
 
 
+def every_ask(lines: Sequence[Line], session_id: str) -> list[dict[str, Any]]:
+    """The load's asks are questions, which the shipped chooser rightly never proposes: for
+    the soak each one is a fact, so shadow reads write proposals and memories under load."""
+    return [
+        {
+            "content": f"The user asked: {line.text}",
+            "evidence": [{"kind": "user-stated", "messageId": line.id}],
+        }
+        for line in lines
+        if line.kind == "user"
+    ]
+
+
+def shadow_counts(db: Path) -> str:
+    """Shadow runs by status, proposals (valid / all) and the memories they became."""
+    conn = connect(db, readonly=True).conn
+    try:
+        runs = dict(conn.execute("SELECT status, COUNT(*) FROM shadow_memory_runs GROUP BY status"))
+        valid, proposed, promoted = conn.execute(
+            "SELECT SUM(validation_error IS NULL), COUNT(*), COUNT(memory_id) "
+            "FROM shadow_fact_proposals"
+        ).fetchone()
+    finally:
+        conn.close()
+    statuses = ", ".join(f"{n} {s}" for s, n in sorted(runs.items())) or "none"
+    return (
+        f"shadow runs: {statuses}; proposals {valid or 0} valid / {proposed}, "
+        f"{promoted} became memories"
+    )
+
+
 def seeded_home(embedder: Embedder) -> tuple[Path, Path]:
     """A fresh EMBER_HOME whose project already has memories (so every ask searches)."""
     home = Path(tempfile.mkdtemp(prefix="ember-soak-"))
@@ -170,7 +207,9 @@ def main() -> None:
     embedder = get_embedder()
     table: list[tuple[str, LoadResult, float, float]] = []
     stats: dict[str, dict[str, float]] = {}
-    with BackgroundServer(Emulator()) as upstream, contextlib.ExitStack() as stack:
+    emulator = Emulator()
+    emulator.reply_fn = shadow_replies(every_ask)  # the model's side of a shadow read
+    with BackgroundServer(emulator) as upstream, contextlib.ExitStack() as stack:
         proxies = {}
         for name in legs:
             home, db = seeded_home(embedder)
@@ -199,10 +238,17 @@ def main() -> None:
                 ok, rows, own = check(db)
                 print(
                     f"round {r}, {name}: integrity {ok}, client rows {rows} / answered "
-                    f"{expected[0]} (+{own} rows of ember's own calls)"
+                    f"{expected[0]} (+{own} rows of ember's own calls); {shadow_counts(db)}"
                 )
         for name, (app, _, db, _) in proxies.items():
             stats[name] = app.storage.database(db).stats.summary()
+    # The proxies have stopped (reading what was unread): the files as they were left.
+    for name, (_, _, db, expected) in proxies.items():
+        ok, rows, own = check(db)
+        print(
+            f"after stopping, {name}: integrity {ok}, client rows {rows} / answered "
+            f"{expected[0]} (+{own} rows of ember's own calls); {shadow_counts(db)}"
+        )
     report(table, stats, args)
 
 
