@@ -85,3 +85,22 @@ def test_proxy_start_up_prints_the_warnings_and_serves_the_fixed_url(
     assert "http://127.0.0.1:9/v1" in warnings[0] and "0.0.0.0" in warnings[1]
     assert served["app"].settings.openai_url == "http://127.0.0.1:9/v1"
     assert served["host"] == "0.0.0.0"  # warned about, not refused: it may be meant
+
+
+def test_the_banner_says_shadow_memory_spends_with_your_key_and_how_to_turn_it_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("ember.server.serve_forever", lambda *a, **k: None)
+    for key in [k for k in os.environ if k.startswith("EMBER_")]:
+        monkeypatch.delenv(key)
+    r = CliRunner().invoke(cli, ["proxy", "--port", "9"], env={"EMBER_HOME": str(tmp_path)})
+    assert r.exit_code == 0, r.output
+    [line] = [x for x in r.stderr.splitlines() if x.startswith("shadow memory:")]
+    assert "primary" in line and "client's own key" in line
+    assert "15% of each project's client spend" in line and "EMBER_SHADOW=off" in line
+    off = CliRunner().invoke(
+        cli, ["proxy", "--port", "9"], env={"EMBER_HOME": str(tmp_path), "EMBER_SHADOW": "off"}
+    )
+    assert "shadow memory: off" in off.stderr
+    helped = " ".join(CliRunner().invoke(cli, ["proxy", "--help"]).output.split())
+    assert "with the client's own key" in helped and "EMBER_SHADOW=off" in helped

@@ -55,6 +55,12 @@ def proxy(
 
     API keys are forwarded to the provider and never stored or logged.
     Send `x-ember-bypass: 1` to forward a request untouched.
+
+    Shadow memory is on by default (EMBER_SHADOW=primary): once a session goes quiet, and when
+    the proxy stops, ember asks the model — with the client's own key, at the client's cost —
+    which facts of the session to remember. It may spend EMBER_SHADOW_MAX_SHARE (15%) of each
+    project's client spend over 7 days plus a small allowance; `ember stats --cwd DIR` shows
+    what it spent. EMBER_SHADOW=off turns it off.
     """
     settings = load_settings(
         config_file,
@@ -67,7 +73,7 @@ def proxy(
     )
     from ember import logs
     from ember.compose import build_app
-    from ember.proxy.startup import review
+    from ember.proxy.startup import review, shadow_notice
     from ember.server import serve_forever
     from ember.store.home import check_home
 
@@ -78,7 +84,8 @@ def proxy(
     click.echo(
         f"ember proxy on {url}  (anthropic -> {settings.anthropic_url}, "
         f"openai -> {settings.openai_url})\n"
-        f"  export ANTHROPIC_BASE_URL={url}\n  export OPENAI_BASE_URL={url}/v1",
+        f"  export ANTHROPIC_BASE_URL={url}\n  export OPENAI_BASE_URL={url}/v1\n"
+        f"{shadow_notice(settings)}",
         err=True,
     )
     for warning in warnings:
