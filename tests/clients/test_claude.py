@@ -68,3 +68,52 @@ def test_settings_file_follows_claude_config_dir(tmp_path: Path) -> None:
     assert claude.config_path({}, tmp_path) == tmp_path / ".claude" / "settings.json"
     moved = claude.config_path({"CLAUDE_CONFIG_DIR": "/etc/cc"}, tmp_path)
     assert moved == Path("/etc/cc/settings.json")
+
+
+# -- a settings file that would win over this run's environment (Claude Code 2.1.197) ----------
+
+
+def test_a_settings_file_env_is_found_with_the_file_that_wins() -> None:
+    files = [
+        ("user", json.dumps({"env": {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9999"}})),
+        ("project", None),
+        ("local", json.dumps({"env": {"ANTHROPIC_CUSTOM_HEADERS": "x-team: blue"}})),
+        ("broken", "{not json"),
+    ]
+    assert claude.configured_env(files) == {
+        "ANTHROPIC_BASE_URL": ("http://127.0.0.1:9999", "user"),
+        "ANTHROPIC_CUSTOM_HEADERS": ("x-team: blue", "local"),
+    }
+
+
+def test_ember_wins_over_a_settings_file_with_a_settings_flag_and_says_so() -> None:
+    """Measured: ~/.claude/settings.json's env.ANTHROPIC_BASE_URL (from an `ember setup` on
+    another port) beat the environment, and Claude Code hung on a dead port."""
+    configured = {
+        "ANTHROPIC_BASE_URL": ("http://127.0.0.1:9999", "~/.claude/settings.json"),
+        "ANTHROPIC_CUSTOM_HEADERS": ("x-team: blue", "~/.claude/settings.json"),
+    }
+    run = claude.launch("claude", ["-p", "hi"], ADDR, "/work/app", {}, configured)
+    assert run.argv[:2] == ["claude", "--settings"] and run.argv[3:] == ["-p", "hi"]
+    env = json.loads(run.argv[2])["env"]
+    assert env["ANTHROPIC_BASE_URL"] == ADDR.origin
+    # the file's headers are the ones Claude Code would send: kept, with ember's line
+    assert env["ANTHROPIC_CUSTOM_HEADERS"] == "x-team: blue\nx-ember-cwd: /work/app"
+    assert any("overridden for this run" in n and "9999" in n for n in run.notes)
+
+
+def test_without_a_settings_file_the_command_line_is_the_users_own() -> None:
+    run = claude.launch("claude", ["-p", "hi"], ADDR, "/work/app", {}, {})
+    assert run.argv == ["claude", "-p", "hi"]
+
+
+def test_what_cannot_be_beaten_is_refused_in_one_line_naming_the_file_and_key() -> None:
+    managed = {"ANTHROPIC_BASE_URL": ("https://gw.corp", "/etc/claude-code/managed-settings.json")}
+    with pytest.raises(ClientError, match=r"managed-settings\.json.*ANTHROPIC_BASE_URL"):
+        claude.launch("claude", [], ADDR, "/work/app", {}, {}, managed)
+    mine = {"ANTHROPIC_BASE_URL": ("http://127.0.0.1:9999", "~/.claude/settings.json")}
+    with pytest.raises(ClientError, match=r"settings\.json.*your own --settings"):
+        claude.launch("claude", ["--settings", "x.json"], ADDR, "/work/app", {}, mine)
+    ours = {"ANTHROPIC_BASE_URL": (ADDR.origin, "~/.claude/settings.json")}
+    run = claude.launch("claude", ["--settings", "x.json"], ADDR, "/work/app", {}, ours)
+    assert run.argv[0] == "claude"  # it already points at ember: nothing to refuse

@@ -75,6 +75,7 @@ def wrap(
     from ember.launch import client as client_proc
     from ember.launch.proxyproc import READY_TIMEOUT
     from ember.launch.shared import SharedProxy
+    from ember.launch.watch import HealthWatch
     from ember.store.home import check_home
 
     spec = CLIENTS[client]
@@ -96,7 +97,8 @@ def wrap(
             _say(f"using the ember proxy on {address.origin} (its own settings apply)")
         for note in plan.notes:
             _say(note)
-        code = client_proc.run(plan.argv, plan.env, project)
+        with HealthWatch(address, _say):
+            code = client_proc.run(plan.argv, plan.env, project)
     finally:
         if shared.release(lease, on_slow=_reading):
             _say("stopped the ember proxy")
@@ -113,9 +115,23 @@ def _plan(
 ) -> Launch:
     env = dict(os.environ)
     if spec is CLIENTS["claude"]:
-        return claude.launch(binary, args, address, str(project), env)
+        files = claude.settings_files(env, Path.home(), str(project))
+        configured = claude.configured_env([(str(f), _read(f)) for f in files])
+        managed = claude.configured_env(
+            [(str(claude.MANAGED_SETTINGS), _read(claude.MANAGED_SETTINGS))]
+        )
+        return claude.launch(binary, args, address, str(project), env, configured, managed)
     key = codex.check_env_key(env_key or codex.DEFAULT_ENV_KEY)
     return codex.launch(binary, args, address, str(project), env, env_key=key)
+
+
+def _read(path: Path) -> str | None:
+    """A settings file's text; None when it is absent or unreadable (Claude Code would read
+    nothing there either)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _find(spec: ClientSpec, binary: str | None) -> str:

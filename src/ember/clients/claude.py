@@ -7,6 +7,11 @@ Facts this relies on (Claude Code 2.1.x, recorded in tests/fixtures/clients/READ
 - ``ANTHROPIC_CUSTOM_HEADERS`` is newline-separated ``Name: value`` lines added to every request.
 - ``~/.claude/settings.json`` (``$CLAUDE_CONFIG_DIR/settings.json`` when that is set) may hold an
   ``"env"`` object whose variables Claude Code sets for itself: the lasting configuration.
+- Those ``env`` values win over the process environment (checked with 2.1.197: a
+  ``settings.json`` naming another port made ``ember wrap``'s ``ANTHROPIC_BASE_URL`` a dead
+  letter, and Claude Code hung on a port nothing listened on). Settings files apply user <
+  project ``.claude/settings.json`` < ``.claude/settings.local.json`` < ``--settings JSON`` on
+  the command line; managed settings (``/etc/claude-code/managed-settings.json``) beat them all.
 """
 
 from __future__ import annotations
@@ -24,6 +29,35 @@ from ember.errors import ClientError
 BASE_URL_VAR = "ANTHROPIC_BASE_URL"
 HEADERS_VAR = "ANTHROPIC_CUSTOM_HEADERS"
 PROJECT_HEADER = "x-ember-cwd"
+SETTINGS_FLAG = "--settings"
+#: Managed (policy) settings on Linux: nothing a user passes overrides them.
+MANAGED_SETTINGS = Path("/etc/claude-code/managed-settings.json")
+#: The variables ember sets for a run, which a settings file's ``env`` would override.
+_OURS = (BASE_URL_VAR, HEADERS_VAR)
+
+
+def settings_files(env: Mapping[str, str], home: Path, project_dir: str) -> list[Path]:
+    """The settings files Claude Code reads for a run in ``project_dir``, lowest precedence
+    first (managed settings apart: see ``MANAGED_SETTINGS``)."""
+    project = Path(project_dir) / ".claude"
+    return [config_path(env, home), project / "settings.json", project / "settings.local.json"]
+
+
+def configured_env(files: Sequence[tuple[str, str | None]]) -> dict[str, tuple[str, str]]:
+    """The variables of ``_OURS`` that settings files set in their ``env``, each with its value
+    and the file that wins (``files``: (where, text or None when absent), lowest precedence
+    first). A file that is not JSON sets nothing here (Claude Code says so itself)."""
+    found: dict[str, tuple[str, str]] = {}
+    for where, text in files:
+        try:
+            data = json.loads(text) if text else None
+        except json.JSONDecodeError:
+            continue
+        env = data.get("env") if isinstance(data, dict) else None
+        for key in _OURS:
+            if isinstance(env, dict) and isinstance(env.get(key), str):
+                found[key] = (env[key], where)
+    return found
 
 
 def launch(
@@ -32,11 +66,18 @@ def launch(
     address: ProxyAddress,
     project_dir: str | None,
     env: Mapping[str, str],
+    configured: Mapping[str, tuple[str, str]] | None = None,
+    managed: Mapping[str, tuple[str, str]] | None = None,
 ) -> Launch:
     """Claude Code with its requests sent to the proxy, tagged with the project directory.
 
     The user's own ``ANTHROPIC_CUSTOM_HEADERS`` lines are kept (a gateway may need them);
-    only an ``x-ember-cwd`` line of theirs is replaced, so the header names one project."""
+    only an ``x-ember-cwd`` line of theirs is replaced, so the header names one project.
+    ``configured``/``managed``: what the settings files and managed settings set
+    (``configured_env``). A settings file's ``env`` would win over this run's environment, so
+    ember's values then also go in a ``--settings`` of this run, which wins over every settings
+    file; where that cannot win (managed settings, or the user's own ``--settings``), the run
+    is refused in one line naming the file and the key, never left to hang on a wrong port."""
     out = dict(env)
     notes = []
     previous = env.get(BASE_URL_VAR, "").rstrip("/")
@@ -46,11 +87,45 @@ def launch(
             "anthropic_url (EMBER_ANTHROPIC_URL)"
         )
     out[BASE_URL_VAR] = address.origin
-    headers = custom_headers(env.get(HEADERS_VAR, ""), project_header(project_dir))
+    # The headers Claude Code would send: a settings file's win over the environment's.
+    filed = (configured or {}).get(HEADERS_VAR)
+    theirs = filed[0] if filed is not None else env.get(HEADERS_VAR, "")
+    headers = custom_headers(theirs, project_header(project_dir))
     if headers:
         out[HEADERS_VAR] = headers
     out.update(bypass_proxies(env, address.host))
-    return Launch([binary, *args], out, notes)
+    argv = [binary, *args]
+    _refuse_unbeatable(managed or {}, address, args, configured or {})
+    if configured:
+        wanted = {BASE_URL_VAR: address.origin, **({HEADERS_VAR: headers} if headers else {})}
+        argv = [binary, SETTINGS_FLAG, json.dumps({"env": wanted}), *args]
+        for key, (value, where) in sorted(configured.items()):
+            done = "kept, with ember's header added" if key == HEADERS_VAR else "overridden"
+            notes.append(f"{where} sets env.{key}={value!r}: {done} for this run (--settings)")
+    return Launch(argv, out, notes)
+
+
+def _refuse_unbeatable(
+    managed: Mapping[str, tuple[str, str]],
+    address: ProxyAddress,
+    args: Sequence[str],
+    configured: Mapping[str, tuple[str, str]],
+) -> None:
+    base = managed.get(BASE_URL_VAR)
+    if base is not None and base[0].rstrip("/") != address.origin:
+        raise ClientError(
+            f"{base[1]} (managed settings) sets env.{BASE_URL_VAR}={base[0]!r}, which nothing "
+            "can override: Claude Code would not go through ember. Ask whoever manages it, or "
+            "run ember on that address"
+        )
+    own = any(a == SETTINGS_FLAG or a.startswith(SETTINGS_FLAG + "=") for a in args)
+    found = configured.get(BASE_URL_VAR)
+    if own and found is not None and found[0].rstrip("/") != address.origin:
+        raise ClientError(
+            f"{found[1]} sets env.{BASE_URL_VAR}={found[0]!r}, which wins over ember's for this "
+            f"run, and your own {SETTINGS_FLAG} leaves no room for ember's: remove the key, or "
+            f"set it to {address.origin} in your {SETTINGS_FLAG}"
+        )
 
 
 def custom_headers(existing: str, project: str | None) -> str:

@@ -175,11 +175,17 @@ class ProxyApp:
 
     def _health(self) -> bytes:
         """``{"status": "ok"}`` while serving; a database that was switched off is listed
-        under ``storage`` (requests still flow: only that project's features are off)."""
+        under ``storage`` (requests still flow: only that project's features are off), a
+        provider the last requests could not reach under ``upstream``."""
         problems = self.storage.problems()
-        if not problems:
+        unreached = self.flow.reach.problems()
+        if not problems and not unreached:
             return _HEALTH_OK
-        detail = {"status": "ok", "storage": [h.to_json() for h in problems]}
+        detail: dict[str, Any] = {"status": "ok"}
+        if problems:
+            detail["storage"] = [h.to_json() for h in problems]
+        if unreached:
+            detail["upstream"] = [u.to_json() for u in unreached]
         return json.dumps(detail).encode()
 
     def _guess_adapter(self, hmap: dict[str, str]) -> ProtocolAdapter:

@@ -29,6 +29,7 @@ from ember.protocols.assemble import assemble
 from ember.protocols.base import AssembledMessage, ProtocolAdapter
 from ember.proxy.intake import build_exchange
 from ember.proxy.pipeline import Pipeline
+from ember.proxy.reach import Reachability
 from ember.proxy.verdict import judge
 from ember.sessions import SessionRegistry
 
@@ -65,6 +66,7 @@ class ExchangeFlow:
         self.settings = settings
         self.sessions = sessions
         self.pipeline = pipeline
+        self.reach = Reachability()
         self._finishing: set[asyncio.Task[None]] = set()
 
     def open(
@@ -86,6 +88,9 @@ class ExchangeFlow:
         """The client has its answer (or the exchange failed): the session is idle, and the
         response stages run in the background."""
         self.sessions.end(ex.session_id)
+        family = "anthropic" if ex.adapter.name == "anthropic" else "openai"
+        url = self.settings.provider_url(ex.adapter.name, ex.path)
+        self.reach.record(family, url, delivered.kind, delivered.error)
         latency = (time.perf_counter() - ex.started) * 1000
         task = asyncio.ensure_future(self._respond(ex, delivered, latency))
         self._finishing.add(task)
