@@ -11,6 +11,7 @@ caller reports it instead of printing "0 recommendations" as if the logs held no
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,6 +26,13 @@ from ember.learn.model import LearnError, Recommendation
 from ember.protocols.anthropic import AnthropicAdapter
 from ember.protocols.base import Usage
 from ember.protocols.openai_chat import openai_usage
+
+#: Sent with every model call of ``ember learn``: when ``--llm-url`` (or the agent CLI it runs)
+#: points at an ember proxy, the call is ember's own, not a session of the user's — without it
+#: the proxy added its verbosity block to learn's prompt and recorded the call as a client
+#: "main" session. The proxy forwards it untouched and records nothing (learn accounts its own
+#: calls, with their origin); a provider ignores the header, and the proxy never forwards it.
+OWN_CALL_HEADERS = {"x-ember-bypass": "1"}
 
 __all__ = [
     "SYSTEM_PROMPT",
@@ -109,7 +117,11 @@ class ApiBackend:
 
     def _anthropic(self, system: str, prompt: str) -> Answer:
         client = anthropic.Anthropic(
-            base_url=self.url, api_key=self.api_key, timeout=self.timeout, max_retries=0
+            base_url=self.url,
+            api_key=self.api_key,
+            timeout=self.timeout,
+            max_retries=0,
+            default_headers=OWN_CALL_HEADERS,
         )
         with client:
             message = client.messages.create(
@@ -124,7 +136,11 @@ class ApiBackend:
 
     def _openai(self, system: str, prompt: str) -> Answer:
         client = openai.OpenAI(
-            base_url=self.url, api_key=self.api_key, timeout=self.timeout, max_retries=0
+            base_url=self.url,
+            api_key=self.api_key,
+            timeout=self.timeout,
+            max_retries=0,
+            default_headers=OWN_CALL_HEADERS,
         )
         with client:
             completion = client.chat.completions.create(
@@ -166,11 +182,23 @@ class CliBackend:
                 f"{system}\n\n{prompt}",
                 idle_timeout=self.idle_timeout,
                 wall_timeout=self.wall_timeout,
-                env=self.env,
+                env=self._env(),
             )
             return Answer(answer_of(self.cli, run.stdout))
         except CliFailed as exc:
             raise AnalysisFailed(str(exc)) from exc
+
+    def _env(self) -> Mapping[str, str] | None:
+        """Claude Code sends ``ANTHROPIC_CUSTOM_HEADERS`` lines with every request: learn's
+        run of it carries ``OWN_CALL_HEADERS`` that way (a Claude settings file that sets the
+        variable itself wins over this, as it does over any environment)."""
+        if self.cli != "claude":
+            return self.env
+        env = dict(self.env if self.env is not None else os.environ)
+        lines = [ln for ln in env.get("ANTHROPIC_CUSTOM_HEADERS", "").splitlines() if ln.strip()]
+        lines += [f"{k}: {v}" for k, v in OWN_CALL_HEADERS.items()]
+        env["ANTHROPIC_CUSTOM_HEADERS"] = "\n".join(lines)
+        return env
 
 
 Backend = ApiBackend | CliBackend

@@ -23,16 +23,14 @@ Invariants, each tied to the failure it prevents:
 
 from __future__ import annotations
 
-import contextlib
 import difflib
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from ember.errors import EmberError
+from ember.fsutil import write_bytes
 from ember.learn.markers import Markers
 
 LEARN = Markers("learn")
@@ -315,23 +313,6 @@ def plan_writeback(
     )
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
 def apply_writeback(plan: WritebackPlan) -> list[Path]:
     """Write the plan's files, each atomically; returns the paths written.
 
@@ -348,7 +329,7 @@ def apply_writeback(plan: WritebackPlan) -> list[Path]:
     written: list[Path] = []
     for change in plan.changes:
         try:
-            _write_atomic(change.path, change.after)
+            write_bytes(change.path, change.after)
         except OSError as exc:
             raise WritebackError(f"cannot write {change.path}: {exc}") from exc
         written.append(change.path)
