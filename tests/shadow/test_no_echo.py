@@ -5,19 +5,16 @@ into a session that does not hold it."""
 
 from __future__ import annotations
 
-import time
 import urllib.request
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from ember.models import get_embedder
-from ember.store.driver import connect
 from ember.testing.shadow import shadow_replies
 from tests.client_fixtures import ClientRequest, load_scenario
 from tests.conftest import Stack, StackFactory
 from tests.proxy.test_real_clients import project_db
+from tests.shadow.test_e2e import rows, wait_for
 
 MEMORY_TAG = b"<ember-memory>"
 SESSION = "00000001-0000-4000-8000-000000000001"  # the recorded (scrubbed) session id
@@ -49,23 +46,6 @@ def send(stack: Stack, req: ClientRequest, body: bytes, session: str = SESSION) 
     with urllib.request.urlopen(request, timeout=30) as resp:
         resp.read()
     return stack.emulator.requests[seen].body
-
-
-def rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
-    conn = connect(db, readonly=True).conn
-    try:
-        return [tuple(r) for r in conn.execute(sql)]
-    finally:
-        conn.close()
-
-
-def wait_for(check: Any, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting")
 
 
 @pytest.fixture

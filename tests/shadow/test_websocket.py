@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,32 +20,15 @@ import pytest
 
 from ember.models import get_embedder
 from ember.project import resolve_project
-from ember.store.driver import connect
 from ember.testing.shadow import shadow_replies
 from tests.client_fixtures import FIXTURES
 from tests.conftest import Stack, StackFactory
+from tests.shadow.test_e2e import rows, wait_for
 
 RECORDED = FIXTURES / "codex" / "exec-then-resume" / "000-main.body"
 CWD = "/work/proj"  # the recorded <environment_context>'s cwd
 STATED = "Deploys go to fly.io."
 TERMINAL = ("response.completed", "response.failed", "response.incomplete", "error")
-
-
-def rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
-    conn = connect(db, readonly=True).conn
-    try:
-        return [tuple(r) for r in conn.execute(sql)]
-    finally:
-        conn.close()
-
-
-def wait_for(check: Any, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting")
 
 
 def answer(conn: Any) -> Any:

@@ -20,27 +20,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ember.protocols.transcript import item_digest
+from ember.protocols.transcript import Said, item_digest
 from ember.store.driver import Connection
 
 #: The recorded text of one message is cut here (the question shows the start of it anyway).
 MAX_CONTENT_CHARS = 20_000
 
 
-class Item(Protocol):
+class Item(Said, Protocol):
     """One piece of a conversation as the protocol adapters see it
-    (``ember.protocols.base.TranscriptItem``)."""
+    (``ember.protocols.base.TranscriptItem``): what it says, and where."""
 
     @property
     def position(self) -> int: ...
     @property
     def part(self) -> int: ...
-    @property
-    def role(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def text(self) -> str: ...
 
 
 def message_id(session_id: str, generation: int, position: int, part: int, digest: str) -> str:
