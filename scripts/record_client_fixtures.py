@@ -5,7 +5,10 @@ client sent before any proxy touched them. Scripted model answers drive the flow
 exec_command tool call, an Explore sub-agent, a title, a compaction summary), and every turn
 after the first is a ``--continue`` / ``resume --last`` or a second prompt in the same TUI.
 Each request is scrubbed (keys, ids, machine paths) and written to ``tests/fixtures/clients/``
-together with the request table in its README. ``compare_client_cache.py`` runs the same
+together with the request table in its README. The session logs the CLIs wrote under their
+home (Claude Code's ``~/.claude/projects``, Codex's ``~/.codex/sessions``) are scrubbed the same
+way, with the same ids, and copied to ``tests/fixtures/agent-logs/`` for the scenarios that keep
+them (``--logs-only`` writes only those). ``compare_client_cache.py`` runs the same
 scenarios direct and through ``ember proxy`` and compares their cache reads (docs/clients.md).
 
     D="$HOME/ember-clients"   # any directory outside /tmp
@@ -18,6 +21,7 @@ scenarios direct and through ``ember proxy`` and compares their cache reads (doc
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import os
 import pty
@@ -188,6 +192,7 @@ class Scenario:
     interactive: bool = False  # Claude Code in its TUI, driven through a pty
     websockets: bool | None = False  # Codex: supports_websockets (None: not in the config)
     model: str | None = "gpt-5.1"  # Codex: the config's model (None: Codex's own default)
+    keep_logs: bool = False  # copy the session logs it wrote to tests/fixtures/agent-logs
 
 
 _CLAUDE = ("--model", "claude-sonnet-4-5", "--allowedTools", "Bash(ls:*)", "Read")
@@ -199,6 +204,7 @@ SCENARIOS = (
         "claude-code",
         "print-then-continue",
         (("-p", ASK_READ, *_CLAUDE), ("-p", "--continue", ASK_FOLLOWUP, *_CLAUDE)),
+        keep_logs=True,
     ),
     Scenario(
         "claude-code",
@@ -210,6 +216,7 @@ SCENARIOS = (
         "claude-code",
         "subagent-then-continue",
         (("-p", ASK_EXPLORE, *_CLAUDE), ("-p", "--continue", ASK_FOLLOWUP, *_CLAUDE)),
+        keep_logs=True,
     ),
     Scenario(
         "claude-code",
@@ -219,6 +226,7 @@ SCENARIOS = (
             ("-p", "--continue", "/compact", *_CLAUDE),
             ("-p", "--continue", ASK_FOLLOWUP, *_CLAUDE),
         ),
+        keep_logs=True,
     ),
     Scenario(
         "claude-code",
@@ -233,7 +241,7 @@ SCENARIOS = (
         quiet_traffic=False,
         interactive=True,
     ),
-    Scenario("codex", "exec-then-resume", ((*_EXEC, ASK_READ), _RESUME)),
+    Scenario("codex", "exec-then-resume", ((*_EXEC, ASK_READ), _RESUME), keep_logs=True),
     Scenario(
         "codex",
         "agents-md-exec-then-resume",
@@ -243,7 +251,13 @@ SCENARIOS = (
     Scenario("codex", "websockets-on", ((*_EXEC, "hello"),), websockets=True),
     Scenario("codex", "websockets-unset", ((*_EXEC, "hello"),), websockets=None),
     # Codex's own default model (no `model` line): another request shape, see the README
-    Scenario("codex", "default-model-exec-then-resume", ((*_EXEC, ASK_READ), _RESUME), model=None),
+    Scenario(
+        "codex",
+        "default-model-exec-then-resume",
+        ((*_EXEC, ASK_READ), _RESUME),
+        model=None,
+        keep_logs=True,
+    ),
     # Claude Code's own default model (no --model) and default traffic, as a new user runs it:
     # its first request of a session is [user ask, system note] (see the README)
     Scenario(
@@ -254,6 +268,7 @@ SCENARIOS = (
             ("-p", "--continue", ASK_FOLLOWUP, *_CLAUDE[2:]),
         ),
         quiet_traffic=False,
+        keep_logs=True,
     ),
 )
 
@@ -457,16 +472,20 @@ def kind_of(method: str, path: str, body: Any) -> str:
     return "subagent" if "Working directory:" in system else "side"
 
 
+def scrub_request(scrub: Scrubber, ex: Exchange) -> tuple[bytes, dict[str, str]]:
+    """One request's body and headers, scrubbed (ids numbered in the order they are met)."""
+    body = scrub.text(ex.body.decode("utf-8")).encode("utf-8")
+    return body, scrub.headers(ex.headers, len(body))
+
+
 def write_fixtures(
-    number: int, sc: Scenario, exchanges: list[Exchange], root: Path, out: Path, base: float
+    scrub: Scrubber, sc: Scenario, exchanges: list[Exchange], root: Path, out: Path, base: float
 ) -> None:
-    scrub = Scrubber(number, root, exchanges)
     folder = out / sc.client / sc.name
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     for index, ex in enumerate(exchanges):
-        body = scrub.text(ex.body.decode("utf-8")).encode("utf-8")
-        headers = scrub.headers(ex.headers, len(body))
+        body, headers = scrub_request(scrub, ex)
         seen = body.decode() + json.dumps(headers)
         leftover = [s for s in (str(root.parent.parent), "sk-test") if s in seen]
         if leftover:
@@ -485,6 +504,60 @@ def write_fixtures(
         if body:
             (folder / f"{stem}.body").write_bytes(body)
         print(f"    {stem} {ex.method} {ex.path} status={ex.status} t={meta['t_ms']}ms")
+
+
+# -- session logs ------------------------------------------------------------------------------
+
+#: Where each CLI writes its session logs under its home, and which files there are the logs
+#: (Claude Code: ``<project>/<session>.jsonl`` and ``<session>/subagents/agent-<id>.jsonl`` with
+#: an ``agent-<id>.meta.json`` beside it; Codex: ``YYYY/MM/DD/rollout-<time>-<session>.jsonl``).
+LOG_DIRS = {
+    "claude-code": (".claude/projects", ("*.jsonl", "*.meta.json")),
+    "codex": (".codex/sessions", ("*.jsonl",)),
+}
+KEY = "sk-test"
+#: A path no log may hold after scrubbing: the superuser's home (not ``<root>``/``</root>``,
+#: Codex's workspace-roots element), the temp dir, and a path below ``/agent-root``: Codex
+#: calls its agents ``/root``, ``/root/task1``, ``/root/task1/task_3`` (scrubbed to
+#: ``/agent-root/...``), so anything else below ``/agent-root`` is a path of the recording
+#: machine that the agent-path rule hid.
+_LEAKED_PATH = re.compile(r"(?<![<\w-])/(?:root|tmp)(?![\w-])|/agent-root(?:/task\w*)*/(?!task)")
+
+
+def _leaks(text: str, work: Path) -> list[str]:
+    """What in a scrubbed log still points at the recording machine or holds the key."""
+    found = [s for s in (str(work), KEY) if s in text]
+    found += sorted({m.group(0) for m in _LEAKED_PATH.finditer(text)})
+    user = getpass.getuser()
+    # the superuser's name is also Codex's word for a permission kind ("root"): its home is
+    # what would give it away, and that is checked above
+    if user != "root" and re.search(rf"\b{re.escape(user)}\b", text):
+        found.append(f"user name {user!r}")
+    found += sorted(set(re.findall(r"/(?:home|Users)/(?!user\b)[\w.-]+", text)))
+    return found
+
+
+def write_logs(scrub: Scrubber, sc: Scenario, root: Path, out: Path) -> None:
+    """Copy the session logs the scenario's CLI wrote under its home to ``out/<client>/<name>``,
+    same layout below the home (so the folder reads as a user's home), every file name and
+    line scrubbed like the requests and with their ids; the key is replaced too."""
+    base, patterns = LOG_DIRS[sc.client]
+    home = root / "home"
+    logs = sorted({p for pattern in patterns for p in (home / base).rglob(pattern)})
+    if not logs:
+        raise SystemExit(f"{sc.client}/{sc.name}: no session log under {home / base}")
+    folder = out / sc.client / sc.name
+    shutil.rmtree(folder, ignore_errors=True)
+    for path in logs:
+        rel = scrub.text(path.relative_to(home).as_posix())
+        text = scrub.text(path.read_text(encoding="utf-8")).replace(KEY, "<redacted>")
+        leftover = _leaks(f"{rel}\n{text}", root.parent.parent)
+        if leftover:
+            raise SystemExit(f"{sc.client}/{sc.name} {rel}: unscrubbed {leftover}")
+        target = folder / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        print(f"    log {rel} ({len(text.encode())} bytes)")
 
 
 # -- the README table ----------------------------------------------------------------------
@@ -623,14 +696,26 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("tests/fixtures/clients"))
     parser.add_argument("--only", default="", help="run only scenarios whose name contains this")
     parser.add_argument("--table-only", action="store_true", help="only rewrite the README table")
+    parser.add_argument(
+        "--logs",
+        type=Path,
+        default=Path("tests/fixtures/agent-logs"),
+        help="where the scenarios' session logs go",
+    )
+    parser.add_argument(
+        "--logs-only",
+        action="store_true",
+        help="write only the session logs (of scenarios that keep them), not the requests",
+    )
     args = parser.parse_args()
     if not args.table_only:
         if args.npm is None or args.work is None:
             parser.error("--npm and --work are required")
         for number, sc in enumerate(SCENARIOS, 1):
-            if args.only in f"{sc.client}/{sc.name}":
+            if args.only in f"{sc.client}/{sc.name}" and (sc.keep_logs or not args.logs_only):
                 record(number, sc, args)
-    update_readme(args.out)
+    if not args.logs_only:
+        update_readme(args.out)
 
 
 def record(number: int, sc: Scenario, args: argparse.Namespace) -> None:
@@ -644,7 +729,14 @@ def record(number: int, sc: Scenario, args: argparse.Namespace) -> None:
         run_scenario(sc, args.work.absolute(), args.npm.absolute(), upstream.url, recorder)
         exchanges = list(recorder.exchanges)
     print(f"  direct: {share(exchanges)}")
-    write_fixtures(number, sc, exchanges, root, args.out, started)
+    scrub = Scrubber(number, root, exchanges)
+    if args.logs_only:  # the requests' ids still come first, numbered as in their fixtures
+        for ex in exchanges:
+            scrub_request(scrub, ex)
+    else:
+        write_fixtures(scrub, sc, exchanges, root, args.out, started)
+    if sc.keep_logs:
+        write_logs(scrub, sc, root, args.logs)
 
 
 if __name__ == "__main__":
