@@ -238,11 +238,6 @@ def test_claude_compaction_is_an_event_between_the_prompts() -> None:
     assert answers[-1] == "Yes."
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reader bug: the summary Claude Code writes after /compact (a user record with "
-    "isCompactSummary: true) is read as the user's prompt and a user turn",
-)
 def test_claude_compaction_summary_is_not_a_user_prompt() -> None:
     main = main_session(read_home("claude-code", "compact-then-continue")[1])
     assert typed(main) == [ASK_READ, ASK_FOLLOWUP]
@@ -315,12 +310,6 @@ def test_codex_usage_is_the_sessions_total_over_both_processes(scenario: str) ->
     assert u.output_tokens == sum(c["output_tokens"] for c in calls)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reader bug: Codex 0.171.0 writes no event_msg/user_message; the user's words are "
-    "a response_item/message with role user (and an item_completed UserMessage), which the "
-    "reader skips, so a session has no user_prompt event and no user text turn",
-)
 @pytest.mark.parametrize("scenario", sorted(CODEX))
 def test_codex_each_typed_prompt_is_a_user_turn(scenario: str) -> None:
     (session,) = read_home("codex", scenario)[1]
@@ -330,12 +319,6 @@ def test_codex_each_typed_prompt_is_a_user_turn(scenario: str) -> None:
     assert said == prompts
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reader bug: Codex 0.171.0 logs a call's token_count after the tool output it led "
-    "to; the reader has then closed the turn, so each answer gets the previous call's usage "
-    "and the last call's is lost",
-)
 @pytest.mark.parametrize("scenario", sorted(CODEX))
 def test_codex_each_answer_carries_its_own_calls_usage(scenario: str) -> None:
     (session,) = read_home("codex", scenario)[1]

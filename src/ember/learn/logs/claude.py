@@ -231,12 +231,13 @@ class _State:
             return
         if INTERRUPT_MARK in text:
             self.session.events.append(SessionEvent("interrupt", snippet(text), ts))
-        elif not record.get("isMeta") and not text.startswith("<"):
+        elif not _not_the_user(record) and not text.startswith("<"):
             self.session.events.append(SessionEvent("user_prompt", snippet(text), ts))
 
     def _said(self, said: Message, text: str, record: dict[str, Any]) -> None:
-        """Keep a user message, unless it is not the user answering (meta, a command)."""
-        if not said.parts or record.get("isMeta"):
+        """Keep a user message, unless it is not the user answering (meta, a command, the
+        summary Claude Code writes after ``/compact``)."""
+        if not said.parts or _not_the_user(record):
             return
         if text.startswith("<") and set(said.parts) == {"text"}:
             return
@@ -295,3 +296,10 @@ def _usage(raw: Any) -> Usage:
         n("cache_read_input_tokens"),
         n("cache_creation_input_tokens"),
     )
+
+
+def _not_the_user(record: dict[str, Any]) -> bool:
+    """A user-role record Claude Code wrote itself: meta lines, and the summary that opens the
+    history after ``/compact`` (``isCompactSummary``: "This session is being continued...",
+    which read as a prompt made the user seem to have typed the whole summary)."""
+    return bool(record.get("isMeta") or record.get("isCompactSummary"))

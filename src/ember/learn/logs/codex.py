@@ -9,11 +9,17 @@ it as ``metadata.exit_code`` (JSON) or an ``Exit code: N`` line — a shell that
 1 is the error loop the analysis looks for, even though the tool call itself "succeeded".
 Token usage is cumulative in ``token_count`` events: the last one is the session's total.
 
-Messages are kept for ``learn --verbosity`` (``SessionData.turns``): the user's own words from
-``user_message`` events (the ``response_item`` copies also carry injected context), the
+Messages are kept for ``learn --verbosity`` (``SessionData.turns``): the user's own words, the
 assistant's text, its tool calls and their outputs, and ``turn_aborted`` as an interruption.
+The user's words come from ``user_message`` events, and from ``response_item`` messages of role
+``user`` without the context Codex injects into them (``<environment_context>``, the AGENTS.md
+instructions): Codex 0.171.0 writes only the latter, and a reader of the events alone found no
+prompt at all in its rollouts. Where a rollout has both copies, the second is the same words
+and is not counted again.
 A ``token_count``'s ``last_token_usage`` is the usage of the API call just made: it goes to the
-latest assistant message still without one (or the next, when it was logged first).
+latest assistant message still without one (or the next, when it was logged first). A tool's
+output does not close the turn for it: Codex 0.171.0 logs the call's usage after the output,
+and closing there gave each answer the previous call's usage and lost the last one.
 """
 
 from __future__ import annotations
@@ -134,6 +140,8 @@ class _State:
         #: the assistant messages since the user last spoke, waiting for their usage
         self.unbilled: list[Message] = []
         self.usage_ahead: tuple[int, int] | None = None
+        #: the user's last words taken, so the other copy of them is not taken again
+        self.last_said: str | None = None
 
     def take(self, kind: str, sub: str, p: dict[str, Any], ts: str | None) -> bool:
         s = self.session
@@ -170,7 +178,7 @@ class _State:
             self._assistant(["tool_use"], "", ts)
             return True
         if sub in _OUTPUTS:
-            self._user(Message("user", epoch(ts), ["tool_result"]))
+            self.session.add_message(Message("user", epoch(ts), ["tool_result"]))
             answered = self.calls.get(str(p.get("call_id")))
             if answered is None and sub == "tool_result":
                 answered = self.last_call
@@ -186,7 +194,19 @@ class _State:
             self.session.messages += 1
             if p.get("role") == "assistant":
                 self._assistant(["text"], as_text(p.get("content")), ts)
+            elif p.get("role") == "user":
+                self._said(typed(as_text(p.get("content"))), False, ts)
         return False
+
+    def _said(self, text: str, images: bool, ts: str | None) -> None:
+        """The user's own words, once (see the module: two copies of them may be logged)."""
+        if not text or text == self.last_said:
+            return
+        self.last_said = text
+        self.session.events.append(SessionEvent("user_prompt", snippet(text), ts))
+        said = Message("user", epoch(ts), ["text"] + (["image"] if images else []))
+        said.add_text(text)
+        self._user(said)
 
     def _assistant(self, parts: list[str], text: str, ts: str | None) -> None:
         msg = Message("assistant", epoch(ts), parts, model=self.session.model)
@@ -219,11 +239,7 @@ class _State:
         s = self.session
         call = self.calls.get(str(p.get("call_id")))
         if sub == "user_message":
-            text = as_text(p.get("message"))
-            s.events.append(SessionEvent("user_prompt", snippet(text), ts))
-            said = Message("user", epoch(ts), ["text"] + (["image"] if p.get("images") else []))
-            said.add_text(text)
-            self._user(said)
+            self._said(typed(as_text(p.get("message"))), bool(p.get("images")), ts)
         elif sub == "token_count":
             self._usage(p.get("info"))
             self._last_usage(p.get("info"))
@@ -270,6 +286,19 @@ class _State:
     def finish(self) -> None:
         if self.total is not None:
             self.session.usage = self.total
+
+
+#: Context Codex puts into the user's messages, which the user never typed.
+_INJECTED = re.compile(
+    r"<(environment_context|user_instructions|INSTRUCTIONS)>.*?</\1>"
+    r"|^# AGENTS\.md instructions for [^\n]*$",
+    re.DOTALL | re.MULTILINE,
+)
+
+
+def typed(text: str) -> str:
+    """What the user typed in a user message: without the context Codex injected into it."""
+    return _INJECTED.sub("", text).strip()
 
 
 def _str(value: Any) -> str | None:
