@@ -1,8 +1,9 @@
 from __future__ import annotations
 
+import hashlib
 import json
 
-from ember.session import derive_session_id
+from ember.session import CredentialTags, derive_session_id
 
 
 def test_header_wins() -> None:
@@ -25,3 +26,60 @@ def test_digest_is_stable_for_one_conversation_and_differs_across_projects() -> 
     a2 = derive_session_id({}, {"messages": ["later"]}, "/p", "m", "first ask")
     b = derive_session_id({}, {}, "/q", "m", "first ask")
     assert a1 == a2 != b
+
+
+# -- the client's credential (a session never spans two API keys) -------------------------------
+
+KEY_A = {"x-api-key": "sk-ant-aaaa"}
+KEY_B = {"x-api-key": "sk-ant-bbbb"}
+
+
+def test_two_keys_with_the_same_first_message_are_two_sessions() -> None:
+    tags = CredentialTags()
+    a = derive_session_id(KEY_A, {}, "/p", "m", "hi", tags.tag(KEY_A))
+    b = derive_session_id(KEY_B, {}, "/p", "m", "hi", tags.tag(KEY_B))
+    a_again = derive_session_id(KEY_A, {"messages": [1]}, "/p", "m", "hi", tags.tag(KEY_A))
+    assert a != b and a == a_again
+
+
+def test_no_credential_keeps_the_digest_it_always_had() -> None:
+    assert CredentialTags().tag({}) is None
+    plain = derive_session_id({}, {}, "/p", "m", "hi")
+    assert derive_session_id({}, {}, "/p", "m", "hi", None) == plain
+    seed = json.dumps(["/p", "m", "hi"], ensure_ascii=False)
+    assert plain == "s-" + hashlib.sha256(seed.encode()).hexdigest()[:24]
+
+
+def test_bearer_token_x_api_key_and_azure_api_key_are_the_same_credential() -> None:
+    tags = CredentialTags()
+    forms = [
+        {"authorization": "Bearer sk-1"},
+        {"authorization": "bearer  sk-1 "},
+        {"x-api-key": "sk-1"},
+        {"api-key": "sk-1"},
+    ]
+    assert len({tags.tag(h) for h in forms}) == 1
+    assert tags.tag({"authorization": "Bearer sk-2"}) != tags.tag(forms[0])
+
+
+def test_the_tag_is_salted_per_instance_and_never_shows_the_key() -> None:
+    one, two = CredentialTags(), CredentialTags()
+    tag = one.tag(KEY_A)
+    assert tag is not None and tag != two.tag(KEY_A)
+    assert len(tag) == 16 and "aaaa" not in tag
+    assert tag != hashlib.sha256(b"sk-ant-aaaa").hexdigest()[:16]  # not a plain digest
+    assert "salt" in repr(one) and repr(one) == repr(two)  # the salt is not printed
+    session = derive_session_id(KEY_A, {}, "/p", "m", "hi", tag)
+    assert "aaaa" not in session and tag not in session
+
+
+def test_a_named_session_keeps_its_name_whatever_the_key() -> None:
+    """Decided in ember.session: a refreshed OAuth token must not split a live session."""
+    tags = CredentialTags()
+    claude = {"metadata": {"user_id": "user_9f8e_account_1234-5678_session_0a1b2c3d-4e5f-6071"}}
+    for key in (KEY_A, KEY_B):
+        tag = tags.tag(key)
+        assert derive_session_id(key, claude, None, None, "hi", tag) == "0a1b2c3d-4e5f-6071"
+        assert derive_session_id(key, {"prompt_cache_key": "c1"}, None, None, "hi", tag) == "c1"
+        named = {**key, "x-ember-session-id": "mine"}
+        assert derive_session_id(named, {}, None, None, "hi", tag) == "mine"

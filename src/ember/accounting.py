@@ -29,12 +29,16 @@ from ember.sessions import SessionRegistry
 from ember.store.accounting import ExchangeRecord
 from ember.store.database import Database
 from ember.store.registry import Storage
+from ember.usage_estimate import estimate_usage
 
 log = logging.getLogger(__name__)
 
 
 #: How long into a session a row that names no project waits for the session to name one.
 HOLD_SECONDS = 10.0
+#: Outcomes in which the provider generated nothing: with no usage reported they cost $0
+#: (a priced model), where any other failure without usage costs "unknown".
+_NOTHING_BILLED = ("upstream_error", "unreachable", "timeout")
 
 
 class AccountingStage(Stage):
@@ -115,13 +119,18 @@ class AccountingStage(Stage):
     async def on_response(self, ex: Exchange, outcome: Outcome) -> None:
         msg = outcome.message
         usage = msg.usage if msg is not None else None
+        estimated = False
+        if usage is None and msg is not None and outcome.kind == "ok":
+            # A whole answer without usage (an OpenAI Chat stream requested without
+            # stream_options.include_usage): estimated, and the row says so (usage_estimate).
+            usage, estimated = estimate_usage(outcome.conversation(ex), msg), True
         model = (msg.model if msg is not None and msg.model else None) or ex.model
         cost = self.prices.cost(model, usage)
-        refused = outcome.status >= 400 and outcome.kind != "stream_error"
-        if cost is None and usage is None and refused and self.prices.lookup(model):
-            cost = 0.0  # the provider refused before generating: nothing billed
-        # A stream that failed midway may have generated (and billed) tokens it never
-        # reported: without usage its cost stays unknown rather than a made-up $0.
+        refused = usage is None and outcome.kind in _NOTHING_BILLED
+        if cost is None and refused and self.prices.lookup(model):
+            cost = 0.0  # the provider refused (or was never reached): nothing billed
+        # A stream (or JSON body) that failed midway may have generated (and billed) tokens it
+        # never reported: without usage its cost stays unknown rather than a made-up $0.
         project = self.project(ex)
         record = ExchangeRecord(
             ts=ex.wall_started,
@@ -129,10 +138,14 @@ class AccountingStage(Stage):
             project=project.identity if project else None,
             protocol=ex.adapter.name,
             model=model,
+            # what the client saw: the HTTP status it got (a 200 holding an error stays 200;
+            # the provider's error type is error_type), and whether it asked for a stream —
+            # a streamed request answered with a JSON error is still a streamed request
             status=outcome.status,
             outcome=outcome.kind,
-            stream=outcome.streamed,
+            stream=ex.stream or outcome.streamed,
             usage=usage,
+            usage_estimated=estimated,
             cost_usd=cost,
             price_snapshot=self.prices.snapshot,
             latency_ms=outcome.latency_ms,
@@ -157,6 +170,7 @@ class AccountingStage(Stage):
                 status=200,
                 outcome="ok",
                 usage=r.usage,
+                usage_estimated=False,
                 cost_usd=self.prices.cost(r.model or record.model, r.usage),
                 origin="owned_tools",
                 error_type=None,

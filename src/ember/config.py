@@ -129,6 +129,28 @@ class Settings(BaseModel):
     #: ember locates its edits with recurses once per level, and Python stops it near 1000.
     max_json_depth: int = Field(default=256, ge=1, le=512)
 
+    # -- client connections (faults; the failures they prevent: ember/proxy/clientguard.py) ------
+    #: Seconds a client may take to send a request's headers: from the connection for its
+    #: first request, from the first byte for later ones. Past it the connection is closed.
+    #: Clients write their headers at once; only a connection held open by sending nothing,
+    #: or a byte at a time, ever waits this long. 30: far past any real client, even on a
+    #: loaded machine, and the most one idle connection can hold a slot.
+    client_header_timeout: float = Field(default=30.0, gt=0, le=3600)
+    #: Seconds a request body may pause between two chunks; past it the client gets a 408 in
+    #: its protocol's error shape and the connection is closed. 30, as for headers: an SDK
+    #: sends a body as fast as the socket takes it.
+    client_body_idle_timeout: float = Field(default=30.0, gt=0, le=3600)
+    #: Seconds a whole request body may take (a body that trickles in without ever pausing
+    #: long enough for the idle timeout); past it, the same 408. 300: a max_body_mb (64 MiB)
+    #: body takes well under a second on loopback, and passes at 2 Mbit/s over a network.
+    client_body_timeout: float = Field(default=300.0, gt=0, le=86400)
+    #: Connections (HTTP and WebSocket) one client address may hold open at once; past it a
+    #: new connection is closed at once. 512: several agents on one machine all come from
+    #: 127.0.0.1, each SDK keeps a pool and Claude Code runs sub-agents side by side, so
+    #: hundreds are normal (a test runs 200 streams at once); 3,000 half-open connections are
+    #: not, and 512 leaves half of Linux's default 1,024 open files to everything else.
+    client_max_connections: int = Field(default=512, ge=1)
+
     # -- shadow memory (issue #9) -----------------------------------------------------------
     #: primary: facts are extracted from the still-hot prompt cache after a turn and become
     #: memories; compare: the shadow and the cold steward both run, into their own tables,

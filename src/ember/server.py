@@ -4,6 +4,10 @@ Two ways: ``serve_forever`` for the ``ember proxy`` / ``ember dev upstream`` com
 ``BackgroundServer`` for the demo, tests and benchmarks, which start a server on a free loopback
 port in a thread of its own and stop it again. Both bind loopback by default: nothing here is
 meant to face a network.
+
+An app with ``settings`` (the proxy) is served with its client limits (``ember.proxy.clientguard``:
+header and body timeouts, connections per client address); any other app (the provider
+emulator) with uvicorn's own protocol, so a test provider never refuses the proxy's pool.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from types import TracebackType
 from typing import Any
 
 import uvicorn
+
+from ember.config import Settings
+from ember.proxy.clientguard import ClientLimits, guarded_protocol
 
 log = logging.getLogger(__name__)
 
@@ -55,16 +62,28 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def client_limits(app: ASGIApp) -> ClientLimits | None:
+    """The client limits of an app that carries its ``Settings`` (the proxy), else None."""
+    settings = getattr(app, "settings", None)
+    return ClientLimits.from_settings(settings) if isinstance(settings, Settings) else None
+
+
 def uvicorn_config(
-    app: ASGIApp, host: str, port: int, log_level: str = "warning", backlog: int = 2048
+    app: ASGIApp,
+    host: str,
+    port: int,
+    log_level: str = "warning",
+    backlog: int = 2048,
+    limits: ClientLimits | None = None,
 ) -> uvicorn.Config:
+    """``limits``: the client limits to enforce (None: uvicorn's own protocol, unbounded)."""
     _install_log_filter()
     return uvicorn.Config(
         app,
         host=host,
         port=port,
         loop=_loop_choice(),
-        http="httptools",
+        http=guarded_protocol(limits) if limits is not None else "httptools",
         lifespan="on",
         access_log=False,
         log_level=log_level,
@@ -84,7 +103,8 @@ def serve_forever(
 ) -> None:
     """Serve until interrupted (SIGINT/SIGTERM are handled by uvicorn). An app with an
     ``interrupted`` attribute learns through it when a second Ctrl-C asks to stop at once."""
-    server = uvicorn.Server(uvicorn_config(app, host, port, log_level, backlog))
+    config = uvicorn_config(app, host, port, log_level, backlog, client_limits(app))
+    server = uvicorn.Server(config)
     if hasattr(app, "interrupted"):
         app.interrupted = lambda: server.force_exit
     server.run()
@@ -119,7 +139,9 @@ class BackgroundServer:
         return f"http://{self.host}:{self.port}"
 
     def start(self, timeout: float = 10.0) -> BackgroundServer:
-        config = uvicorn_config(self.app, self.host, self.port, backlog=self.backlog)
+        config = uvicorn_config(
+            self.app, self.host, self.port, backlog=self.backlog, limits=client_limits(self.app)
+        )
         server = uvicorn.Server(config)
         self._server = server
         ready = threading.Event()

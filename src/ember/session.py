@@ -4,19 +4,75 @@
 2. the client's own session id: Claude Code puts it in ``metadata.user_id`` — either
    ``user_<hash>_account_<uuid>_session_<uuid>`` or, in newer versions, a JSON string with a
    ``session_id`` field; Codex sends ``prompt_cache_key`` (its conversation id) on Responses;
-3. otherwise a digest of project + model + the first user message: every request of one
-   conversation repeats its first user message, so they share a session without any header.
+3. otherwise a digest of project + model + the first user message + the client's credential:
+   every request of one conversation repeats its first user message, so they share a session
+   without any header.
+
+The credential takes part as a salted digest (:class:`CredentialTags`), so two clients with
+different API keys whose first messages are the same ("hi", a fixed harness prompt) are two
+sessions: merged, each saw the other's session-scoped memories and shared one ledger. The salt
+is random per proxy and lives only in memory; the key itself is never stored, logged or
+written, and its digest is only ever mixed into the session digest.
+
+A client that names its session (1. and 2.) keeps that name, whatever its key. Decided so
+because: everything else finds a session by that name (``ember stats``, Claude Code's transcript
+files are named by it, a user who sets ``x-ember-session-id`` looks it up by what they set);
+those names are UUIDs minted per conversation, so two keys share one only when a person made
+them so; and subscription logins (Claude Code's OAuth token, Codex's ChatGPT login) refresh
+their bearer token within a live session, so keying a named session by the credential would
+split one conversation in two at every refresh, which is worse and more common than the merge
+it would prevent.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import re
+import secrets
 from collections.abc import Mapping
 from typing import Any
 
 _CLAUDE_SESSION = re.compile(r"_session_([0-9a-fA-F-]{8,})")
+#: Where clients put the provider credential: Anthropic's ``x-api-key``, OpenAI's (and Claude
+#: Code's OAuth) ``authorization: Bearer``, Azure OpenAI's ``api-key``.
+CREDENTIAL_HEADERS = ("x-api-key", "authorization", "api-key")
+#: Hex digits of a credential tag: 64 bits, so two keys of one proxy never share a tag.
+_TAG_HEX = 16
+
+
+class CredentialTags:
+    """Salted digests of provider credentials, to tell clients apart without keeping a key.
+
+    The salt is random per instance (one per proxy: the session registry holds it) and never
+    leaves memory, so a tag cannot be checked against a guessed key from anything ember wrote,
+    and tags of one proxy run mean nothing in the next. A client with no credential has no tag.
+    """
+
+    def __init__(self, salt: bytes | None = None) -> None:
+        self._salt = salt if salt is not None else secrets.token_bytes(32)
+
+    def __repr__(self) -> str:
+        return "CredentialTags(<salt hidden>)"
+
+    def tag(self, headers: Mapping[str, str]) -> str | None:
+        """The tag of the first credential header present (names lower-case), or None."""
+        for name in CREDENTIAL_HEADERS:
+            key = credential_value(headers.get(name, ""))
+            if key:
+                digest = hmac.new(self._salt, key.encode("utf-8"), hashlib.sha256)
+                return digest.hexdigest()[:_TAG_HEX]
+        return None
+
+
+def credential_value(raw: str) -> str:
+    """The credential in a header value: the token of ``Bearer <token>``, else the value."""
+    value = raw.strip()
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() == "bearer":
+        return token.strip()
+    return value
 
 
 def _from_metadata(body: Any) -> str | None:
@@ -43,7 +99,10 @@ def derive_session_id(
     project: str | None,
     model: str | None,
     first_user_text: str | None,
+    credential_tag: str | None = None,
 ) -> str:
+    """The session id (rules in the module docstring). ``credential_tag`` is the client's
+    :meth:`CredentialTags.tag`, never the key: it only changes the derived digest."""
     explicit = headers.get("x-ember-session-id", "").strip()
     if explicit:
         return explicit
@@ -53,5 +112,8 @@ def derive_session_id(
     key = body.get("prompt_cache_key") if isinstance(body, dict) else None
     if isinstance(key, str) and key:
         return key
-    seed = json.dumps([project or "", model or "", first_user_text or ""], ensure_ascii=False)
+    parts = [project or "", model or "", first_user_text or ""]
+    if credential_tag:  # without a credential the digest is what it always was
+        parts.append(credential_tag)
+    seed = json.dumps(parts, ensure_ascii=False)
     return "s-" + hashlib.sha256(seed.encode("utf-8")).hexdigest()[:24]

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ember.project import ProjectRef
+from ember.session import CredentialTags
 from ember.threads import RequestShape, SessionThreads, Thread, classify
 
 DEFAULT_CAPACITY = 8192
@@ -51,6 +52,9 @@ class SessionRegistry:
         self.capacity = capacity
         self._clock = clock
         self._sessions: OrderedDict[str, SessionInfo] = OrderedDict()
+        #: tells clients with different API keys apart (``ember.session``); its salt is made
+        #: here, once per proxy, and never leaves memory
+        self.credentials = CredentialTags()
 
     def __len__(self) -> int:
         return len(self._sessions)

@@ -1,6 +1,7 @@
 """Failures after a 200 are recorded as failures: an error event inside a stream, a stream that
 closes cleanly before its final event, a 200 body that is an error. Through the real proxy with
-the official SDKs; the client still gets exactly what the provider sent."""
+the official SDKs; the client still gets exactly what the provider sent, and the row keeps the
+status the client saw (200) with the provider's error type beside it."""
 
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ def test_overloaded_error_event_mid_stream_is_not_recorded_ok(stack: Stack) -> N
     assert received, "the answer began before the error"
     assert err.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]
     [row] = rows(stack)
-    assert (row["outcome"], row["status"]) == ("stream_error", 529)
+    assert (row["outcome"], row["status"]) == ("stream_error", 200)  # what the client saw
+    assert row["error_type"] == "overloaded_error"
     assert row["usage_known"] == 1 and row["input_tokens"] > 0  # what message_start reported
 
 
@@ -72,7 +74,8 @@ def test_chat_error_chunk_mid_stream_is_not_recorded_ok(stack: Stack) -> None:
             pass
     assert "The server had an error" in err.value.message
     [row] = rows(stack)
-    assert (row["outcome"], row["status"]) == ("stream_error", 500)
+    assert (row["outcome"], row["status"]) == ("stream_error", 200)  # what the client saw
+    assert row["error_type"] == "server_error"
 
 
 def test_responses_failed_mid_stream_is_not_recorded_ok(stack: Stack) -> None:
@@ -81,7 +84,8 @@ def test_responses_failed_mid_stream_is_not_recorded_ok(stack: Stack) -> None:
         events = list(c.responses.create(model="gpt-5", input="hi", stream=True))
     assert events[-1].type == "response.failed"
     [row] = rows(stack)
-    assert (row["outcome"], row["status"]) == ("stream_error", 429)
+    assert (row["outcome"], row["status"]) == ("stream_error", 200)  # what the client saw
+    assert row["error_type"] == "rate_limit_exceeded"
 
 
 def test_chat_stream_error_without_usage_is_unpriced_not_free(stack: Stack) -> None:
@@ -145,14 +149,17 @@ def test_a_stream_ending_after_its_final_delta_is_still_ok(stack: Stack) -> None
         ("/v1/responses", {"model": "gpt-5", "input": "hi"}, "server_error", 500),
     ],
 )
-def test_200_json_error_body_is_recorded_upstream_error(
+def test_200_json_error_body_is_recorded_upstream_error_with_the_status_the_client_saw(
     stack: Stack, path: str, body: dict[str, Any], error_type: str, status: int
 ) -> None:
     stack.emulator.script(Reply.failing(error_type, "it failed"))
     r = httpx2.post(stack.url + path, json=body, headers={"x-api-key": "k"})
     assert r.status_code == 200 and "it failed" in r.text  # passed through as sent
     [row] = rows(stack)
-    assert (row["outcome"], row["status"]) == ("upstream_error", status)
+    # the client saw 200: so does the row (it used to say ``status``, e.g. 529); the
+    # provider's error is in its own column, and a refusal billed nothing
+    assert (row["outcome"], row["status"], row["error_type"]) == ("upstream_error", 200, error_type)
+    assert row["cost_usd"] == 0.0
 
 
 # -- the totals ------------------------------------------------------------------------------------

@@ -172,7 +172,9 @@ def test_an_owned_call_in_a_stream_that_failed_is_not_run(owned: Stack, notes: N
     assert notes.calls == [] and len(owned.emulator.requests) == 1
     owned.settle()
     [row] = exchanges(owned.home / "stats.db")
-    assert (row["outcome"], row["status"]) == ("stream_error", 529)
+    # the status the client saw; the provider's error in its own column
+    assert (row["outcome"], row["status"]) == ("stream_error", 200)
+    assert row["error_type"] == "overloaded_error"
 
 
 @pytest.mark.parametrize("stream", [False, True])

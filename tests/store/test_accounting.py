@@ -44,15 +44,23 @@ def test_session_totals_are_summed_and_null_cost_is_contagious(tmp_path: Path) -
 
 
 def test_a_database_that_cannot_be_created_does_not_stop_the_others(tmp_path: Path) -> None:
+    """The row for the file that cannot be created is held (it may come back: the folder
+    fixed), the other file is written; at shutdown the held row is dropped and counted."""
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     storage = Storage(tmp_path)
-    bad = storage.database(blocker / "ember.db").submit(_rec("a", 0.0).insert)
+    bad_db = storage.database(blocker / "ember.db")
+    bad = bad_db.submit(_rec("a", 0.0).insert)
     good = storage.database(tmp_path / "ok.db").submit(_rec("a", 0.0).insert)
-    with pytest.raises(StorageError):
-        bad.result(10)
     good.result(10)
+    with pytest.raises(StorageError):  # a caller that waits is told at once, not held
+        bad_db.write(_rec("b", 0.0).insert)
+    assert not bad.done() and bad_db.health.state == "unwritable"
+    assert bad_db.health.held == 1
     storage.close()
+    with pytest.raises(StorageError):
+        bad.result(0)
+    assert bad_db.health.dropped == 2 and dict(bad_db.health.dropped_by) == {"other": 2}
     assert len(exchanges(tmp_path / "ok.db")) == 1
 
 

@@ -145,12 +145,20 @@ class ProxyApp:
         query = scope.get("query_string", b"").decode("latin-1")
         adapter = ADAPTERS.get(path) if method == "POST" else None
         try:
-            body = await limits.read_body(receive, hmap, limits.body_limit(self.settings))
+            body = await limits.read_body(
+                receive, hmap, limits.body_limit(self.settings), limits.body_timing(self.settings)
+            )
         except RequestTooLarge:
             log.warning("refused a request body over max_body_mb on %s %s", method, path)
             message = f"ember: {limits.too_large_message(self.settings)}"
             error = (adapter or self._guess_adapter(hmap)).error_body(413, message)
             await send_json(send, 413, error)
+            return
+        except limits.BodyTimedOut as exc:
+            log.warning("gave up on a request body on %s %s: %s", method, path, exc)
+            message = f"ember: {limits.timed_out_message(exc)}"
+            error = (adapter or self._guess_adapter(hmap)).error_body(408, message)
+            await send_json(send, 408, error, close=True)
             return
         if adapter is None or hmap.get("x-ember-bypass", "").strip() == "1":
             target = adapter or self._guess_adapter(hmap)

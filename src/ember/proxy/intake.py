@@ -48,7 +48,12 @@ def build_exchange(
     project = resolve_project(headers, settings.project_root, system, texts)
     first_user = adapter.first_user_text(value)
     session = derive_session_id(
-        headers, value, project.identity if project else None, adapter.model(value), first_user
+        headers,
+        value,
+        project.identity if project else None,
+        adapter.model(value),
+        first_user,
+        sessions.credentials.tag(headers),
     )
     thread, project = sessions.observe(
         session, _shape(adapter, value, system, first_user, headers), project

@@ -59,8 +59,12 @@ class Relayed:
         return b"".join(self.chunks)
 
 
-async def send_json(send: Send, status: int, body: bytes) -> None:
+async def send_json(send: Send, status: int, body: bytes, *, close: bool = False) -> None:
+    """One whole JSON answer; ``close``: the connection ends after it (an unread request body
+    is never read on: a 408)."""
     headers = [*_JSON, (b"content-length", str(len(body)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -181,14 +185,31 @@ async def _whole(
     try:
         data = await resp.read()
     except STREAM_ERRORS as exc:
-        result.status, result.kind, result.error = 502, "cut", f"provider cut the answer: {exc}"
-        await send_json(send, 502, error_body(502, f"ember: {result.error}"))
+        await answer_cut(send, result, error_body, exc)
         return
     result.chunks.append(data)
     headers = response_headers(resp.headers.items())
     headers.append((b"content-length", str(len(data)).encode()))
     await send({"type": "http.response.start", "status": resp.status, "headers": headers})
     await send({"type": "http.response.body", "body": data})
+
+
+#: What the client is told when a JSON answer breaks off before its end. Plain words: the
+#: transport's own text (``ContentLengthError: 400, message='Not enough data...'``) means
+#: nothing to a user and names ember's HTTP library; it goes to the log instead.
+CUT_MESSAGE = "ember: the provider's answer was cut before it was complete"
+
+
+async def answer_cut(
+    send: Send, result: Relayed, error_body: ErrorBody, exc: BaseException
+) -> None:
+    """A JSON (non-streamed) answer the provider cut mid-body: nothing of it reached the
+    client yet, so the client gets a 502 in its protocol's error shape saying so; the outcome
+    is ``cut`` and the transport's own error is kept for the log."""
+    result.status, result.kind = 502, "cut"
+    result.error = f"provider cut the answer: {exc!r}"
+    log.warning("upstream answer cut mid-body: %r", exc)
+    await send_json(send, 502, error_body(502, CUT_MESSAGE))
 
 
 async def _stream(resp: aiohttp.ClientResponse, send: Send, result: Relayed) -> None:

@@ -6,6 +6,11 @@ its final event; by HTTP alone both look like a success. Left at that, accountin
 failed request as a good one (and its partial usage as a whole answer), and shaping learns
 from an answer the user never got. :func:`judge` settles the outcome from what the assembled
 message says, once the client already has its answer (it never changes what the client got).
+
+The status stays the one the client saw. A 200 body or stream holding an ``overloaded_error``
+used to be recorded as 529, so the accounting row said 529 where the client's log and SDK said
+200, and the two could not be matched up. How it ended is ``kind``; which error the provider
+reported is ``error`` (accounting keeps its type in the ``error_type`` column).
 """
 
 from __future__ import annotations
@@ -27,23 +32,23 @@ def judge(outcome: Outcome) -> Outcome:
     """The outcome with the answer's own failure taken into account.
 
     - an error inside the answer: ``stream_error`` for a stream, ``upstream_error`` for a
-      200 JSON body, with the status the provider gives that error and its text in ``error``;
+      200 JSON body, with the error's type and text in ``error``;
     - a stream that ended without its terminal event, or without any event: ``cut``;
-    - a 200 body that is not JSON at all: ``upstream_error`` (502, as a gateway would say);
+    - a 200 body that is not JSON at all: ``upstream_error``;
     - anything else unchanged.
+
+    The status is never changed: it is the one the client saw.
     """
     msg = outcome.message
     if msg is not None and msg.error is not None and outcome.kind in _OVERRIDDEN:
         kind: OutcomeKind = "stream_error" if outcome.streamed else "upstream_error"
         log.warning(
-            "provider reported %s inside a %d answer (status %d recorded)",
+            "provider reported %s (status %d when it can choose one) inside a %d answer",
             msg.error.type,
-            outcome.status,
             msg.error.status,
+            outcome.status,
         )
-        return dataclasses.replace(
-            outcome, kind=kind, status=msg.error.status, error=msg.error.describe()
-        )
+        return dataclasses.replace(outcome, kind=kind, error=msg.error.describe())
     if outcome.kind != "ok":
         return outcome
     if outcome.streamed and (msg is None or not msg.complete):
@@ -53,7 +58,5 @@ def judge(outcome: Outcome) -> Outcome:
         )
     if msg is None:
         log.warning("provider answered %d with a body that is not JSON", outcome.status)
-        return dataclasses.replace(
-            outcome, kind="upstream_error", status=502, error="the answer is not JSON"
-        )
+        return dataclasses.replace(outcome, kind="upstream_error", error="the answer is not JSON")
     return outcome

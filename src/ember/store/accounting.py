@@ -22,12 +22,18 @@ from ember.store.schema import PROJECT, STATS
 _INSERT = """INSERT INTO exchanges (ts, session_id, project, protocol, model, status, outcome,
     stream, input_tokens, cache_read_tokens, cache_write_tokens, cache_write_1h_tokens,
     output_tokens, usage_known, cost_usd, price_snapshot, latency_ms, ttfb_ms, thread,
-    thread_kind, origin, error_type)
-    VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"""
+    thread_kind, origin, error_type, usage_estimated)
+    VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"""
 
 
 @dataclass(frozen=True)
 class ExchangeRecord:
+    """One exchange as the client saw it: ``status`` is the HTTP status the client got (a 200
+    whose body or stream holds an error stays 200, the provider's error type is
+    ``error_type``), ``stream`` whether the client asked for a stream. ``usage_estimated``: the
+    provider reported no usage and the token counts are ember's estimate
+    (``ember.usage_estimate``)."""
+
     ts: float
     session_id: str
     project: str | None
@@ -45,6 +51,7 @@ class ExchangeRecord:
     thread_kind: str | None = None
     origin: str = "client"
     error_type: str | None = None
+    usage_estimated: bool = False
 
     def row(self) -> tuple[Any, ...]:
         u = self.usage or Usage()
@@ -71,6 +78,7 @@ class ExchangeRecord:
             self.thread_kind,
             self.origin,
             self.error_type,
+            int(self.usage_estimated),
         )
 
     def insert(self, conn: Connection) -> None:

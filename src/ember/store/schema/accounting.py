@@ -106,4 +106,31 @@ ACCOUNTING: tuple[Migration, ...] = (
         CREATE INDEX exchanges_by_time ON exchanges(ts);
         """,
     ),
+    Migration(
+        "0006_exchanges_usage_estimated",
+        """
+        -- 1: the provider reported no usage (an OpenAI Chat stream requested without
+        -- stream_options.include_usage) and the token columns (and the cost priced from them)
+        -- are ember's estimate (ember/usage_estimate.py), never the provider's count.
+        ALTER TABLE exchanges ADD COLUMN usage_estimated INTEGER NOT NULL DEFAULT 0;
+        -- A session's totals say how many of its requests are estimates.
+        DROP VIEW session_totals;
+        CREATE VIEW session_totals AS
+        SELECT session_id,
+               MAX(project) AS project,
+               MIN(ts) AS first_seen,
+               MAX(ts) AS last_seen,
+               GROUP_CONCAT(DISTINCT model) AS models,
+               COUNT(*) AS requests,
+               SUM(input_tokens) AS input_tokens,
+               SUM(cache_read_tokens) AS cache_read_tokens,
+               SUM(cache_write_tokens) AS cache_write_tokens,
+               SUM(output_tokens) AS output_tokens,
+               CASE WHEN COUNT(cost_usd) = COUNT(*) THEN SUM(cost_usd) END AS cost_usd,
+               SUM(cost_usd) AS priced_cost_usd,
+               COUNT(*) - COUNT(cost_usd) AS unpriced_requests,
+               SUM(usage_estimated) AS estimated_requests
+        FROM exchanges WHERE origin = 'client' GROUP BY session_id;
+        """,
+    ),
 )
