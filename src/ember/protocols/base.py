@@ -79,10 +79,11 @@ class AnswerError:
     """An error the provider reported in the body of an answer rather than by its HTTP status:
     an error event inside a stream that began with 200, or a 200 JSON body holding an error.
 
-    ``type`` is the provider's own error type or code (``overloaded_error``, ``server_error``);
-    ``status`` is the HTTP status the provider gives the same error when it can still choose one
-    (``overloaded_error`` is 529), so such an answer is counted with the failures it is, not as
-    a 200 that went well.
+    ``type`` is the provider's own error type or code (``overloaded_error``, ``server_error``),
+    which accounting keeps beside the status the client saw (the 200), so such an answer is
+    counted with the failures it is, not as a 200 that went well; ``status`` is the HTTP status
+    the provider gives the same error when it can still choose one (``overloaded_error`` is
+    529): logged, and what a request refused before it began is answered with.
     """
 
     type: str

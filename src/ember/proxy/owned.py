@@ -30,8 +30,8 @@ from ember.proxy.relay import (
     Receive,
     Relayed,
     Send,
+    answer_cut,
     open_upstream,
-    send_json,
     watched,
 )
 from ember.proxy.upstream import Upstream, response_headers
@@ -106,10 +106,8 @@ async def relay_owned(
             async with resp:
                 try:
                     buf = await _read(resp)
-                except STREAM_ERRORS as exc:
-                    result.status, result.kind = 502, "cut"
-                    result.error = f"provider cut the answer: {exc!r}"
-                    await send_json(send, 502, adapter.error_body(502, f"ember: {result.error}"))
+                except STREAM_ERRORS as exc:  # nothing reached the client yet: a plain 502
+                    await answer_cut(send, result, adapter.error_body, exc)
                     return
             result.ttfb_ms = result.ttfb_ms or (time.perf_counter() - started) * 1000
             answer = assemble(adapter, buf.chunks, buf.streamed)
