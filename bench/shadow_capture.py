@@ -438,18 +438,20 @@ def targets(total: Row) -> str:
 
 
 def ember_json(env: dict[str, str], *args: str) -> list[Any]:
-    """An ember command's ``--json`` output: one document, or one object per line; [] when
-    the project has no database yet (the command says so and exits 1)."""
+    """An ember command's ``--json`` output as a list: a list command's array as it is ([]
+    when the project has no data yet), any other document as a list of one."""
     out = subprocess.run(
         [EMBER, *args, "--json"], env=env, capture_output=True, text=True, timeout=120
     )
-    text = out.stdout.strip()
-    if not text:
+    return json_rows(out.stdout)
+
+
+def json_rows(text: str) -> list[Any]:
+    """``--json`` output (one document) as rows; nothing printed is no rows."""
+    if not text.strip():
         return []
-    try:
-        return [json.loads(text)]
-    except ValueError:
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    doc = json.loads(text)
+    return doc if isinstance(doc, list) else [doc]
 
 
 def shadow_runs(env: dict[str, str], proj: Path) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from click.testing import CliRunner, Result
 from ember.cli import cli
 from ember.errors import ProjectError
 from ember.memory.errors import MemoryNotFound
+from tests.cli import realistic
 from tests.memory.conftest import HashEmbedder
 
 EMBER = str(Path(sys.executable).with_name("ember"))
@@ -44,14 +45,14 @@ P = ("--project-id", "acme")
 def test_add_list_show_delete(run) -> None:  # type: ignore[no-untyped-def]
     added = json.loads(run("add", *P, "--json", "--importance", "0.4", "Builds use ninja").output)
     assert added["content"] == "Builds use ninja" and added["scope"] == "user"
-    listed = [json.loads(x) for x in run("list", *P, "--json").output.splitlines()]
+    listed = json.loads(run("list", *P, "--json").output)  # one document: an array
     assert [m["id"] for m in listed] == [added["id"]]
     shown = json.loads(run("show", *P, "--json", added["id"]).output)
     assert shown["importance"] == 0.4 and shown["history"][0]["id"] == added["id"]
     assert "Builds use ninja" in run("list", *P).output
     deleted = json.loads(run("delete", *P, "--json", added["id"]).output)
     assert deleted == {"deleted": [added["id"]]}
-    assert run("list", *P, "--json").output == ""
+    assert json.loads(run("list", *P, "--json").output) == []  # empty: [], never nothing
     missing = run("delete", *P, added["id"])
     assert isinstance(missing.exception, MemoryNotFound)
 
@@ -60,7 +61,7 @@ def test_search_json_prints_one_object_per_query_in_the_contract_shape(run) -> N
     run("add", *P, "--metadata", '{"src": "wiki"}', "The API uses PostgreSQL 16")
     run("add", *P, "Tests run with pytest and xdist")
     out = run("search", *P, "--json", "--top-k", "1", "PostgreSQL API", "pytest xdist tests")
-    docs = [json.loads(line) for line in out.output.splitlines()]
+    docs = json.loads(out.output)  # several queries: one array of one object per query
     assert [d["query"] for d in docs] == ["PostgreSQL API", "pytest xdist tests"]
     hit = docs[0]["hits"][0]
     assert set(hit) == {"id", "content", "score", "created_at", "metadata"}
@@ -73,7 +74,7 @@ def test_search_json_prints_one_object_per_query_in_the_contract_shape(run) -> N
 def test_search_reads_queries_from_stdin(run) -> None:  # type: ignore[no-untyped-def]
     run("add", *P, "Deploys go to fly.io")
     out = run("search", *P, "--json", "--stdin", stdin="fly.io deploys\n\nwhere do deploys go\n")
-    assert [json.loads(x)["query"] for x in out.output.splitlines()] == [
+    assert [d["query"] for d in json.loads(out.output)] == [
         "fly.io deploys",
         "where do deploys go",
     ]
@@ -153,7 +154,7 @@ def test_explain_shows_what_each_score_is_made_of_and_the_floor(run, tmp_path: P
                                      "floor", "above_floor"}  # fmt: skip
         assert h["explain"]["above_floor"] == (h["score"] >= h["explain"]["floor"])
     assert by["Lunch is at noon on Fridays"]["explain"]["short_turn"] == 1.0  # a fact
-    text = run("search", *P, "--explain", ask).output
+    text = " ".join(run("search", *P, "--explain", ask).output.split())  # wrapped at 80
     assert "reply to [" in text and "above the floor 0.21" in text
     assert "cosine" not in run("search", *P, ask).output  # only when asked
 
@@ -173,7 +174,7 @@ def test_import_reports_bad_lines_by_number_and_writes_only_good_ones(run, tmp_p
     assert doc["imported"] == 2
     assert [e["line"] for e in doc["errors"]] == [2, 4]
     assert "importance" in doc["errors"][0]["error"]
-    contents = {json.loads(x)["content"] for x in run("list", *P, "--json").output.splitlines()}
+    contents = {m["content"] for m in json.loads(run("list", *P, "--json").output)}
     assert contents == {"good one", "good two"}
     human = run("import", *P, str(f))
     assert "line 2:" in human.output and "Imported 2 memories" in human.output
@@ -241,3 +242,22 @@ def test_the_real_command_with_the_real_embedder(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     hits = json.loads(r.stdout)["hits"]
     assert hits[0]["content"].startswith("The staging database")
+
+
+def test_show_prints_the_evidence_its_help_promises(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Each pointer: its kind and the message or session it points at, in the text and in
+    --json (CONTRACT.md's pointer shape: messageId or sessionId, never both)."""
+    ids = realistic.build(tmp_path / "home")
+    mine = ("--project-id", realistic.PROJECT_ID)
+    doc = json.loads(run("show", *mine, "--json", ids["memory"]).output)
+    assert doc["evidence"] == [
+        {"kind": "user-stated", "messageId": "m1"},
+        {"kind": "observed-outcome", "sessionId": realistic.SESSIONS[0]},
+    ]
+    text = run("show", *mine, ids["memory"]).output
+    assert "evidence: user-stated -> message m1" in text
+    assert f"observed-outcome -> session {realistic.SESSIONS[0]}" in text
+    assert "The API uses PostgreSQL 16 [db]" in text  # brackets are text, not markup
+    by_hand = json.loads(run("add", *mine, "--json", "Typed by hand").output)["id"]
+    assert "evidence: none recorded" in run("show", *mine, by_hand).output
+    assert json.loads(run("show", *mine, "--json", by_hand).output)["evidence"] == []

@@ -117,3 +117,13 @@ def test_broken_settings_file_is_reported_and_left_as_it_was(tmp_path: Path) -> 
     assert "not valid JSON" in r.stderr and "Traceback" not in r.stderr
     assert settings.read_text() == '{"model": "opus",}'
     assert sorted(p.name for p in settings.parent.iterdir()) == ["settings.json"]
+
+
+def test_setup_without_a_client_names_the_clients_and_gives_examples(tmp_path: Path) -> None:
+    r = _setup(tmp_path)
+    assert r.returncode == 2
+    assert "Missing argument" not in r.stderr  # click's bare words said neither what nor how
+    assert "claude (Claude Code)" in r.stderr and "codex (Codex" in r.stderr
+    assert "ember setup claude" in r.stderr and "ember setup codex" in r.stderr
+    assert "Usage: ember setup [OPTIONS] {claude|codex}" in r.stderr
+    assert not (tmp_path / ".claude").exists() and not (tmp_path / ".codex").exists()

@@ -116,8 +116,11 @@ def project(home: Path) -> Iterator[dict[str, str]]:
 
 
 def lines(result: Result) -> list[dict[str, Any]]:
+    """A list command's --json: one document, an array ([] when nothing matches)."""
     assert result.exit_code == 0, result.output
-    return [json.loads(line) for line in result.output.splitlines() if line.strip()]
+    doc = json.loads(result.stdout)  # stdout only: a note may go to stderr
+    assert isinstance(doc, list)
+    return doc
 
 
 def test_runs_json_has_the_contract_fields(home: Path, project: dict[str, str]) -> None:
@@ -211,11 +214,16 @@ def test_human_output_says_how_each_number_was_computed(
 
 def test_a_missing_project_database_is_one_line_and_creates_nothing(home: Path) -> None:
     for command in ("runs", "proposals", "compare"):
-        result = invoke(home, command, "--project-id", "never-seen", "--json")
-        assert result.exit_code == 1
-        assert len(result.output.strip().splitlines()) == 1
-        assert "does not exist" in result.output
-    assert not (home / "projects").exists()
+        text = invoke(home, command, "--project-id", "never-seen")
+        assert text.exit_code == 0  # nothing recorded yet is an answer, not a failure
+        assert "This project has no ember data yet" in text.output
+        assert "does not exist (nothing was created)" in " ".join(text.output.split())
+    assert lines(invoke(home, "runs", "--project-id", "never-seen", "--json")) == []
+    assert lines(invoke(home, "proposals", "--project-id", "never-seen", "--json")) == []
+    report = json.loads(invoke(home, "compare", "--project-id", "never-seen", "--json").stdout)
+    assert report["scope"]["compared_sessions"] == 0
+    assert "no ember data yet" in report["semantic"]["why"]
+    assert not home.exists()
 
 
 def test_no_project_named_is_an_error_that_says_how(home: Path) -> None:

@@ -1,7 +1,11 @@
 """The ``ember`` command. One module per command group; this module only wires them up.
 
-Errors ember raises on purpose (bad settings, unknown project...) are printed as one line that
-says what was wrong and exit with status 2; they never show a traceback.
+Errors ember raises on purpose (bad settings, unknown project, an unusable EMBER_HOME...) are
+printed as one line that says what was wrong and exit with status 2; they never show a
+traceback. A file-system or SQLite failure that no check foresaw (a folder made read-only
+under a running command, a lock file of another user) is one line too, with the fix, rather
+than a traceback: the commands check EMBER_HOME first (``ember.cli.access``), this is the net
+under them.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from ember.cli.stats import stats
 from ember.cli.toin import toin
 from ember.cli.wrap import wrap
 from ember.errors import EmberError
+from ember.store.driver import errors
+from ember.store.home import describe_os_error
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -65,6 +71,12 @@ def main() -> None:
             sys.exit(code)
     except EmberError as exc:
         click.echo(f"ember: error: {exc}", err=True)
+        sys.exit(2)
+    except OSError as exc:
+        click.echo(f"ember: error: {describe_os_error(exc)}", err=True)
+        sys.exit(2)
+    except errors.Error as exc:  # SQLite's own, past every check
+        click.echo(f"ember: error: {exc}; `ember doctor` checks EMBER_HOME's databases", err=True)
         sys.exit(2)
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)

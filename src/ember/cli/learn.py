@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import click
 
+from ember.cli import access
 from ember.cli.options import config_option, json_option
 from ember.learn.cli_backend import CLI_COMMANDS, DEFAULT_IDLE_TIMEOUT, DEFAULT_WALL_TIMEOUT
 from ember.learn.model import LearnError
@@ -224,6 +225,7 @@ def _record_spend(result: LearnResult, backend: Backend | None, settings: Settin
     from ember.errors import StorageError
     from ember.learn.analyze import ApiBackend
     from ember.learn.spend import learn_record, record_learn_spend
+    from ember.store.registry import stats_db_path
 
     if not isinstance(backend, ApiBackend) or result.answer is None:
         return
@@ -235,7 +237,10 @@ def _record_spend(result: LearnResult, backend: Backend | None, settings: Settin
         result.model_seconds,
     )
     try:
-        record_learn_spend(settings.home, record)
+        stats = stats_db_path(settings.home)
+        access.writable(settings.home, stats)  # its own words, not the proxy's "retries"
+        with access.one_shot(stats):
+            record_learn_spend(settings.home, record)
     except (StorageError, OSError) as exc:
         click.echo(f"warning: the model call's cost was not recorded: {exc}", err=True)
 
@@ -256,6 +261,9 @@ def _learn_verbosity(
     from ember.shaping.files import ShapingFiles, learned_level, read_json
 
     files = ShapingFiles(settings.home)
+    if apply:
+        access.writable(settings.home, files.verbosity)  # before the scan, not after it
+    access.folders(settings.home, files.verbosity)
     since = shaping_started(files)
     run = _with_progress(
         found, as_json, lambda progress: verbosity_of(scan(available, found, only, progress), since)

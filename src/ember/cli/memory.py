@@ -23,30 +23,24 @@ from typing import Any
 
 import click
 
+from ember.cli import access, render
+from ember.cli import memory_view as view
 from ember.cli.options import config_option, json_option, project_options
 from ember.config import Settings, load_settings
 from ember.errors import ProjectError
 from ember.memory.core import HierarchicalMemory
 from ember.memory.errors import MemoryInputError, MemoryNotFound
 from ember.memory.importing import parse_lines
-from ember.memory.models import TURN, Memory, MemoryHit, NewMemory, iso
+from ember.memory.models import TURN, MemoryHit, NewMemory, iso
 from ember.memory.router import MemoryRouter
 from ember.memory.writers import WRITERS, export, writer_for
 from ember.memory.writers.base import default_dest
 from ember.models.base import Embedder
 from ember.project import ProjectRef, project_from_cli
+from ember.store.schema import PROJECT
 
 EmbedderFactory = Callable[[], Embedder]
 _BATCH = 256
-_SHOWN: tuple[str, ...] = ("id", "content", "scope", "importance", "category", "created_at")
-_SHOWN += (
-    "valid_until",
-    "supersedes",
-    "superseded_by",
-    "promoted_from",
-    "access_count",
-    "metadata",
-)
 
 
 def _embedder_factory(settings: Settings) -> EmbedderFactory:
@@ -62,13 +56,16 @@ def _embedder_factory(settings: Settings) -> EmbedderFactory:
     return load
 
 
-@contextmanager
-def _store(
-    project_id: str | None,
-    cwd: Path | None,
-    config_file: Path | None,
-    time_aware: bool | None = None,
-) -> Iterator[tuple[HierarchicalMemory, ProjectRef | None]]:
+@dataclasses.dataclass(frozen=True)
+class _Target:
+    """The project a command names, and its database file."""
+
+    settings: Settings
+    ref: ProjectRef | None
+    path: Path
+
+
+def _target(project_id: str | None, cwd: Path | None, config_file: Path | None) -> _Target:
     settings = load_settings(config_file)
     ref = project_from_cli(project_id, str(cwd) if cwd else None)
     path = MemoryRouter(settings, None).path_for(ref)
@@ -77,16 +74,57 @@ def _store(
             "no project given: pass --project-id ID or --cwd PATH (memories are kept per "
             "project; EMBER_UNRESOLVED_PROJECT=global opts into one shared store)"
         )
-    store = HierarchicalMemory(
-        path,
-        _embedder_factory(settings),
-        vector_index=settings.memory_vector_index,
-        time_aware=settings.memory_time_aware if time_aware is None else time_aware,
+    return _Target(settings, ref, path)
+
+
+@contextmanager
+def _opened(t: _Target, time_aware: bool | None = None) -> Iterator[HierarchicalMemory]:
+    """The project's store on its own short-lived database owner (the caller checked the
+    file); a file-level failure is one line with a fix (``access.database``)."""
+    vector_index = t.settings.memory_vector_index
+    with access.database(t.path, PROJECT, vec=vector_index != "hnsw") as db:
+        store = HierarchicalMemory(
+            db,
+            _embedder_factory(t.settings),
+            vector_index=vector_index,
+            time_aware=t.settings.memory_time_aware if time_aware is None else time_aware,
+        )
+        try:
+            yield store
+        finally:
+            store.close()
+
+
+@contextmanager
+def _reading(t: _Target, time_aware: bool | None = None) -> Iterator[HierarchicalMemory | None]:
+    """The store, or None when the project has no ember data yet: a read creates nothing
+    (it used to leave a folder and an empty database behind for any --cwd typed)."""
+    if not access.existing(t.settings.home, t.path):
+        yield None
+        return
+    with _opened(t, time_aware) as store:
+        yield store
+
+
+@contextmanager
+def _writing(t: _Target) -> Iterator[HierarchicalMemory]:
+    """The store, created if needed, once the home and the file are known to be writable."""
+    access.writable(t.settings.home, t.path)
+    with _opened(t) as store:
+        yield store
+
+
+def _no_data(t: _Target, as_json: bool) -> None:
+    """One line: the project has nothing yet (on stderr with --json: stdout stays JSON)."""
+    click.echo(access.no_data(t.path), err=as_json)
+
+
+def _not_found(memory_id: str, t: _Target, present: bool) -> MemoryNotFound:
+    if present:
+        return MemoryNotFound(f"no memory with id {memory_id!r} in {t.path}")
+    return MemoryNotFound(
+        f"no memory with id {memory_id!r}: {access.no_data(t.path, 'the project')}"
     )
-    try:
-        yield store, ref
-    finally:
-        store.close()
 
 
 def _warn_unembedded(store: HierarchicalMemory) -> None:
@@ -146,7 +184,7 @@ def add_cmd(
 ) -> None:
     """Remember TEXT in the project (an identical current fact is not stored twice)."""
     meta = _parse_metadata(metadata)
-    with _store(project_id, cwd, config_file) as (store, _):
+    with _writing(_target(project_id, cwd, config_file)) as store:
         m = store.add(
             text,
             importance=importance,
@@ -204,7 +242,7 @@ def import_cmd(
     is written; the other lines are imported. Exit status 1 if any line was bad.
     """
     errors: list[tuple[int, str]] = []
-    with _store(project_id, cwd, config_file) as (store, _):
+    with _writing(_target(project_id, cwd, config_file)) as store:
         imported = _import_file(store, file, errors, show_progress=not as_json, turns=turns)
         _warn_unembedded(store)
         path = store.path
@@ -273,6 +311,14 @@ def _hit_json(h: MemoryHit) -> dict[str, Any]:
     }
 
 
+def _hits_json(hits: list[MemoryHit], explained: list[dict[str, Any] | None]) -> list[Any]:
+    """The contract's hit shape; --explain adds "explain" to each hit."""
+    return [
+        _hit_json(h) | ({"explain": e} if e is not None else {})
+        for h, e in zip(hits, explained, strict=True)
+    ]
+
+
 def _explain(h: MemoryHit, floor: float) -> dict[str, Any]:
     """What the score was made of, and whether it reaches the injection floor: the answer to
     "why was my fact not injected?" (the contract's hit shape is unchanged without it)."""
@@ -285,16 +331,6 @@ def _explain(h: MemoryHit, floor: float) -> dict[str, Any]:
         "floor": floor,
         "above_floor": h.score >= floor,
     }
-
-
-def _explain_line(e: dict[str, Any]) -> str:
-    keywords = "none" if e["keywords"] is None else f"{e['keywords']:.3f}"
-    parts = [f"cosine {e['cosine']:.3f}", f"keywords {keywords}", f"time {e['time']:.2f}",
-             f"short turn {e['short_turn']:.2f}"]  # fmt: skip
-    if e["reply_of"]:
-        parts.append(f"reply to [{e['reply_of']}]")
-    verdict = "above" if e["above_floor"] else "below"
-    return " · ".join(parts) + f" · {verdict} the floor {e['floor']:.2f}"
 
 
 @memory.command("search")
@@ -331,33 +367,33 @@ def search_cmd(
 ) -> None:
     """Search the project's memories (vector + keyword, fused, newer first on ties).
 
-    With --json, prints one object per query:
-    {"query": ..., "hits": [{"id", "content", "score", "created_at", "metadata"}]};
-    --explain adds "explain": {"cosine", "keywords", "time", "short_turn", "reply_of",
-    "floor", "above_floor"} to each hit.
+    With --json, prints one JSON document: for one QUERY its object
+    {"query": ..., "hits": [{"id", "content", "score", "created_at", "metadata"}]}, for
+    several (or --stdin) an array of them, one per query; --explain adds "explain":
+    {"cosine", "keywords", "time", "short_turn", "reply_of", "floor", "above_floor"} to
+    each hit.
     """
     wanted = list(queries)
     if from_stdin:
         wanted += [line.strip() for line in sys.stdin if line.strip()]
     if not wanted:
         raise click.UsageError("give at least one QUERY, or --stdin with one query per line")
-    # Only --explain needs the floor: a plain search does not read the settings twice.
-    floor = load_settings(config_file).memory_min_score if explain else 0.0
-    with _store(project_id, cwd, config_file, time_aware) as (store, _):
+    t = _target(project_id, cwd, config_file)
+    floor = t.settings.memory_min_score
+    found = []
+    with _reading(t, time_aware) as store:
+        if store is None:
+            _no_data(t, as_json)
         for q in wanted:
-            hits = store.search(q, top_k=top_k, touch=False)
-            if as_json:
-                docs = [_hit_json(h) | ({"explain": _explain(h, floor)} if explain else {})
-                        for h in hits]  # fmt: skip
-                _echo_json({"query": q, "hits": docs})
-                continue
-            click.echo(f"{q}" if len(wanted) > 1 else "", nl=len(wanted) > 1)
-            if not hits:
-                click.echo("  (no memories)")
-            for h in hits:
-                click.echo(f"  {h.score:.3f} [{h.memory.id}] {h.memory.content}")
-                if explain:
-                    click.echo(f"        {_explain_line(_explain(h, floor))}")
+            hits = [] if store is None else store.search(q, top_k=top_k, touch=False)
+            found.append((q, hits, [_explain(h, floor) if explain else None for h in hits]))
+    if not as_json:
+        if store is not None:
+            view.print_search(found)
+        return
+    docs = [{"query": q, "hits": _hits_json(hits, ex)} for q, hits, ex in found]
+    # One document either way: the object of the one QUERY given, else an array of them.
+    _echo_json(docs[0] if len(queries) == 1 and not from_stdin else docs)
 
 
 @memory.command("list")
@@ -374,32 +410,18 @@ def list_cmd(
     as_json: bool,
     config_file: Path | None,
 ) -> None:
-    """The project's current memories, newest first (--json: one object per line)."""
-    with _store(project_id, cwd, config_file) as (store, _):
-        found = store.list(include_history=include_history, limit=limit)
-        path = store.path
+    """The project's current memories, newest first (--json: one array, [] when none)."""
+    t = _target(project_id, cwd, config_file)
+    with _reading(t) as store:
+        found = [] if store is None else store.list(include_history=include_history, limit=limit)
     if as_json:
-        for m in found:
-            _echo_json(m.to_json())
-        return
-    if not found:
-        click.echo(f"No memories in {path}.")
-        return
-    _print_table(found, str(path))
-
-
-def _print_table(found: list[Memory], title: str) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=title)
-    for col in ("id", "created", "scope", "imp.", "content"):
-        table.add_column(col, overflow="fold" if col == "content" else "ellipsis")
-    for m in found:
-        created = time.strftime("%Y-%m-%d", time.gmtime(m.created_at))
-        label = m.scope.value + ("" if m.is_current else " (old)")
-        table.add_row(m.id, created, label, f"{m.importance:.2f}", m.content)
-    Console().print(table)
+        _echo_json([m.to_json() for m in found])
+    if store is None:
+        _no_data(t, as_json)
+    elif not as_json and not found:
+        render.say(f"No memories in {t.path}.")
+    elif not as_json:
+        view.print_list(found, str(t.path))
 
 
 @memory.command("show")
@@ -414,30 +436,24 @@ def show_cmd(
     as_json: bool,
     config_file: Path | None,
 ) -> None:
-    """One memory with its history (supersession chain) and evidence."""
-    with _store(project_id, cwd, config_file) as (store, _):
-        m = store.get(memory_id)
-        if m is None:
-            raise MemoryNotFound(f"no memory with id {memory_id!r} in {store.path}")
+    """One memory with its history (supersession chain) and evidence: each pointer's kind
+    and the message or session it points at."""
+    t = _target(project_id, cwd, config_file)
+    with _reading(t) as store:
+        m = None if store is None else store.get(memory_id)
+        if store is None or m is None:
+            raise _not_found(memory_id, t, store is not None)
         chain = store.history(memory_id)
         evidence = store.evidence(memory_id)
     doc = m.to_json()
     doc["history"] = [
         {"id": h.id, "content": h.content, "valid_until": iso(h.valid_until)} for h in chain
     ]
-    doc["evidence"] = [
-        {"kind": e.kind, "messageId": e.message_id, "sessionId": e.session_id} for e in evidence
-    ]
+    doc["evidence"] = [view.evidence_json(e.kind, e.message_id, e.session_id) for e in evidence]
     if as_json:
         _echo_json(doc)
-        return
-    for key in _SHOWN:
-        if doc.get(key) not in (None, {}, []):
-            click.echo(f"{key:>14}: {doc[key]}")
-    if len(chain) > 1:
-        click.echo("       history:")
-        for h in chain:
-            click.echo(f"                {'*' if h.id == m.id else ' '} [{h.id}] {h.content}")
+    else:
+        view.print_memory(doc, m.id)
 
 
 @memory.command("delete")
@@ -453,11 +469,13 @@ def delete_cmd(
     config_file: Path | None,
 ) -> None:
     """Delete a memory for good (with its vector, evidence and user-wide copies)."""
-    with _store(project_id, cwd, config_file) as (store, _):
+    t = _target(project_id, cwd, config_file)
+    if not access.existing(t.settings.home, t.path):
+        raise _not_found(memory_id, t, False)
+    with _writing(t) as store:
         deleted = store.delete(memory_id)
-        path = store.path
     if not deleted:
-        raise MemoryNotFound(f"no memory with id {memory_id!r} in {path}")
+        raise _not_found(memory_id, t, True)
     if as_json:
         _echo_json({"deleted": deleted})
     else:
@@ -497,12 +515,20 @@ def export_cmd(
     budget (claude 2k tokens, others 3k). Text outside the markers is never changed.
     """
     writer = writer_for(fmt)
-    with _store(project_id, cwd, config_file) as (store, ref):
-        memories = store.list()
+    t = _target(project_id, cwd, config_file)
+    ref = t.ref
     root = ref.identity if ref is not None and ref.source != "header:x-ember-project-id" else None
     target = dest or default_dest(fmt, root, Path.home())
     if target is None:
         raise click.UsageError("--dest DIR is required with --project-id (no directory known)")
+    with _reading(t) as store:
+        memories = [] if store is None else store.list()
+    if store is None:  # nothing to export: no file is written either
+        _no_data(t, as_json)
+        if as_json:
+            path = target / writer.filename
+            _echo_json({"path": str(path), "memories": 0, "tokens": 0, "changed": False})
+        return
     result = export(memories, writer, target, time.time())
     if as_json:
         _echo_json(

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from ember.cli import access
 from ember.cli.options import config_option, json_option
 from ember.config import Settings, load_settings
 from ember.shaping.files import ShapingFiles
@@ -154,6 +155,7 @@ def output_savings(as_json: bool, config_file: Path | None) -> None:
     """
     settings = load_settings(config_file)
     files = ShapingFiles(settings.home)
+    access.folders(settings.home, files.ledger)  # a home that is a file: one line, not a traceback
     try:
         state: StoredState = read_state(files)
     except ValueError as exc:

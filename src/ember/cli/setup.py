@@ -24,7 +24,12 @@ from ember.errors import ClientError
 
 
 @click.command()
-@click.argument("client", type=click.Choice(sorted(CLIENTS)))
+@click.argument(
+    "client",
+    type=click.Choice(sorted(CLIENTS)),
+    required=False,
+    metavar=f"{{{'|'.join(sorted(CLIENTS))}}}",
+)
 @click.option("--write", is_flag=True, help="Merge it into the client's file (backup kept).")
 @click.option("--port", type=int, default=None, help="The proxy's port (EMBER_PORT, default 8787).")
 @click.option(
@@ -34,7 +39,11 @@ from ember.errors import ClientError
 )
 @config_option
 def setup(
-    client: str, write: bool, port: int | None, env_key: str | None, config_file: Path | None
+    client: str | None,
+    write: bool,
+    port: int | None,
+    env_key: str | None,
+    config_file: Path | None,
 ) -> None:
     """Print (or with --write, merge) the configuration that sends a client through ember.
 
@@ -44,6 +53,8 @@ def setup(
 
     Afterwards the client needs the proxy running (`ember proxy`). `ember wrap` needs no setup.
     """
+    if client is None:
+        raise click.UsageError(which_client())
     spec = CLIENTS[client]
     if env_key is not None and client != "codex":
         raise click.UsageError("--env-key is for codex only")
@@ -80,6 +91,17 @@ def setup(
     else:
         click.echo(f"Wrote {path}.")
     click.echo(after)
+
+
+def which_client() -> str:
+    """What ``ember setup`` with no client says: the clients there are, and how to name one
+    (click's own "Missing argument '{claude|codex}'" named neither what nor how)."""
+    names = ", ".join(f"{name} ({CLIENTS[name].title})" for name in sorted(CLIENTS))
+    examples = "\n".join(f"  ember setup {name}" for name in sorted(CLIENTS))
+    return (
+        f"name the client to point at ember: {names}. For example:\n{examples}\n"
+        "Add --write to merge the configuration into the client's own file."
+    )
 
 
 def _read(path: Path) -> str | None:

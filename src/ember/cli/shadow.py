@@ -8,21 +8,19 @@ Every number printed says how it was computed; cost is a list-price snapshot, ne
 from __future__ import annotations
 
 import asyncio
-import json
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
+from ember.cli import access, render
 from ember.cli.options import config_option, json_option, project_options
+from ember.cli.shadow_tables import proposals_table, runs_table
 from ember.config import Settings, load_settings
 from ember.errors import ProjectError
 from ember.project import ProjectRef, project_from_cli
 from ember.shadow import compare, pairing, reads, spend
-from ember.shadow.budget import fmt, weighted_tokens
 from ember.shadow.compare import Side
 from ember.store.database import Database
 from ember.store.driver import Connection
@@ -30,12 +28,10 @@ from ember.store.schema import PROJECT
 
 T = TypeVar("T")
 
-TOKENS_HOW = "tokens: the provider's usage counters, summed over the run's calls"
 COST_HOW = (
     f"cost: each call's tokens at the price snapshot in force when it ran ({compare.PRICE_LABEL}); "
     "unknown when a model has no price"
 )
-LATENCY_HOW = "latency: first call sent to last answer read"
 
 
 def _settings_and_path(
@@ -51,60 +47,30 @@ def _settings_and_path(
     return settings, ref.db_path(settings.home), ref
 
 
-@contextmanager
-def _database(path: Path) -> Iterator[Database | None]:
-    """The project's database, or None (said in one line) when it does not exist: a read
-    command never creates one."""
-    if not path.is_file():
-        click.echo(f"No ember database for this project yet: {path} does not exist.", err=True)
-        yield None
-        return
-    db = Database(path, PROJECT, log_failures=False)
-    try:
-        yield db
-    finally:
-        db.close()
+def _read(home: Path, path: Path, fn: Callable[[Connection], T]) -> T | None:
+    """``fn`` over the project's database; None when it does not exist (a read creates
+    nothing); an unusable home or file is one line with the fix (``access``)."""
+    if not access.existing(home, path):
+        return None
+    with access.database(path, PROJECT) as db:
+        return db.read(fn)
 
 
-def _read(path: Path, fn: Callable[[Connection], T]) -> T | None:
-    with _database(path) as db:
-        return None if db is None else db.read(fn)
+def _no_data(path: Path, as_json: bool, empty: Any) -> None:
+    """No data yet: an empty document for --json (the note on stderr), else the note."""
+    if as_json:
+        render.echo_json(empty)
+    click.echo(access.no_data(path), err=as_json)
 
 
 def _side(steward: bool) -> Side:
     return "steward" if steward else "shadow"
 
 
-def _usd(v: float | None) -> str:
-    return "unknown" if v is None else f"${v:.4f}"
-
-
-def _run_cost(r: dict[str, Any]) -> str:
-    """Dollars; for a model without a price, weighted tokens, as the budget counts them."""
-    if r["estimated_usd"] is not None or not r["calls"]:
-        return _usd(r["estimated_usd"])
-    protocol = "anthropic" if str(r["model"] or "").startswith("claude") else "openai"
-    tokens = weighted_tokens(
-        protocol,
-        r["input_tokens"],
-        r["cache_read_tokens"],
-        r["cache_write_tokens"],
-        r["output_tokens"],
-    )
-    return f"unknown\n[dim]{fmt(tokens, 'tokens')}[/dim]"
-
-
-def _echo_lines(rows: list[dict[str, Any]]) -> None:
-    for row in rows:
-        click.echo(json.dumps(row, ensure_ascii=False))
-
-
 def _print(*renderables: Any) -> None:
-    from rich.console import Console
-
     from ember.cli.shadow_report import with_notes
 
-    console = Console()
+    console = render.console()
     for r in with_notes(list(renderables)):
         console.print(r)
 
@@ -144,7 +110,7 @@ def runs_cmd(
 ) -> None:
     """Runs, newest first: path, trigger, model, status (a skipped run says why: its
     messages stay unread for a later run), tokens, latency and cost, then the project's
-    budget (--json: one object per line).
+    budget (--json: one array, [] when none).
 
     Cost is in dollars at list prices; for a model without a price it is shown in weighted
     tokens (a cache read counts a tenth of a fresh token), as the budget counts it."""
@@ -156,47 +122,19 @@ def runs_cmd(
         found = reads.runs(c, _side(steward), limit)
         return found, spend.project_budget(c, share, allowance, prices)
 
-    got = _read(path, read)
+    got = _read(settings.home, path, read)
     if got is None:
-        raise SystemExit(1)
+        _no_data(path, as_json, [])
+        return
     rows, budget = got
     if as_json:
-        _echo_lines(rows)
+        render.echo_json(rows)
         return
     if not rows:
-        click.echo(f"No {_side(steward)} runs recorded in {path}.")
+        render.say(f"No {_side(steward)} runs recorded in {path}.")
         return
-    _print(_runs_table(rows, _side(steward)))
-    click.echo(spend.sentence(budget))
-
-
-def _runs_table(rows: list[dict[str, Any]], side: Side) -> Any:
-    from rich.table import Table
-
-    table = Table(
-        title=f"{side} runs, newest first",
-        caption=f"{TOKENS_HOW} (input / cache read / cache write / output)\n{COST_HOW}\n"
-        f"{LATENCY_HOW}\nfacts: valid / proposed",
-    )
-    table.add_column("run / session / started", no_wrap=True)
-    table.add_column("path · trigger / model", overflow="fold")
-    table.add_column("status", overflow="fold")
-    for col in ("tokens", "latency ms", "cost", "facts"):
-        table.add_column(col, justify="right")
-    for r in rows:
-        why = r["error"] or r["reason"]
-        table.add_row(
-            f"{r['id']}\n[dim]{r['session_id'][:24]}\n"
-            f"{time.strftime('%m-%d %H:%M', time.localtime(r['started_at']))}[/dim]",
-            f"{r['path']} · {r.get('trigger') or '-'}\n[dim]{r['model'] or '-'}[/dim]",
-            r["status"] + (f"\n[dim]{why}[/dim]" if why else ""),
-            f"{r['input_tokens']:,} / {r['cache_read_tokens']:,}\n"
-            f"{r['cache_write_tokens']:,} / {r['output_tokens']:,}",
-            "-" if r["latency_ms"] is None else f"{r['latency_ms']:,.0f}",
-            _run_cost(r),
-            f"{r['valid_proposals']} / {r['proposals']}",
-        )
-    return table
+    _print(runs_table(rows, f"{_side(steward)} runs, newest first", COST_HOW))
+    render.say(spend.sentence(budget))
 
 
 @shadow.command("proposals")
@@ -216,54 +154,19 @@ def proposals_cmd(
     config_file: Path | None,
 ) -> None:
     """Proposed facts with their evidence, oldest first; an invalid one keeps its
-    validation_error (--json: one object per line)."""
-    _, path, _ = _settings_and_path(project_id, cwd, config_file)
-    rows = _read(path, lambda c: reads.proposals(c, _side(steward), run_id, invalid))
+    validation_error (--json: one array, [] when none)."""
+    settings, path, _ = _settings_and_path(project_id, cwd, config_file)
+    rows = _read(settings.home, path, lambda c: reads.proposals(c, _side(steward), run_id, invalid))
     if rows is None:
-        raise SystemExit(1)
+        _no_data(path, as_json, [])
+        return
     if as_json:
-        _echo_lines(rows)
+        render.echo_json(rows)
         return
     if not rows:
-        click.echo("No proposals match." if run_id or invalid else f"No proposals in {path}.")
+        render.say("No proposals match." if run_id or invalid else f"No proposals in {path}.")
         return
-    _print(_proposals_table(rows, _side(steward)))
-
-
-def _evidence_text(evidence: Any) -> str:
-    if not isinstance(evidence, list):
-        return json.dumps(evidence, ensure_ascii=False)
-    parts = []
-    for e in evidence:
-        if isinstance(e, dict):
-            target = e.get("messageId") or e.get("sessionId") or "?"
-            parts.append(f"{e.get('kind')} -> {target}")
-        else:
-            parts.append(json.dumps(e, ensure_ascii=False))
-    return "\n".join(parts)
-
-
-def _proposals_table(rows: list[dict[str, Any]], side: Side) -> Any:
-    from rich.table import Table
-
-    table = Table(
-        title=f"{side} proposals",
-        caption="valid: passed the schema and the evidence checks (each pointer names a "
-        "message of this session of the kind it claims); it says nothing of whether the "
-        "fact is true",
-    )
-    for col in ("id", "run", "content", "evidence", "check", "memory"):
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        table.add_row(
-            r["id"],
-            r["run_id"],
-            r["content"],
-            _evidence_text(r["evidence"]),
-            "valid" if r["validation_error"] is None else f"invalid: {r['validation_error']}",
-            r["memory_id"] or "-",
-        )
-    return table
+    _print(proposals_table(rows, f"{_side(steward)} proposals"))
 
 
 @shadow.command("compare")
@@ -290,18 +193,20 @@ def compare_cmd(
     """The shadow against the steward: exact, evidence and semantic coverage (kept apart),
     cost by path x model x status, latency p50/p95 and evidence-pointer quality."""
     settings, path, ref = _settings_and_path(project_id, cwd, config_file)
-    with _database(path) as db:
-        if db is None:
-            raise SystemExit(1)
+    if not access.existing(settings.home, path):
+        nothing = pairing.not_computed("the project has no ember data yet")
+        _no_data(path, as_json, compare.report(compare.Inputs(), nothing))
+        return
+    with access.database(path, PROJECT) as db:
         inputs = db.read(reads.compare_inputs)
         section = _semantic(settings, db, ref, inputs, semantic, dry_run)
         result = compare.report(inputs, section)
     if as_json:
-        click.echo(json.dumps(result, indent=2, ensure_ascii=False))
+        render.echo_json(result)
         return
-    from ember.cli.shadow_report import render
+    from ember.cli.shadow_report import report
 
-    _print(*render(result))
+    _print(*report(result))
 
 
 def _semantic(

@@ -1,5 +1,9 @@
-"""The human rendering of ``ember shadow``: one table per measure, each followed by how it was
-computed (the JSON carries the same ``method`` / ``label`` / ``note`` fields)."""
+"""The human rendering of ``ember shadow compare``: one table per measure, each followed by
+how it was computed (the JSON carries the same ``method`` / ``label`` / ``note`` fields).
+
+Tables are drawn without outer borders and token counts as 12.3k, so the cost table's six
+columns fit 80 columns instead of folding a model name over three lines; a model name too
+long for its column is cut with "…" and the note under the table says so."""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ from typing import Any
 
 from rich.table import Table
 from rich.text import Text
+
+from ember.cli.render import Clip, count, table
 
 
 def _share(s: dict[str, Any] | None) -> str:
@@ -45,87 +51,96 @@ def coverage_table(result: dict[str, Any]) -> Table:
         notes.append(f"semantic: {se['method']} ({se['label']}); cost {_usd(se['estimated_usd'])}.")
     else:
         notes.append(f"semantic: not computed: {se['why']}.")
-    table = Table(
-        title="Coverage (three measures, never added up)",
-        caption="\n".join(notes),
-    )
-    table.add_column("measure")
-    table.add_column("steward facts the shadow also has", justify="right")
-    table.add_column("shadow facts the steward also has", justify="right")
-    table.add_row(
+    t = table("Coverage (three measures, never added up)")
+    t.caption = "\n".join(notes)
+    t.add_column("measure")
+    t.add_column("steward facts the\nshadow also has", justify="right")
+    t.add_column("shadow facts the\nsteward also has", justify="right")
+    t.add_row(
         "exact", _share(ex["steward_covered_by_shadow"]), _share(ex["shadow_covered_by_steward"])
     )
-    table.add_row(
+    t.add_row(
         "evidence",
         _share(ev["steward_covered_by_shadow"]),
         _share(ev["shadow_covered_by_steward"]),
     )
     if se.get("computed"):
-        table.add_row(
+        t.add_row(
             "semantic",
             _share(se["steward_covered_by_shadow"]),
             _share(se["shadow_covered_by_steward"]),
         )
     else:
-        table.add_row("semantic", "not computed", "not computed")
-    return table
+        t.add_row("semantic", "not computed", "not computed")
+    return t
 
 
 def pairs_table(title: str, pairs: list[dict[str, Any]], caption: str) -> Table | None:
     if not pairs:
         return None
-    table = Table(title=title, caption=caption)
+    t = table(title)
+    t.caption = caption
+    t.leading = 1
     for col in ("steward fact", "shadow proposal"):
-        table.add_column(col, overflow="fold")
+        t.add_column(col, overflow="fold", ratio=1)
     extra = "shared_messages" in pairs[0]
     if extra:
-        table.add_column("shared evidence", overflow="fold")
+        t.add_column("shared evidence", overflow="fold")
     for p in pairs:
         cells = [
-            f"{p['steward_content']}\n[dim]{p['steward']}[/dim]",
-            f"{p['shadow_content']}\n[dim]{p['shadow']}[/dim]",
+            Text(p["steward_content"]) + Text("\n" + p["steward"], style="dim"),
+            Text(p["shadow_content"]) + Text("\n" + p["shadow"], style="dim"),
         ]
         if extra:
-            cells.append(", ".join(p["shared_messages"]))
-        table.add_row(*cells)
-    return table
+            cells.append(Text(", ".join(p["shared_messages"])))
+        t.add_row(*cells)
+    return t
 
 
 def cost_table(result: dict[str, Any]) -> Table:
     cost = result["cost"]
     totals = ", ".join(f"{side} {_usd(v)}" for side, v in cost["totals_usd"].items())
-    table = Table(
-        title=f"Cost by path x model x status ({cost['label']})",
-        caption=f"{cost['method']}.\ntokens: input / cache read / cache write / output.\n"
-        f"Totals: {totals}.",
-    )
-    table.add_column("side / path")
-    table.add_column("model", overflow="fold")
-    table.add_column("status")
-    for col in ("runs / calls", "tokens", "cost / price snapshot"):
-        table.add_column(col, justify="right")
+    clip = Clip()
+    t = table(f"Cost by path x model x status ({cost['label']})")
+    t.leading = 1
+    t.add_column("side\npath", no_wrap=True)
+    t.add_column("model", no_wrap=True)
+    t.add_column("status", no_wrap=True)
+    t.add_column("runs /\ncalls", justify="right", no_wrap=True)
+    t.add_column("tokens\nin/read\nwrite/out", justify="right", no_wrap=True)
+    t.add_column("cost\nprice snapshot", justify="right", no_wrap=True)
     for r in cost["rows"]:
-        table.add_row(
-            f"{r['side']}\n[dim]{r['path']}[/dim]",
-            r["model"] or "-",
+        snapshots = ", ".join(r["price_snapshots"]) or "-"
+        t.add_row(
+            Text(r["side"]) + Text("\n" + r["path"], style="dim"),
+            clip(r["model"], 20),
             r["status"],
             f"{r['runs']} / {r['calls']}",
-            f"{r['input_tokens']:,} / {r['cache_read_tokens']:,}\n"
-            f"{r['cache_write_tokens']:,} / {r['output_tokens']:,}",
-            f"{_usd(r['estimated_usd'])}\n[dim]{', '.join(r['price_snapshots']) or '-'}[/dim]",
+            f"{count(r['input_tokens'])}/{count(r['cache_read_tokens'])}\n"
+            f"{count(r['cache_write_tokens'])}/{count(r['output_tokens'])}",
+            Text(_usd(r["estimated_usd"])) + Text("\n" + clip(snapshots, 16), style="dim"),
         )
-    return table
+    t.caption = "\n".join(
+        [
+            f"{cost['method']}.",
+            "tokens: input / cache read, cache write / output (k = thousand, M = million).",
+            f"Totals: {totals}.",
+            *clip.hint(),
+        ]
+    )
+    return t
 
 
 def latency_table(result: dict[str, Any]) -> Table:
     lat = result["latency"]
-    table = Table(title="Latency per path", caption=lat["method"])
-    table.add_column("path")
+    t = table("Latency per path")
+    t.caption = lat["method"]
+    t.add_column("path")
     for col in ("runs", "p50 ms", "p95 ms"):
-        table.add_column(col, justify="right")
+        t.add_column(col, justify="right")
     for r in lat["rows"]:
-        table.add_row(r["path"], str(r["runs"]), _ms(r["p50_ms"]), _ms(r["p95_ms"]))
-    return table
+        t.add_row(r["path"], str(r["runs"]), _ms(r["p50_ms"]), _ms(r["p95_ms"]))
+    return t
 
 
 _QUALITY_ROWS = (
@@ -143,14 +158,15 @@ _QUALITY_ROWS = (
 
 def quality_table(result: dict[str, Any]) -> Table:
     q = result["evidence_quality"]
-    table = Table(title="Evidence pointers", caption=f"{q['method']}.\n{q['note']}.")
-    table.add_column("")
+    t = table("Evidence pointers")
+    t.caption = f"{q['method']}.\n{q['note']}."
+    t.add_column("")
     by_side = {r["side"]: r for r in q["rows"]}
     for side in by_side:
-        table.add_column(side, justify="right")
+        t.add_column(side, justify="right")
     for key, title in _QUALITY_ROWS:
-        table.add_row(title, *(str(row[key]) for row in by_side.values()))
-    return table
+        t.add_row(title, *(str(row[key]) for row in by_side.values()))
+    return t
 
 
 def with_notes(renderables: list[Any]) -> list[Any]:
@@ -168,11 +184,11 @@ def with_notes(renderables: list[Any]) -> list[Any]:
     return out
 
 
-def render(result: dict[str, Any]) -> list[Any]:
+def report(result: dict[str, Any]) -> list[Any]:
     """The report, top to bottom."""
     out: list[Any] = [scope_text(result), coverage_table(result)]
     ev = result["evidence"]
-    for table in (
+    for pairs in (
         pairs_table(
             "Evidence neighbours (not the same fact: review them)",
             ev["neighbours"],
@@ -184,7 +200,7 @@ def render(result: dict[str, Any]) -> list[Any]:
             "the light model's judgment, one call per session",
         ),
     ):
-        if table is not None:
-            out.append(table)
+        if pairs is not None:
+            out.append(pairs)
     out += [cost_table(result), latency_table(result), quality_table(result)]
     return out

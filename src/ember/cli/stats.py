@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+from rich.text import Text
 
+from ember.cli import access, render
 from ember.cli.options import config_option, json_option, project_options
 from ember.config import Settings, load_settings
 from ember.project import project_from_cli
@@ -17,13 +19,16 @@ from ember.shadow.budget import Budget
 from ember.store.accounting import own_spend, session_totals
 from ember.store.database import Database
 from ember.store.registry import read_problems, stats_db_path
-from ember.store.schema import PROJECT
+from ember.store.schema import PROJECT, STATS
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
-def _cost(v: Any, unpriced: int) -> str:
+def _cost(v: Any, unpriced: int) -> Text:
     if v is None:
-        return f"unknown ({unpriced} unpriced)"
-    return f"${v:.4f}"
+        return Text("unknown\n") + Text(f"{unpriced} unpriced", style="dim")
+    return Text(f"${v:.4f}")
 
 
 @click.command()
@@ -48,10 +53,18 @@ def stats(
     settings = load_settings(config_file)
     ref = project_from_cli(project_id, str(cwd) if cwd else None)
     path = ref.db_path(settings.home) if ref else stats_db_path(settings.home)
+    rows: list[dict[str, Any]] = []
+    own: list[dict[str, Any]] = []
+    budget = None
+    found = access.existing(settings.home, path)
+    if found:
+        # Opened here first: a file that cannot be used is one line with the fix, worded
+        # for a command that runs once (``access.database``), before the reads below.
+        with access.database(path, PROJECT if ref is not None else STATS) as db:
+            budget = _budget(db, settings) if ref is not None else db.read(lambda c: None)
+        with access.one_shot(path):
+            rows, own = session_totals(path)[:limit], own_spend(path)
     problem = read_problems(settings.home).get(str(path))
-    rows = session_totals(path)[:limit]
-    own = own_spend(path)
-    budget = _budget(path, settings) if ref is not None else None
     if as_json:
         out: dict[str, Any] = {"db": str(path), "sessions": rows, "ember_spend": own}
         if budget is not None:
@@ -60,6 +73,22 @@ def stats(
             out["problem"] = problem
         click.echo(json.dumps(out, indent=2))
         return
+    missing = (
+        access.no_data(path)
+        if ref is not None
+        else f"No sessions recorded: {path} does not exist yet (nothing was created)."
+    )
+    _print(path, None if found else missing, rows, own, budget, problem)
+
+
+def _print(
+    path: Path,
+    missing: str | None,
+    rows: list[dict[str, Any]],
+    own: list[dict[str, Any]],
+    budget: Budget | None,
+    problem: dict[str, Any] | None,
+) -> None:
     if problem is not None:
         click.echo(
             f"warning: a proxy switched this database off ({problem.get('state')}: "
@@ -67,75 +96,63 @@ def stats(
             f"Run `ember doctor` for what to do.",
             err=True,
         )
-    if rows:
-        _print_sessions(rows, path)
+    out = render.console()
+    if missing is not None:
+        click.echo(missing)  # one line, as every read of a project with no data says it
+    elif rows:
+        out.print(_sessions_table(rows, path))
     else:
-        click.echo(f"No sessions recorded in {path}.")
+        render.say(f"No sessions recorded in {path}.", out=out)
     if own:
-        _print_own(own)
+        out.print()
+        out.print(_own_table(own))
     if budget is not None:
-        click.echo(spend.sentence(budget))
+        out.print()
+        render.say(spend.sentence(budget), out=out)
 
 
-def _budget(path: Path, settings: Settings) -> Budget | None:
-    """The project's shadow budget (None: no database yet; a read never creates one)."""
-    if not path.is_file():
-        return None
-    db = Database(path, PROJECT, log_failures=False)
+def _budget(db: Database, settings: Settings) -> Budget:
+    """The project's shadow budget."""
     share, allowance = settings.shadow_max_share, float(settings.shadow_allowance_tokens)
-    try:
-        return db.read(
-            lambda c: spend.project_budget(c, share, allowance, settings.price_table())
-        )
-    finally:
-        db.close()
+    return db.read(lambda c: spend.project_budget(c, share, allowance, settings.price_table()))
 
 
-def _print_sessions(rows: list[dict[str, Any]], path: Path) -> None:
-    from rich.console import Console
-    from rich.table import Table
+_TOKENS = ("input", "cache\nread", "cache\nwrite", "output")
+_TOKEN_KEYS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
 
-    table = Table(title=f"ember sessions ({path})")
-    for col in (
-        "session",
-        "last seen",
-        "requests",
-        "input",
-        "cache read",
-        "cache write",
-        "output",
-        "cost",
-    ):
-        table.add_column(col, justify="left" if col in ("session", "last seen") else "right")
+
+def _sessions_table(rows: list[dict[str, Any]], path: Path) -> Table:
+    """Fits 80 columns: a session id cut to its start, tokens as 12.3k (exact in --json)."""
+    clip = render.Clip()
+    table = render.table(f"ember sessions ({path})")
+    table.add_column("session", no_wrap=True)
+    table.add_column("last seen", no_wrap=True)
+    table.add_column("requests", justify="right")
+    for col in (*_TOKENS, "cost"):
+        table.add_column(col, justify="right")
     for r in rows:
         table.add_row(
-            r["session_id"][:24],
-            time.strftime("%Y-%m-%d %H:%M", time.localtime(r["last_seen"])),
+            clip(r["session_id"], 16),
+            time.strftime("%m-%d %H:%M", time.localtime(r["last_seen"])),
             str(r["requests"]),
-            f"{r['input_tokens']:,}",
-            f"{r['cache_read_tokens']:,}",
-            f"{r['cache_write_tokens']:,}",
-            f"{r['output_tokens']:,}",
+            *(render.count(r[k]) for k in _TOKEN_KEYS),
             _cost(r["cost_usd"], r["unpriced_requests"]),
         )
-    Console().print(table)
+    table.caption = " ".join(["tokens: k = thousand, M = million.", *clip.hint("ids cut")])
+    return table
 
 
-def _print_own(own: list[dict[str, Any]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="ember's own calls (not in any session's totals)")
-    for col in ("origin", "requests", "input", "cache read", "cache write", "output", "cost"):
-        table.add_column(col, justify="left" if col == "origin" else "right")
+def _own_table(own: list[dict[str, Any]]) -> Table:
+    table = render.table("ember's own calls (not in any session's totals)")
+    table.add_column("origin")
+    table.add_column("requests", justify="right")
+    for col in (*_TOKENS, "cost"):
+        table.add_column(col, justify="right")
     for r in own:
         table.add_row(
             r["origin"],
             str(r["requests"]),
-            f"{r['input_tokens']:,}",
-            f"{r['cache_read_tokens']:,}",
-            f"{r['cache_write_tokens']:,}",
-            f"{r['output_tokens']:,}",
+            *(render.count(r[k]) for k in _TOKEN_KEYS),
             "unknown" if r["cost_usd"] is None else f"${r['cost_usd']:.4f}",
         )
-    Console().print(table)
+    return table

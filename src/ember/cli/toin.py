@@ -11,7 +11,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from rich.table import Table
+from rich.text import Text
 
+from ember.cli import access
+from ember.cli import render as out
 from ember.cli.options import config_option, json_option
 from ember.config import load_settings
 from ember.learn.toin.patterns import Pattern
@@ -31,18 +35,27 @@ from ember.store.schema import STATS
 T = TypeVar("T")
 
 
+def _stats_path(config_file: Path | None) -> tuple[Path, Path]:
+    home = load_settings(config_file).home
+    return home, stats_db_path(home)
+
+
 @contextlib.contextmanager
-def _stats(config_file: Path | None) -> Iterator[Database]:
-    """The stats file's own short-lived owner (created, and migrated, on first use)."""
-    db = Database(stats_db_path(load_settings(config_file).home), STATS, log_failures=False)
-    try:
+def _writing(config_file: Path | None) -> Iterator[Database]:
+    """The stats file's own short-lived owner (created, and migrated, on first use), once the
+    home is known to be writable."""
+    home, path = _stats_path(config_file)
+    access.writable(home, path)
+    with access.database(path, STATS) as db:
         yield db
-    finally:
-        db.close()
 
 
-def _read(config_file: Path | None, fn: Callable[[Connection], T]) -> T:
-    with _stats(config_file) as db:
+def _read(config_file: Path | None, fn: Callable[[Connection], T], empty: T) -> T:
+    """``fn`` over the stats file; ``empty`` when there is none yet (a read creates none)."""
+    home, path = _stats_path(config_file)
+    if not access.existing(home, path):
+        return empty
+    with access.database(path, STATS) as db:
         return db.read(fn)
 
 
@@ -107,7 +120,7 @@ def publish(
     Run it at a deploy boundary: the file is stable (same table, same bytes), has a provenance
     header, and holds one row per pattern with at least --min-observations observations.
     """
-    patterns: list[Pattern] = _read(config_file, load_patterns)
+    patterns: list[Pattern] = _read(config_file, load_patterns, [])
     published = render(patterns, min_observations, include_unknown=not exclude_unknown)
     _write_file(output, published.text)
     summary = {
@@ -136,7 +149,7 @@ def publish(
 def export_cmd(output: Path, config_file: Path | None) -> None:
     """Write every pattern (hashes and statistics only) to OUTPUT as JSON, for another
     instance's `ember toin import`."""
-    with _stats(config_file) as db:
+    with _writing(config_file) as db:
         doc: dict[str, Any] = db.write(export_doc)
     _write_file(output, json.dumps(doc, indent=1, sort_keys=True) + "\n")
     click.echo(f"{output}: {len(doc['patterns'])} patterns exported.")
@@ -156,7 +169,7 @@ def import_cmd(source: Path, as_json: bool, config_file: Path | None) -> None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise click.ClickException(f"{source} is not a JSON file: {exc}") from exc
     try:
-        with _stats(config_file) as db:
+        with _writing(config_file) as db:
             result = db.write(lambda conn: import_doc(conn, doc))
     except ToinImportError as exc:
         raise click.ClickException(f"{source}: {exc}") from exc
@@ -175,7 +188,8 @@ def import_cmd(source: Path, as_json: bool, config_file: Path | None) -> None:
 @config_option
 def show(as_json: bool, config_file: Path | None) -> None:
     """How many patterns TOIN holds and the most observed ones."""
-    patterns, (n, size) = _read(config_file, lambda c: (load_patterns(c), table_size(c)))
+    nothing: tuple[list[Pattern], tuple[int, int]] = ([], (0, 0))
+    patterns, (n, size) = _read(config_file, lambda c: (load_patterns(c), table_size(c)), nothing)
     top = sorted(patterns, key=lambda p: -p.observations)[:20]
     if as_json:
         rows = [
@@ -184,8 +198,29 @@ def show(as_json: bool, config_file: Path | None) -> None:
         click.echo(json.dumps({"patterns": n, "bytes": size, "top": rows}, indent=2))
         return
     click.echo(f"{n} patterns, ~{size / 1024:.0f} KiB.")
+    if top:
+        out.console().print(_top_table(top))
+
+
+def _top_table(top: list[Pattern]) -> Table:
+    """The most observed patterns in 80 columns: the key on two lines (auth|model family,
+    then the structure hash), a long value cut with "…" (--json has it whole)."""
+    clip = out.Clip()
+    t = out.table()
+    t.add_column("auth|model family\nstructure", no_wrap=True)
+    t.add_column("kind", no_wrap=True)
+    t.add_column("observed", justify="right")
+    t.add_column("refetch", justify="right")
+    t.add_column("confidence", justify="right")
     for p in top:
-        click.echo(
-            f"  {p.key}  {p.kind:<14} {p.observations:>7} obs  "
-            f"refetch {p.refetch_rate:.1%}  confidence {p.confidence:.2f}"
+        k = p.key
+        t.add_row(
+            Text(clip(f"{k.auth_mode}|{k.model_family}", 36))
+            + Text("\n" + clip(k.structure_hash, 36), style="dim"),
+            clip(p.kind, 16),
+            f"{p.observations:,}",
+            f"{p.refetch_rate:.1%}",
+            f"{p.confidence:.2f}",
         )
+    t.caption = " ".join(clip.hint())
+    return t
