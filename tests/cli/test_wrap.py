@@ -319,3 +319,13 @@ def test_proxy_that_cannot_start_is_reported_with_the_end_of_its_log(agents: Age
     assert "the ember proxy did not start" in r.stderr
     assert "address already in use" in r.stderr.lower()
     assert not agents.record.exists()
+
+
+def test_wrap_without_a_client_names_the_clients_and_shows_how() -> None:
+    from click.testing import CliRunner
+
+    from ember.cli import cli
+
+    r = CliRunner().invoke(cli, ["wrap"])
+    assert r.exit_code == 2
+    assert "claude, codex" in r.output and "ember wrap claude" in r.output

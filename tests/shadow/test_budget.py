@@ -51,3 +51,14 @@ def test_spend_adds_up_and_an_unknown_price_stays_unknown() -> None:
 def test_no_allowance_and_no_share_lets_nothing_run() -> None:
     budget = Budget(Spend(1.0, 100_000), Spend(0.0, 0.0), 0.0, 0, 0.0)
     assert budget.refusal(Spend(0.001, 10)) is not None
+
+
+def test_amounts_read_as_a_person_would_say_them() -> None:
+    from ember.shadow.budget import fmt
+
+    assert [fmt(v, "tokens") for v in (12, 4_027.8, 4_027_800)] == [
+        "12 tokens",
+        "4.0k tokens",
+        "4.0M tokens",
+    ]
+    assert fmt(0.01234, "usd") == "$0.0123" and fmt(None, "usd") == "?"

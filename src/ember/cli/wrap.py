@@ -17,9 +17,17 @@ from ember.errors import ClientError
 
 
 class _WrapCommand(click.Command):
-    """Say where the client's own options go when one is given before ``--``."""
+    """Say where the client's own options go when one is given before ``--``, and which
+    clients there are when none is named (a bare "Missing argument" helped nobody)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not [a for a in args if not a.startswith("-")] and not {"-h", "--help"} & set(args):
+            names = ", ".join(sorted(CLIENTS))
+            raise click.UsageError(
+                f"name the client to run through ember ({names}): `ember wrap claude`, or "
+                '`ember wrap codex -- exec "hello"` (the client\'s own arguments go after --)',
+                ctx,
+            )
         try:
             return super().parse_args(ctx, args)
         except click.NoSuchOption as exc:

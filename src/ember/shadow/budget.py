@@ -138,6 +138,8 @@ def fmt(value: float | None, unit: Unit) -> str:
         return "?"
     if unit == "usd":
         return f"${value:.4f}"
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:.1f}M tokens"
     return f"{value / 1000:.1f}k tokens" if value >= 1000 else f"{value:.0f} tokens"
 
 
