@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import urllib.request
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from click.testing import CliRunner
 from ember.cli import cli
 from ember.project import resolve_project
 from ember.store import database as database_mod
+from ember.store.driver import connect
 from ember.store.registry import read_problems
 from ember.testing.agent import TOOLS, system_prompt
 from tests.conftest import Stack, StackFactory
@@ -98,24 +100,36 @@ def test_ember_stats_on_a_corrupt_database_prints_one_line_not_a_traceback(
 
 
 def test_an_unwritable_database_is_switched_off_then_retried(
-    make_stack: StackFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: StackFactory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The row of the ask made while the file refused writes is held, and written once the
+    retry reopens the file: nothing is lost, and the log has one line each way."""
     monkeypatch.setattr(database_mod, "RETRY_AFTER_SECONDS", 0.5)
     stack = make_stack(stages="features")
     ask(stack, "first ask")
     stack.settle()
-    db = stack.app.storage.database(db_path(stack.home))
+    path = db_path(stack.home)
+    db = stack.app.storage.database(path)
     # The writer's connection can no longer write (SQLITE_READONLY, as on a remounted disk).
     db.write(lambda conn: conn.execute("PRAGMA query_only=ON"))
-    assert ask(stack, "an ask whose row cannot be written")
-    stack.settle()
-    assert db.health.state == "unwritable"
-    [problem] = healthz(stack)["storage"]  # type: ignore[misc]
-    assert problem["state"] == "unwritable" and problem["dropped_writes"] >= 1
-    import time
-
-    time.sleep(0.6)  # past the retry pause: the next write reopens the file and succeeds
+    with caplog.at_level(logging.WARNING, logger="ember.store.database"):
+        assert ask(stack, "an ask whose row cannot be written yet")
+        stack.settle()
+        deadline = time.monotonic() + 10
+        while not (db.health.ok and db.health.was) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert db.health.ok and db.health.was == "unwritable"
+    assert db.health.caught_up >= 1  # the accounting row, held and then written
+    assert "accounting" not in dict(db.health.dropped_by)
+    lines = [r.getMessage() for r in caplog.records]
+    assert sum("switched off (unwritable" in m for m in lines) == 1
+    assert sum("is back after" in m for m in lines) == 1
     assert ask(stack, "an ask after the disk came back")
     stack.settle()
-    assert db.health.ok
-    assert healthz(stack) == {"status": "ok"}
+    conn = connect(path, readonly=True).conn
+    rows = conn.execute("SELECT COUNT(*) FROM exchanges WHERE origin = 'client'").fetchone()[0]
+    conn.close()
+    assert rows == 3  # the row of the ask made while the file was off is there
+    # A write whose caller waited (the memory ledger) was refused while off: still said.
+    problems = healthz(stack).get("storage", [])
+    assert all(p["state"] == "ok" and p["dropped_writes"] for p in problems)

@@ -16,6 +16,19 @@ from ember.store.inspect import Finding, examine, schema_for
 from ember.store.recover import RecoveryReport, recover
 from ember.store.registry import clear_problem
 
+#: The storage layer words its fixes for the proxy, which does retry on its own; the doctor
+#: is a command that runs once, and "ember retries on its own" there read as a promise that
+#: the doctor (or the next command) would.
+_PROXY_RETRIES = "ember retries on its own"
+_SAID_BY_DOCTOR = "a running proxy retries on its own"
+
+
+def _for_a_command(finding: Finding) -> Finding:
+    """``finding`` with its fix said as it is true from the doctor's side."""
+    fix = finding.fix.replace(_PROXY_RETRIES, _SAID_BY_DOCTOR)
+    detail = finding.detail.replace(_PROXY_RETRIES, _SAID_BY_DOCTOR)
+    return Finding(finding.subject, finding.ok, detail, fix)
+
 
 @click.command()
 @project_options
@@ -56,11 +69,11 @@ def doctor(
     ref = project_from_cli(project_id, str(cwd) if cwd else None)
     if ref is not None:
         target = ref.db_path(settings.home)
-    findings = examine(settings.home, target)
+    findings = _examine(settings.home, target)
     recovered: list[RecoveryReport] = []
     if do_recover:
         recovered = _recover(settings.home, findings, target)
-        findings = examine(settings.home, target)
+        findings = _examine(settings.home, target)
     problems = [f for f in findings if not f.ok]
     if as_json:
         out = {
@@ -74,6 +87,19 @@ def doctor(
         _print(findings, recovered)
     if problems:
         raise click.exceptions.Exit(1)
+
+
+def _examine(home: Path, target: Path | None) -> list[Finding]:
+    """The findings, worded for a command; a file the doctor itself cannot open (a lock file
+    of another user, in a home it may not write) is one line saying so, not a traceback."""
+    try:
+        return [_for_a_command(f) for f in examine(home, target)]
+    except OSError as exc:
+        raise StorageError(
+            f"the doctor cannot open {exc.filename} ({exc.strerror}): it opens each database's "
+            "lock file to tell whether a proxy has it open; run it as the user who owns "
+            "EMBER_HOME, or fix the permissions of EMBER_HOME's files"
+        ) from exc
 
 
 def _recover(home: Path, findings: list[Finding], target: Path | None) -> list[RecoveryReport]:
@@ -99,13 +125,8 @@ def _print(findings: list[Finding], recovered: list[RecoveryReport]) -> None:
 
     console = Console(highlight=False, soft_wrap=True)
     for r in recovered:
-        console.print(
-            f"[bold]recovered[/] {r.source}: {r.copied} rows copied, {r.lost} lost; "
-            f"the damaged file is kept as {r.kept_as}"
-        )
-        unreadable = r.tables.get("*")
-        if unreadable is not None and unreadable.error:
-            console.print(f"         nothing could be read ({unreadable.error}): a new, empty file")
+        for line in recovery_lines(r):
+            console.print(line, markup=False)
     for f in findings:
         mark = "[green]ok[/]     " if f.ok else "[red]problem[/]"
         console.print(f"{mark} {f.subject}\n         {f.detail}", markup=True)
@@ -113,3 +134,22 @@ def _print(findings: list[Finding], recovered: list[RecoveryReport]) -> None:
             console.print(f"         fix: {f.fix}")
     bad = sum(not f.ok for f in findings)
     console.print(f"\n{bad} problem(s)." if bad else "\nNo problems found.")
+
+
+def recovery_lines(r: RecoveryReport) -> list[str]:
+    """What a recovery did, in lines: the counts first, then what they cannot include."""
+    rescued = sum(t.rescued for t in r.tables.values())
+    head = f"recovered {r.source}: {r.copied} rows copied, {r.lost} lost"
+    if rescued:
+        head += f" ({rescued} of the copied rows read from pages SQLite could no longer reach)"
+    lines = [f"{head}; the damaged file is kept as {r.kept_as}"]
+    lines.extend(f"         {note}" for note in r.notes)
+    if r.uncounted:
+        where = "the file" if r.uncounted == ["*"] else ", ".join(t for t in r.uncounted)
+        lines.append(
+            f"         more rows of {where} may be lost than the {r.lost} counted: "
+            "nothing left in the file says how many"
+        )
+    if r.copied == 0:
+        lines.append("         nothing could be read: the recovered file is new and empty")
+    return lines

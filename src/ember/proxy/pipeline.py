@@ -6,14 +6,19 @@ record, learn, schedule work). Shaping, memory injection, shadow recording and a
 stages; the HTTP handlers never change when a feature is added.
 
 Fail open: a stage that raises is logged and skipped, and any edit it made before raising is
-rolled back, so a bug in memory or shaping never breaks or corrupts the user's request.
+rolled back, so a bug in memory or shaping never breaks or corrupts the user's request. A stage
+stopped by a switched-off database (``StorageUnavailable``) is skipped without a traceback: the
+database reported its failure once (``ember.store.health``), and a line per request would bury
+it; ``skipped`` counts those skips per stage.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
 
+from ember.errors import StorageUnavailable
 from ember.exchange import Exchange, Outcome, Services, Stage, Stopping
 
 log = logging.getLogger(__name__)
@@ -22,12 +27,17 @@ log = logging.getLogger(__name__)
 class Pipeline:
     def __init__(self, stages: Sequence[Stage] = ()) -> None:
         self.stages = list(stages)
+        #: stage name -> requests it skipped because its database is switched off
+        self.skipped: Counter[str] = Counter()
 
     async def run_request(self, ex: Exchange) -> None:
         for stage in self.stages:
             mark = ex.doc.checkpoint()
             try:
                 await stage.on_request(ex)
+            except StorageUnavailable:
+                ex.doc.rollback(mark)
+                self.skipped[stage.name] += 1
             except Exception:
                 ex.doc.rollback(mark)
                 log.exception("stage %s failed on request; request continues unchanged", stage.name)
@@ -36,6 +46,8 @@ class Pipeline:
         for stage in self.stages:
             try:
                 await stage.on_response(ex, outcome)
+            except StorageUnavailable:
+                self.skipped[stage.name] += 1
             except Exception:
                 log.exception("stage %s failed on response", stage.name)
 

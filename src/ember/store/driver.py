@@ -20,6 +20,7 @@ only (``TYPE_CHECKING``), never at run time.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import logging
@@ -45,6 +46,7 @@ __all__ = [
     "driver",
     "driver_name",
     "errors",
+    "guard",
     "vec_status",
 ]
 
@@ -145,12 +147,16 @@ def connect(
     process's writer is waited for instead of failing at once, foreign keys on, autocommit
     (``isolation_level=None``: transactions are explicit, never opened behind our back).
 
-    ``readonly`` connections are ``query_only``: a bug cannot write through a reader.
+    ``readonly`` connections open the file read-only (and are ``query_only``): a bug cannot
+    write through a reader, and a reader never checkpoints — closing the last connection to a
+    WAL file copies its WAL into the main file, which only the writer may decide to do, after
+    the file was checked (``database.py``: a damaged WAL must not be copied over the file).
     Raises the driver's ``Error`` (callers classify it, see ``health``).
     """
     if create and not readonly:
         path.parent.mkdir(parents=True, exist_ok=True)
-    conn = _DRIVER.connect(str(path), check_same_thread=False, isolation_level=None)
+    target, uri = (f"{path.resolve().as_uri()}?mode=ro", True) if readonly else (str(path), False)
+    conn = _DRIVER.connect(target, uri=uri, check_same_thread=False, isolation_level=None)
     try:
         conn.row_factory = _DRIVER.Row
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
@@ -167,3 +173,26 @@ def connect(
         conn.close()
         raise
     return Opened(cast("Connection", conn), problem)
+
+
+def guard(path: Path) -> Connection | None:
+    """A connection opened read-only at the file level, holding the file's shared lock.
+
+    Closing the last connection to a WAL database checkpoints: it copies the WAL's frames into
+    the main file. When the WAL holds damage (garbage written over frames), that copy makes the
+    damage permanent — left alone, the next opener rebuilds the WAL index, checks every frame's
+    checksum and stops before the first bad one, which leaves the file as it was at the last
+    good commit. While this guard is open no other connection of the process can checkpoint on
+    close (the checkpoint needs an exclusive lock), and the guard itself never checkpoints (it
+    cannot write). None when the file cannot be opened at all.
+    """
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    try:
+        conn = _DRIVER.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+    except errors.Error:
+        return None
+    # Any read takes the shared lock, which a WAL connection keeps while it is open (a read
+    # that fails may still have taken it; either way the guard never writes).
+    with contextlib.suppress(errors.Error):
+        conn.execute("PRAGMA page_count").fetchone()
+    return cast("Connection", conn)

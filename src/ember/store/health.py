@@ -6,6 +6,14 @@ same way, or worse, make the damage bigger). File-level failures switch the data
 this process: its features stop for that project, requests keep flowing, and the failure is
 reported once with what to do (``ember doctor``), instead of a warning per request or, as
 before, a raw traceback in ``ember stats``.
+
+A switched-off database has a gap: the writes submitted while it is off. A *transient* failure
+(full, unwritable, I/O, busy) is retried at a backoff (``retry_delay``) and the gap's writes
+are held in memory until it is back; a write that cannot be held (past the hold limit, a
+caller that waits for its answer, a corrupt file that never comes back in this process, a
+shutdown before the file is back) is *dropped* and counted, by kind (``Health.dropped_by``).
+Nothing accepted disappears without a number: ``/healthz``, ``storage-problems.json`` and
+``ember stats`` show what was held, written late and dropped — also after the file is back.
 """
 
 from __future__ import annotations
@@ -19,8 +27,10 @@ State = Literal["ok", "corrupt", "unwritable", "full", "ioerr", "busy"]
 
 #: States that can clear on their own (space freed, permissions fixed): retried after a pause.
 TRANSIENT: frozenset[State] = frozenset({"unwritable", "full", "ioerr", "busy"})
-#: How long a transient failure keeps a database switched off before the next attempt.
-RETRY_AFTER_SECONDS = 30.0
+#: The first retry of a transient failure comes after this long; each failed retry doubles it.
+RETRY_FIRST_SECONDS = 0.5
+#: ... up to this long between retries: how late a held write can be once the disk is back.
+RETRY_AFTER_SECONDS = 10.0
 
 _BY_CODE: tuple[tuple[str, State], ...] = (
     ("SQLITE_CORRUPT", "corrupt"),
@@ -91,26 +101,59 @@ _WHAT: dict[State, str] = {
 }
 
 
+def retry_delay(failed_retries: int, cap: float = RETRY_AFTER_SECONDS) -> float:
+    """Seconds before the next retry of a transient failure, after ``failed_retries`` failed
+    ones: short at first (a full disk is often freed within seconds, and held writes wait for
+    the retry), never longer than ``cap`` (a retry costs a few page writes that fail)."""
+    return float(min(cap, RETRY_FIRST_SECONDS * 2.0 ** min(failed_retries, 16)))
+
+
+def kind_of(label: str) -> str:
+    """What a write is, for counting what was dropped: its label up to the first ``:``
+    (``accounting:library`` counts as ``accounting``); unlabelled writes are ``other``."""
+    return label.split(":", 1)[0] or "other"
+
+
 @dataclass(frozen=True)
 class Health:
-    """One database's standing, as reported by ``/healthz``, ``ember stats`` and the log."""
+    """One database's standing, as reported by ``/healthz``, ``ember stats`` and the log.
+
+    The counts cover the life of the database's owner (the process), across gaps: a file
+    that came back keeps reporting what its gaps dropped (``reportable``), never silently."""
 
     path: str
     state: State = "ok"
     detail: str = ""
     since: float = field(default_factory=time.time)
-    #: accepted writes that could not be stored because of this failure
+    #: accepted writes never stored: refused while off, past the hold limit, on a corrupt
+    #: file, or still held when the process stopped
     dropped: int = 0
+    #: writes kept in memory now, to be written when the file is back
+    held: int = 0
+    #: writes that were held through a gap and then written
+    caught_up: int = 0
+    #: ``dropped`` by kind of write (``kind_of``), sorted by kind
+    dropped_by: tuple[tuple[str, int], ...] = ()
+    #: the state a database that is ``ok`` again came back from (None: never off)
+    was: State | None = None
 
     @property
     def ok(self) -> bool:
         return self.state == "ok"
+
+    @property
+    def reportable(self) -> bool:
+        """Switched off now, or writes were dropped earlier: listed by ``/healthz``."""
+        return not self.ok or self.dropped > 0
 
     def fix(self, target: str = "") -> str:
         return _FIX.get(self.state, "").format(target=target or self.path)
 
     def describe(self) -> str:
         """One line: what is wrong with the file and what to do about it."""
+        if self.ok:
+            was = f" (was {self.was})" if self.was else ""
+            return f"{self.path} is writable again{was}; {self.dropped} writes were lost"
         what = _WHAT.get(self.state, "has a problem")
         return f"{self.path} {what} ({self.detail}); {self.fix()}"
 
@@ -120,6 +163,10 @@ class Health:
             "state": self.state,
             "detail": self.detail,
             "since": self.since,
+            "was": self.was,
+            "held_writes": self.held,
+            "caught_up_writes": self.caught_up,
             "dropped_writes": self.dropped,
+            "dropped_by": dict(self.dropped_by),
             "fix": self.fix(),
         }

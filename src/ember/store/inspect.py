@@ -1,7 +1,8 @@
 """What ``ember doctor`` looks at in ``EMBER_HOME``: the home itself and every database.
 
-Read-only: every check opens files read-only (``query_only``) and never migrates, so running
-the doctor next to a live proxy is safe. Each finding says what is wrong and what to do.
+Read-only: every check opens files read-only (at the file level: a reader never checkpoints)
+and never migrates, so running the doctor next to a live proxy is safe, and a damaged WAL is
+still there for ``--recover``. Each finding says what is wrong and what to do.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from ember.errors import StorageError
-from ember.store.database import in_use
+from ember.store.database import WAL_READ_BYTES, in_use
 from ember.store.driver import connect, driver_name, errors, vec_status
 from ember.store.health import Health, classify
 from ember.store.home import check_home
 from ember.store.migrations import Schema
+from ember.store.pages import read_wal
 from ember.store.registry import read_problems, stats_db_path
 from ember.store.schema import PROJECT, STATS
 
@@ -60,8 +62,12 @@ def check_home_finding(home: Path) -> Finding:
 def check_database(path: Path, schema: Schema, recorded: dict[str, Any] | None) -> Finding:
     """Integrity, schema version and what a proxy reported about ``path``."""
     notes: list[str] = []
-    if in_use(path):
+    live = in_use(path)
+    if live:
         notes.append("open by a running ember process")
+    wal = None if live else _wal_damage(path)
+    if wal is not None:
+        return _bad(path, Health(str(path), "corrupt", wal), notes)
     try:
         conn = connect(path, readonly=True).conn
     except errors.Error as exc:
@@ -83,6 +89,19 @@ def check_database(path: Path, schema: Schema, recorded: dict[str, Any] | None) 
             " and it checks out now: restart the proxy to use it again"
         )
     return Finding(str(path), True, "integrity ok; " + "; ".join(notes))
+
+
+def _wal_damage(path: Path) -> str | None:
+    """What is wrong with the WAL a stopped process left (None: nothing). Opening the file
+    would hide it: SQLite's recovery stops at the first bad frame without a word."""
+    wal = Path(str(path) + "-wal")
+    try:
+        if wal.stat().st_size > WAL_READ_BYTES:
+            return None
+        scan = read_wal(wal.read_bytes())
+    except OSError:
+        return None
+    return f"the WAL is damaged: {scan.damage}" if scan.unverifiable else None
 
 
 def _damaged(path: Path, exc: Exception, notes: list[str]) -> Finding:

@@ -8,7 +8,11 @@ exhaust file handles — and no reference a feature holds ever goes stale.
 
 Failures are remembered in ``$EMBER_HOME/storage-problems.json`` (best effort), which
 ``ember stats`` and ``ember doctor`` read: the proxy reports a damaged database once, in the
-log, in ``/healthz`` and to whoever looks next.
+log, in ``/healthz`` and to whoever looks next. A database that came back keeps its entry
+while writes were dropped in its gap (``Health.reportable``): what was lost stays visible.
+
+One ``HoldLimit`` for the process: the writes every database keeps through a gap (disk full)
+count against it together, so many projects on a full disk cannot multiply the memory.
 """
 
 from __future__ import annotations
@@ -18,13 +22,17 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ember.fsutil import write_json
 from ember.store.database import Database
 from ember.store.health import Health
+from ember.store.hold import HOLD_WRITES, HoldLimit
 from ember.store.migrations import Schema
 from ember.store.schema import PROJECT, STATS
+
+if TYPE_CHECKING:
+    from ember.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +71,19 @@ class Storage:
         vec: bool = True,
         max_open: int = 64,
         idle_seconds: float | None = None,
+        hold_writes: int = HOLD_WRITES,
+        check_seconds: float | None = None,
     ) -> None:
+        """``hold_writes``: writes kept in memory while files are off, all databases together
+        (0: none, a refused write is dropped and counted at once). ``check_seconds``: how
+        often a database being written is checked for damage (``PRAGMA quick_check``; None:
+        ``database.CHECK_SECONDS``)."""
         self.home = home
         self.vec = vec
         self.max_open = max_open
         self._idle = idle_seconds
+        self.hold = HoldLimit(hold_writes)
+        self._check_seconds = check_seconds
         self._dbs: dict[Path, Database] = {}
         self._lock = threading.Lock()  # guards the dict only; never held across I/O
         self._problems_lock = threading.Lock()
@@ -78,7 +94,15 @@ class Storage:
             db = self._dbs.get(path)
             if db is None:
                 kw: dict[str, Any] = {} if self._idle is None else {"idle_seconds": self._idle}
-                db = Database(path, schema, vec=self.vec, on_problem=self._record, **kw)
+                db = Database(
+                    path,
+                    schema,
+                    vec=self.vec,
+                    on_problem=self._record,
+                    hold=self.hold,
+                    check_seconds=self._check_seconds,
+                    **kw,
+                )
                 self._dbs[path] = db
             elif db.schema.name != schema.name:
                 raise ValueError(f"{path} is a {db.schema.name} database, not {schema.name}")
@@ -100,16 +124,17 @@ class Storage:
         return [d for d in live[: len(live) - self.max_open] if d.idle()]
 
     def problems(self) -> list[Health]:
+        """Databases switched off now, or that dropped writes earlier (``/healthz``)."""
         with self._lock:
             dbs = list(self._dbs.values())
-        return [d.health for d in dbs if not d.health.ok]
+        return [h for h in (d.health for d in dbs) if h.reportable]
 
     def _record(self, health: Health) -> None:
         """A database changed health: keep the file other commands read up to date."""
         with self._problems_lock:
             try:
                 data = read_problems(self.home)
-                if health.ok:
+                if not health.reportable:
                     data.pop(health.path, None)
                 else:
                     data[health.path] = health.to_json()
@@ -130,3 +155,13 @@ class Storage:
             dbs = list(self._dbs.values())
         for d in dbs:
             d.close(timeout)
+
+
+def storage_for(settings: Settings) -> Storage:
+    """The one owner of every database file a process opens, as its settings ask."""
+    return Storage(
+        settings.home,
+        vec=settings.memory_vector_index != "hnsw",
+        hold_writes=settings.storage_hold_writes,
+        check_seconds=settings.storage_check_seconds,
+    )

@@ -12,8 +12,10 @@ Invariants:
   a cache) ever shows a change that was rolled back.
 - Another process holding the write lock (a second proxy, the CLI) is waited for — the busy
   timeout, then retries with backoff for ``BUSY_BUDGET_SECONDS`` — never a silent drop.
-- A file-level failure (corrupt, read-only, disk full, I/O error) stops the batch, fails every
-  queued job with ``StorageUnavailable`` and reports once through the database's health.
+- A file-level failure (corrupt, read-only, disk full, I/O error) stops the batch, rolls it
+  back and raises ``FileFailure`` with every future of the batch still unresolved: the owner
+  decides (``store.database``) whether the jobs are held until the file is back or dropped —
+  a job is never resolved twice, and never run twice in a committed transaction.
 """
 
 from __future__ import annotations
@@ -48,8 +50,13 @@ class Job(Generic[T]):
     on_commit: Callable[[], None] | None = None
     on_rollback: Callable[[], None] | None = None
     label: str = ""
+    #: kept through a gap (held in memory until the file is back); False for a caller that
+    #: waits for the answer (``write``/``awrite``): it is failed at once instead
+    hold: bool = True
     future: Future[T] = field(default_factory=Future)
     queued_at: float = field(default_factory=time.monotonic)
+    #: counted as held (it has room in the process's hold limit until written or dropped)
+    reserved: bool = False
 
 
 class FileFailure(Exception):
@@ -100,30 +107,42 @@ class JobQueue:
         self._jobs.clear()
         return jobs
 
+    def requeue(self, jobs: list[Job[Any]]) -> None:
+        """Put ``jobs`` back at the head, in their order (a batch the file refused). Caller
+        holds ``cond``."""
+        self._jobs.extendleft(reversed(jobs))
+
+    def shed(self, keep: Callable[[Job[Any]], bool]) -> list[Job[Any]]:
+        """Take out, in order, the jobs ``keep`` refuses; returns them. Caller holds ``cond``."""
+        kept: deque[Job[Any]] = deque()
+        shed: list[Job[Any]] = []
+        for job in self._jobs:
+            (kept.append if keep(job) else shed.append)(job)
+        self._jobs = kept
+        return shed
+
 
 def run_batch(conn: Connection, jobs: list[Job[Any]], sleep: Callable[[float], None]) -> None:
     """Run ``jobs`` in one transaction, retrying while the database is busy.
 
-    Resolves every job's future. Raises ``FileFailure`` (after failing the futures) when the
-    file itself failed; the caller switches the database off.
+    Resolves every job's future, except when the file itself failed: then it raises
+    ``FileFailure`` and leaves the futures to the caller, which holds or drops the jobs.
     """
     deadline = time.monotonic() + BUSY_BUDGET_SECONDS
     delay = 0.05
+    warned = False
     while True:
         try:
             results = _attempt(conn, jobs)
         except _Busy as exc:
             if time.monotonic() >= deadline:
-                err = FileFailure("busy", exc)
-                _fail_all(jobs, err)
-                raise err from exc
-            log.warning("database busy (another process writes); retrying %d writes", len(jobs))
+                raise FileFailure("busy", exc) from exc
+            if not warned:  # once per batch: the retries below are bounded by the budget
+                log.warning("database busy (another process writes); retrying %d writes", len(jobs))
+                warned = True
             sleep(delay)
             delay = min(delay * 2, 2.0)
             continue
-        except FileFailure as failure:
-            _fail_all(jobs, failure)
-            raise
         except _StatementFailure as failure:  # a lone job failed: only it is rolled back
             _fail_all(jobs, failure.cause)
             return
