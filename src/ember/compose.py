@@ -23,7 +23,7 @@ from ember.sessions import SessionRegistry
 from ember.shadow.library import ShadowLibrary
 from ember.shadow.stage import ShadowStage
 from ember.shaping.stage import ShapingStage
-from ember.store.registry import Storage
+from ember.store.registry import Storage, storage_for
 from ember.traffic.stage import TrafficStage
 
 StageFactory = Callable[[Settings, Storage], list[Stage]]
@@ -31,7 +31,7 @@ StageFactory = Callable[[Settings, Storage], list[Stage]]
 
 def build_storage(settings: Settings) -> Storage:
     """The one owner of every database file this process opens."""
-    return Storage(settings.home, vec=settings.memory_vector_index != "hnsw")
+    return storage_for(settings)
 
 
 def build_stages(settings: Settings, storage: Storage) -> list[Stage]:

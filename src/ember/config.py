@@ -151,6 +151,17 @@ class Settings(BaseModel):
     #: not, and 512 leaves half of Linux's default 1,024 open files to everything else.
     client_max_connections: int = Field(default=512, ge=1)
 
+    # -- storage faults (ember/store/hold.py, database.py) --------------------------------------
+    #: Writes kept in memory while a project's database is off (disk full, read-only, I/O
+    #: errors), all databases together, and written when it takes writes again; past it they
+    #: are counted as lost, by kind (``ember stats``, ``/healthz``). 10,000: about 5 MB of
+    #: accounting rows, hours of a few agents. 0: none held.
+    storage_hold_writes: int = Field(default=10_000, ge=0)
+    #: How often a database being written is checked for damage (``PRAGMA quick_check``, on
+    #: its writer), seconds; sooner once its WAL passes 16 MB. A damaged file is switched off
+    #: at once and its WAL never copied into it.
+    storage_check_seconds: float = Field(default=60.0, gt=0)
+
     # -- shadow memory (issue #9) -----------------------------------------------------------
     #: primary: facts are extracted from the still-hot prompt cache after a turn and become
     #: memories; compare: the shadow and the cold steward both run, into their own tables,

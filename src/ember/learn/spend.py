@@ -55,7 +55,9 @@ def learn_record(
 def record_learn_spend(home: Path, record: ExchangeRecord) -> Path:
     """Write ``record`` into ``home``'s stats database through its owner, committed before
     this returns (the CLI exits right after). Returns the database's path."""
-    storage = Storage(home, vec=False)
+    # A one-shot command: a refused write is an error to report now, not one to hold for a
+    # file that may come back after the command has exited.
+    storage = Storage(home, vec=False, hold_writes=0)
     try:
         db = storage.stats()
         db.submit(record.insert, label=f"accounting:{ORIGIN}").result(30)

@@ -29,7 +29,7 @@ from ember.config import Settings
 from ember.memory.core import HierarchicalMemory
 from ember.memory.vectors import EmbedderSource
 from ember.project import ProjectRef
-from ember.store.registry import Storage
+from ember.store.registry import Storage, storage_for
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +52,7 @@ class MemoryRouter:
     ) -> None:
         self._settings = settings
         self._embedder = embedder
-        self._storage = storage or Storage(
-            settings.home, vec=settings.memory_vector_index != "hnsw"
-        )
+        self._storage = storage or storage_for(settings)
         self._own_storage = storage is None
         self._opener = opener or self._open
         self._stores: OrderedDict[Path, HierarchicalMemory] = OrderedDict()

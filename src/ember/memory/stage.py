@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ember.config import Settings
-from ember.errors import EmberError
+from ember.errors import EmberError, StorageUnavailable
 from ember.exchange import Exchange, Stage
 from ember.memory.echo import not_echoed
 from ember.memory.ledger import InjectionLedger, LedgerEntry, message_digest
@@ -147,6 +147,8 @@ class MemoryStage(Stage):
             if entry is None:
                 return
             await self.ledger.record(db, ex.session_id, entry)
+        except StorageUnavailable:
+            return  # the project's database said so itself, once: no warning per ask
         except EmberError as exc:
             log.warning("memory: no injection for this ask of session %s: %s", ex.session_id, exc)
             return

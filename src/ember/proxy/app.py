@@ -33,7 +33,7 @@ from ember.proxy.relay import Receive, Relayed, Send, relay, send_json
 from ember.proxy.upstream import Upstream, forward_headers
 from ember.proxy.websocket import serve as serve_websocket
 from ember.sessions import SessionRegistry
-from ember.store.registry import Storage
+from ember.store.registry import Storage, storage_for
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class ProxyApp:
         """``stages`` is the whole list, accounting included (``ember.compose`` builds it)."""
         self.settings = settings
         self.upstream = Upstream.from_settings(settings)
-        self.storage = storage or Storage(settings.home, vec=settings.memory_vector_index != "hnsw")
+        self.storage = storage or storage_for(settings)
         self.sessions = sessions if sessions is not None else SessionRegistry()
         self.pipeline = Pipeline(stages)
         self.flow = ExchangeFlow(settings, self.sessions, self.pipeline)

@@ -57,7 +57,7 @@ from ember.shadow.propose import (
 )
 from ember.shadow.runner import RunRecord
 from ember.store.accounting import ExchangeRecord
-from ember.store.registry import Storage
+from ember.store.registry import Storage, storage_for
 
 __all__ = [
     "MEMORY_PROPOSE",
@@ -171,7 +171,7 @@ class ShadowLibrary:
         self.settings = settings
         self.upstream = upstream
         self._own_storage = storage is None
-        self.storage = storage or Storage(settings.home, vec=settings.memory_vector_index != "hnsw")
+        self.storage = storage or storage_for(settings)
         self.sessions = SessionRegistry()
         self.tasks = TaskSet()
         self.core = ShadowCore(

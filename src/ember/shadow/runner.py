@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ember.config import Settings
+from ember.errors import StorageUnavailable
 from ember.exchange import UpstreamClient, UrlFor
 from ember.memory.echo import provenance
 from ember.memory.models import NewMemory
@@ -367,6 +368,8 @@ class ShadowRunner:
         assert self.promote is not None
         try:
             linked = await self.promote(req.project, req.session_id, pairs)
+        except StorageUnavailable:  # the database said so itself, once
+            return
         except Exception:
             log.exception("promoting the shadow's facts of session %s failed", req.session_id)
             return

@@ -32,6 +32,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from ember.errors import StorageUnavailable
 from ember.exchange import TaskSet
 from ember.project import ProjectRef
 from ember.sessions import SessionRegistry
@@ -170,6 +171,8 @@ class ShadowService:
                 record = await self.runner.run(req)
             except asyncio.CancelledError:
                 raise
+            except StorageUnavailable:  # the database said so itself, once
+                return
             except Exception:
                 log.exception("shadow run of session %s failed", req.session_id)
                 return
@@ -182,6 +185,8 @@ class ShadowService:
         if self.after_run is not None and not req.abort.is_set():
             try:
                 await self.after_run(req, record)
+            except StorageUnavailable:  # the database said so itself, once
+                pass
             except Exception:
                 log.exception("the steward's run of session %s failed", req.session_id)
         if st.pending:
@@ -214,6 +219,8 @@ class ShadowService:
                 await self.runner.run(req)
             except asyncio.CancelledError:
                 raise
+            except StorageUnavailable:  # the database said so itself, once
+                pass
             except Exception:
                 log.exception("shadow run of the backlog of session %s failed", req.session_id)
 

@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ember.errors import StorageUnavailable
 from ember.exchange import UpstreamClient, UrlFor
 from ember.prices import PriceTable
 from ember.project import ProjectRef
@@ -353,6 +354,8 @@ class Steward:
                     runs.link_memory(conn, fact_id, memory_id, STEWARD_TABLES)
 
             await job.db.awrite(link, label="steward:promote")
+        except StorageUnavailable:  # the database said so itself, once
+            pass
         except Exception:
             log.exception("steward run %s: promoting its facts failed", run_id)
 

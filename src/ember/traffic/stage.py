@@ -27,7 +27,7 @@ from typing import Any
 
 from ember.bounded import Bounded
 from ember.config import Settings
-from ember.errors import StorageError
+from ember.errors import StorageError, StorageUnavailable
 from ember.exchange import Exchange, Outcome, Services, Stage
 from ember.memory.core import HierarchicalMemory
 from ember.memory.models import Evidence, NewMemory
@@ -107,6 +107,8 @@ class TrafficStage(Stage):
             # A WebSocket continuation carries only its new items; the transcript (and the
             # ids evidence names) count positions in the whole conversation.
             await self._learn(ex, outcome.conversation(ex), ex.project)
+        except StorageUnavailable:  # the database said so itself, once
+            pass
         except Exception:  # fail open: learning never touches the user's request
             log.warning("traffic learning skipped a request", exc_info=True)
 
@@ -179,6 +181,8 @@ class TrafficStage(Stage):
             await asyncio.to_thread(store.add_many, items)
             unsaved = []
             await asyncio.to_thread(_prune_recoveries, store)
+        except StorageUnavailable:  # the database said so itself, once; the lesson waits
+            return
         except Exception:
             log.warning("traffic learning could not save %d fact(s)", len(facts), exc_info=True)
             if unsaved:
@@ -187,6 +191,8 @@ class TrafficStage(Stage):
     async def _release(self, db: Database, keys: Sequence[str]) -> None:
         try:
             await db.awrite(lambda c: self.sightings.release(c, keys), label="traffic")
+        except StorageUnavailable:  # the database said so itself, once
+            pass
         except Exception:
             log.warning("traffic learning could not release %d fact(s)", len(keys), exc_info=True)
 

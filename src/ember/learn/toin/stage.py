@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ember.bounded import Bounded
+from ember.errors import StorageUnavailable
 from ember.exchange import Exchange, Outcome, Services, Stage
 from ember.learn.toin.keys import PatternKey, auth_mode, family
 from ember.learn.toin.patterns import Pattern
@@ -161,12 +162,16 @@ class ToinStage(Stage):
     async def on_request(self, ex: Exchange) -> None:
         try:
             self.observe_request(ex)
+        except StorageUnavailable:  # the database said so itself, once
+            pass
         except Exception:  # fail open: learning never costs a request
             log.exception("TOIN could not observe a request; it went on untouched")
 
     async def on_response(self, ex: Exchange, outcome: Outcome) -> None:
         try:
             self.observe_answer(ex, outcome)
+        except StorageUnavailable:  # the database said so itself, once
+            pass
         except Exception:
             log.exception("TOIN could not observe an answer")
 
