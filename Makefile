@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test faults lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ demo: $(STAMP_RUN)
 
 test: $(STAMP_DEV)
 	$(BIN)/python -m pytest
+
+# The fault-injection suite alone (also part of `make test`): see README, Reliability.
+faults: $(STAMP_DEV)
+	$(BIN)/python -m pytest -m fault
 
 lint: $(STAMP_DEV)
 	$(BIN)/ruff check src tests bench

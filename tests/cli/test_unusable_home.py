@@ -24,6 +24,8 @@ from ember.learn.logs.claude import project_slug
 from tests.cli import realistic
 from tests.cli.commands import Ran, clean_env, run, run_all
 
+pytestmark = pytest.mark.fault  # the fault-injection suite: `make faults`
+
 P = ("--project-id", realistic.PROJECT_ID)
 LOGS = ("--agent", "claude", "--path", "{logs}")
 

@@ -17,6 +17,8 @@ from ember.server import free_port
 from ember.testing import Emulator
 from tests.conftest import StackFactory
 
+pytestmark = pytest.mark.fault  # the fault-injection suite: `make faults`
+
 
 def ask(url: str) -> int:
     body = json.dumps(

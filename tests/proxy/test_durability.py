@@ -10,6 +10,8 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from ember.project import resolve_project
 from ember.server import BackgroundServer
 from ember.shaping.files import ShapingFiles
@@ -19,6 +21,8 @@ from ember.testing import Emulator
 from ember.testing.load import LoadPlan, run_agents
 from tests.conftest import StackFactory
 from tests.proxy.subprocess_proxy import proxy_process, stop
+
+pytestmark = pytest.mark.fault  # the fault-injection suite: `make faults`
 
 CWD = "/home/dev/durable-project"
 #: How long after its answer a row may still be uncommitted (see store/accounting.py): the

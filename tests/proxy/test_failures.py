@@ -19,6 +19,8 @@ from ember.store.accounting import exchanges
 from ember.testing import Reply
 from tests.conftest import Stack, StackFactory
 
+pytestmark = pytest.mark.fault  # the fault-injection suite: `make faults`
+
 MSG = {
     "model": "claude-sonnet-4-5",
     "max_tokens": 64,

@@ -17,6 +17,8 @@ from ember.errors import RequestTooLarge
 from ember.proxy.limits import MIB, read_body
 from tests.conftest import Stack, StackFactory
 
+pytestmark = pytest.mark.fault  # the fault-injection suite: `make faults`
+
 MSG = {
     "model": "claude-sonnet-4-5",
     "max_tokens": 64,

@@ -20,6 +20,8 @@ from ember.store.accounting import exchanges
 from ember.testing import Reply
 from tests.conftest import Stack, StackFactory
 
+pytestmark = pytest.mark.fault  # the fault-injection suite: `make faults`
+
 CHAT: Any = {"model": "gpt-5", "messages": [{"role": "user", "content": "hi"}]}
 MSG: Any = {
     "model": "claude-sonnet-4-5",

@@ -25,6 +25,8 @@ import pytest
 from ember.proxy.limits import BodyTimedOut, BodyTiming, read_body
 from tests.conftest import Stack, StackFactory
 
+pytestmark = pytest.mark.fault  # the fault-injection suite: `make faults`
+
 #: Slack on top of a timeout before a test calls the connection held: a loaded 2-core machine
 #: may run a timer late, never early.
 SLACK = 8.0

@@ -21,6 +21,8 @@ from ember.store.registry import read_problems
 from ember.testing.agent import TOOLS, system_prompt
 from tests.conftest import Stack, StackFactory
 
+pytestmark = pytest.mark.fault  # the fault-injection suite: `make faults`
+
 CWD = "/home/dev/fragile-project"
 
 

@@ -20,6 +20,8 @@ from ember.store.accounting import exchanges, session_totals
 from ember.testing import Reply
 from tests.conftest import Stack
 
+pytestmark = pytest.mark.fault  # the fault-injection suite: `make faults`
+
 CLAUDE = "claude-sonnet-4-5"
 MSG: Any = {"model": CLAUDE, "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
 CHAT: Any = {"model": "gpt-5", "messages": [{"role": "user", "content": "hi"}]}

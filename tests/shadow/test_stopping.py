@@ -29,6 +29,8 @@ from tests.conftest import StackFactory
 from tests.proxy.subprocess_proxy import proxy_process, stop
 from tests.shadow.test_e2e import FACT, ask, db_path, rows, wait_for
 
+pytestmark = pytest.mark.fault  # the fault-injection suite: `make faults`
+
 SESSION = "5a5a5a5a-0000-4000-8000-000000000001"
 OTHER = "5b5b5b5b-0000-4000-8000-000000000002"
 #: Shipped timing but for what a test cannot wait for; memory off keeps the embedder out of it.

@@ -27,6 +27,8 @@ from ember.store.driver import Opened, connect
 from ember.store.hold import HoldLimit
 from ember.store.schema import PROJECT
 
+pytestmark = pytest.mark.fault  # the fault-injection suite: `make faults`
+
 WAIT = 10.0
 
 

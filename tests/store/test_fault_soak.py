@@ -31,6 +31,8 @@ from ember.testing.load import LoadPlan, LoadResult, run_agents
 from tests.conftest import Stack, StackFactory
 from tests.store.test_database import Disk, until
 
+pytestmark = pytest.mark.fault  # the fault-injection suite: `make faults`
+
 CWD = "/home/dev/bad-day-project"
 
 

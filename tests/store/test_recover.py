@@ -15,12 +15,16 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ember.protocols.base import Usage
 from ember.store.accounting import ExchangeRecord
 from ember.store.driver import connect
 from ember.store.migrations import migrate
 from ember.store.recover import RecoveryReport, salvage
 from ember.store.schema import PROJECT
+
+pytestmark = pytest.mark.fault  # the fault-injection suite: `make faults`
 
 N = 3000
 PAGE = 4096

@@ -14,6 +14,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from ember.memory import HierarchicalMemory
 from ember.models import get_embedder
 from ember.project import resolve_project
@@ -23,6 +25,8 @@ from ember.testing import Emulator
 from ember.testing.load import LoadPlan, LoadResult, run_agents
 from tests.conftest import StackFactory
 from tests.proxy.subprocess_proxy import proxy_process, stop
+
+pytestmark = pytest.mark.fault  # the fault-injection suite: `make faults`
 
 CWD = "/home/dev/soak-project"
 FACTS = [
