@@ -26,10 +26,11 @@ from ember.exchange import Exchange, Services, Stage, Stopping, TaskSet
 from ember.protocols import ADAPTERS, ANTHROPIC, OPENAI_CHAT
 from ember.protocols.base import ProtocolAdapter
 from ember.proxy import limits
-from ember.proxy.flow import Delivered, ExchangeFlow
+from ember.proxy.delivery import Delivered
+from ember.proxy.flow import ExchangeFlow
 from ember.proxy.owned import relay_owned
 from ember.proxy.pipeline import Pipeline
-from ember.proxy.relay import Receive, Relayed, Send, relay, send_json
+from ember.proxy.relay import Receive, Send, relay, send_json
 from ember.proxy.upstream import Upstream, forward_headers
 from ember.proxy.websocket import serve as serve_websocket
 from ember.sessions import SessionRegistry
@@ -217,11 +218,11 @@ class ProxyApp:
         except BaseException:
             self.flow.abandon(ex)
             raise
-        self.flow.finish(ex, _delivered(relayed))
+        self.flow.finish(ex, relayed)
 
     async def _relay(
         self, ex: Exchange, headers: list[tuple[str, str]], receive: Receive, send: Send
-    ) -> Relayed:
+    ) -> Delivered:
         url = self._url(ex.adapter, ex.path, ex.query)
         if ex.owned_tools is not None:
             return await relay_owned(
@@ -244,16 +245,3 @@ class ProxyApp:
             body=ex.doc.to_bytes(),
             error_body=ex.adapter.error_body,
         )
-
-
-def _delivered(relayed: Relayed) -> Delivered:
-    return Delivered(
-        status=relayed.status,
-        kind=relayed.kind,
-        streamed=relayed.streamed,
-        chunks=relayed.chunks,
-        ttfb_ms=relayed.ttfb_ms,
-        error=relayed.error,
-        sent=relayed.sent,
-        hidden=relayed.hidden,
-    )

@@ -20,13 +20,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import Any, Literal
 
 from ember.config import Settings
-from ember.exchange import Exchange, HiddenRound, Outcome, OutcomeKind
+from ember.exchange import Exchange, Outcome
 from ember.protocols.assemble import assemble
 from ember.protocols.base import AssembledMessage, ProtocolAdapter
+from ember.proxy.delivery import Delivered
 from ember.proxy.intake import build_exchange
 from ember.proxy.pipeline import Pipeline
 from ember.proxy.reach import Reachability
@@ -34,29 +33,6 @@ from ember.proxy.verdict import judge
 from ember.sessions import SessionRegistry
 
 log = logging.getLogger(__name__)
-
-#: How the answer's bytes are framed: an HTTP body (SSE events when ``streamed``, else one
-#: JSON document), or one JSON event per chunk (Responses over WebSocket).
-Framing = Literal["http", "events"]
-
-
-@dataclass
-class Delivered:
-    """What a transport did with one exchange: how it ended, and the bytes both ways."""
-
-    status: int
-    kind: OutcomeKind
-    streamed: bool
-    chunks: list[bytes] = field(default_factory=list)
-    ttfb_ms: float | None = None
-    error: str | None = None
-    #: the exact body that went upstream for the answer the client got, as a request of its
-    #: own (a WebSocket continuation: the HTTP equivalent holding the whole history)
-    sent: bytes = b""
-    #: ``sent`` parsed, when it is not ``Exchange.body`` (a WebSocket continuation)
-    sent_value: Any = None
-    hidden: list[HiddenRound] = field(default_factory=list)
-    framing: Framing = "http"
 
 
 class ExchangeFlow:

@@ -25,10 +25,10 @@ from ember.protocols.assemble import assemble
 from ember.protocols.base import AssembledMessage, ProtocolAdapter
 from ember.protocols.jsonedit import JsonDoc
 from ember.protocols.tooling import TOOLING, ToolOutcome, parse_arguments
+from ember.proxy.delivery import Delivered
 from ember.proxy.relay import (
     STREAM_ERRORS,
     Receive,
-    Relayed,
     Send,
     answer_cut,
     open_upstream,
@@ -87,12 +87,12 @@ async def relay_owned(
     headers: list[tuple[str, str]],
     doc: JsonDoc,
     tools: OwnedTools,
-) -> Relayed:
+) -> Delivered:
     started = time.perf_counter()
     ops = TOOLING[adapter.name]
     owned = {s.name for s in tools.specs}
 
-    async def work(send: Send, result: Relayed) -> None:
+    async def work(send: Send, result: Delivered) -> None:
         current = doc
         for round_no in range(MAX_ROUNDS + 1):
             if round_no == MAX_ROUNDS:
@@ -126,11 +126,11 @@ async def relay_owned(
     return await watched(receive, send, work)
 
 
-def _add_hidden_usage(result: Relayed, answer: AssembledMessage) -> None:
+def _add_hidden_usage(result: Delivered, answer: AssembledMessage) -> None:
     result.hidden.append(HiddenRound(answer.model, answer.usage))
 
 
-async def _finish(send: Send, buf: _Buffered, result: Relayed) -> None:
+async def _finish(send: Send, buf: _Buffered, result: Delivered) -> None:
     result.status = buf.status
     result.streamed = buf.streamed
     result.chunks = buf.chunks

@@ -18,13 +18,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
 from ember.errors import UpstreamError, UpstreamTimeout
-from ember.exchange import HiddenRound, OutcomeKind
+from ember.proxy.delivery import Delivered
 from ember.proxy.upstream import Upstream, response_headers
 
 log = logging.getLogger(__name__)
@@ -35,28 +34,6 @@ ErrorBody = Callable[[int, str], bytes]
 
 _JSON = [(b"content-type", b"application/json")]
 STREAM_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)
-
-
-@dataclass
-class Relayed:
-    status: int
-    kind: OutcomeKind
-    streamed: bool
-    chunks: list[bytes] = field(default_factory=list)
-    ttfb_ms: float | None = None
-    error: str | None = None
-    #: rounds the client never saw (ember-owned tool calls), billed all the same
-    hidden: list[HiddenRound] = field(default_factory=list)
-    #: the exact body sent for the answer that reached the client (the last round)
-    sent: bytes = b""
-
-    @property
-    def hidden_rounds(self) -> int:
-        return len(self.hidden)
-
-    @property
-    def body(self) -> bytes:
-        return b"".join(self.chunks)
 
 
 async def send_json(send: Send, status: int, body: bytes, *, close: bool = False) -> None:
@@ -92,15 +69,15 @@ class _DisconnectWatch:
             self._watch.cancel()
 
 
-Work = Callable[[Send, "Relayed"], Awaitable[None]]
+Work = Callable[[Send, Delivered], Awaitable[None]]
 
 
-async def watched(receive: Receive, send: Send, work: Work) -> Relayed:
+async def watched(receive: Receive, send: Send, work: Work) -> Delivered:
     """Run ``work`` (which answers the client through the ``send`` it is given) under a
     disconnect watch: a client that goes away cancels the work and the outcome is
     ``cancelled``."""
     watch = _DisconnectWatch(receive)
-    result = Relayed(status=0, kind="ok", streamed=False)
+    result = Delivered(status=0, kind="ok", streamed=False)
 
     async def guarded_send(message: dict[str, Any]) -> None:
         # Once the last body message is on its way the answer is complete: the disconnect
@@ -134,11 +111,11 @@ async def relay(
     headers: list[tuple[str, str]],
     body: bytes,
     error_body: ErrorBody,
-) -> Relayed:
+) -> Delivered:
     """Forward one request and pass the answer through as it arrives."""
     started = time.perf_counter()
 
-    async def work(send: Send, result: Relayed) -> None:
+    async def work(send: Send, result: Delivered) -> None:
         result.sent = body
         resp = await open_upstream(upstream, send, method, url, headers, body, error_body, result)
         if resp is None:
@@ -165,7 +142,7 @@ async def open_upstream(
     headers: list[tuple[str, str]],
     body: bytes,
     error_body: ErrorBody,
-    result: Relayed,
+    result: Delivered,
 ) -> aiohttp.ClientResponse | None:
     """The upstream response, or None after answering the client with a 502/504."""
     try:
@@ -180,7 +157,7 @@ async def open_upstream(
 
 
 async def _whole(
-    resp: aiohttp.ClientResponse, send: Send, result: Relayed, error_body: ErrorBody
+    resp: aiohttp.ClientResponse, send: Send, result: Delivered, error_body: ErrorBody
 ) -> None:
     try:
         data = await resp.read()
@@ -201,7 +178,7 @@ CUT_MESSAGE = "ember: the provider's answer was cut before it was complete"
 
 
 async def answer_cut(
-    send: Send, result: Relayed, error_body: ErrorBody, exc: BaseException
+    send: Send, result: Delivered, error_body: ErrorBody, exc: BaseException
 ) -> None:
     """A JSON (non-streamed) answer the provider cut mid-body: nothing of it reached the
     client yet, so the client gets a 502 in its protocol's error shape saying so; the outcome
@@ -212,7 +189,7 @@ async def answer_cut(
     await send_json(send, 502, error_body(502, CUT_MESSAGE))
 
 
-async def _stream(resp: aiohttp.ClientResponse, send: Send, result: Relayed) -> None:
+async def _stream(resp: aiohttp.ClientResponse, send: Send, result: Delivered) -> None:
     headers = response_headers(resp.headers.items())
     await send({"type": "http.response.start", "status": resp.status, "headers": headers})
     try:

@@ -55,7 +55,8 @@ from ember.protocols.responses_ws import (
     standalone_body,
 )
 from ember.proxy import limits
-from ember.proxy.flow import Delivered, ExchangeFlow
+from ember.proxy.delivery import Delivered
+from ember.proxy.flow import ExchangeFlow
 from ember.proxy.relay import Receive, Send
 
 if TYPE_CHECKING:
