@@ -49,6 +49,7 @@ from ember.memory import HierarchicalMemory
 from ember.memory.stage import MemoryStage
 from ember.models import Embedder, get_embedder
 from ember.project import resolve_project
+from ember.proxy.app import ProxyApp
 from ember.server import BackgroundServer
 from ember.store.driver import connect
 from ember.store.registry import Storage
@@ -164,6 +165,22 @@ def every_ask(lines: Sequence[Line], session_id: str) -> list[dict[str, Any]]:
     ]
 
 
+def memory_counts(app: ProxyApp) -> str:
+    """How the memory stage fared: asks turned away with every search slot busy (they went on
+    without memories), and query vectors computed against reused (the load's agents ask the
+    same six asks: far more reuse than real sessions get)."""
+    stage = next((s for s in app.pipeline.stages if isinstance(s, MemoryStage)), None)
+    if stage is None:
+        return "memory off"
+    store = stage.router.open_store(resolve_project({}, None, f"Working directory: {CWD}"))
+    queries = store.query_vectors if store is not None else None
+    reused = "?" if queries is None else f"{queries.computed} computed, {queries.reused} reused"
+    return (
+        f"{stage.gate.turned_away} asks went without memories (all search slots busy); "
+        f"query vectors {reused}"
+    )
+
+
 def shadow_counts(db: Path) -> str:
     """Shadow runs by status, proposals (valid / all) and the memories they became."""
     conn = connect(db, readonly=True).conn
@@ -242,6 +259,7 @@ def main() -> None:
                 )
         for name, (app, _, db, _) in proxies.items():
             stats[name] = app.storage.database(db).stats.summary()
+            print(f"{name}: {memory_counts(app)}")
     # The proxies have stopped (reading what was unread): the files as they were left.
     for name, (_, _, db, expected) in proxies.items():
         ok, rows, own = check(db)

@@ -104,6 +104,11 @@ class Settings(BaseModel):
     memory_time_aware: bool = True
     #: Project stores kept open by the router (least recently used are closed first).
     memory_open_stores: int = Field(default=16, ge=1, le=256)
+    #: New asks searched at once (each embeds its query: ~30-60 ms of CPU); an ask that
+    #: finds them all busy goes on without memories at once instead of queueing behind other
+    #: agents' asks (the log says how often). Under overload memory gives way, never the
+    #: forwarding of requests. 0: one per CPU core.
+    memory_concurrent_asks: int = Field(default=0, ge=0, le=64)
 
     # -- upstream connections (issue #7; the failures they prevent: ember/proxy/connector.py) --
     #: Connections to the providers at most, in all and per host. Each stream holds one for its

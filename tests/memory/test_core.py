@@ -208,6 +208,7 @@ def test_search_counts_access_for_the_export_ranking(store: HierarchicalMemory) 
     m = store.add("The linter is ruff")
     store.search("which linter")
     store.search("which linter", touch=False)
+    store.flush(10)  # access counts are written in the background: no ask waits for them
     got = store.get(m.id)
     assert got is not None and got.access_count == 1
 

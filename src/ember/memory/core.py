@@ -46,7 +46,7 @@ from ember.memory.retrieval.rank import Fusion, Ranking
 from ember.memory.saving import SaveResult, store_graph
 from ember.memory.store import rows
 from ember.memory.upkeep import Upkeep
-from ember.memory.vectors import EmbedderSlot, EmbedderSource, cosine_zero, embed
+from ember.memory.vectors import EmbedderSlot, EmbedderSource, QueryVectors, cosine_zero, embed
 from ember.memory.vindex import IndexSlot
 from ember.store.database import Database
 from ember.store.driver import Connection, errors
@@ -97,7 +97,7 @@ class HierarchicalMemory:
         self._embedder = EmbedderSlot(embedder)
         self._vectors = IndexSlot(self._db, use_vec, self._transact, self._embedder, self._lock)
         self._upkeep = Upkeep(self._fts, self._vectors, bubble_threshold, clock)
-        self._finder = Finder(self._query, self._fts, self._embedder, self._vectors)
+        self._finder = Finder(self._snapshot_read, self._fts, self._embedder, self._vectors)
 
     def _check_vec(self, choice: IndexChoice) -> bool:
         """Whether sqlite-vec is the index. ``sqlite-vec`` fails when the extension cannot
@@ -135,6 +135,11 @@ class HierarchicalMemory:
     def embedder_ready(self) -> bool:
         """Whether the embedder answers now (its source is asked again if it had not)."""
         return self._embedder.get() is not None
+
+    @property
+    def query_vectors(self) -> QueryVectors:
+        """The query vectors this store computed and reused (``bench/storage_soak.py``)."""
+        return self._finder.queries
 
     @property
     def index_name(self) -> str | None:
@@ -181,6 +186,17 @@ class HierarchicalMemory:
             raise MemoryStoreError(f"memory store {self.path} is closed")
         try:
             self._check_external()
+            return self._db.read(fn)
+        except _STORE_ERRORS as exc:
+            raise MemoryStoreError(f"memory read failed in {self.path}: {exc}") from exc
+
+    def _snapshot_read(self, fn: Callable[[Connection], T]) -> T:
+        """``_query`` without its look for other writers: a search looks once, at its start,
+        for all of its reads (each look is a ``PRAGMA data_version``; three per search were
+        4% of a loaded proxy's samples)."""
+        if self._closed:
+            raise MemoryStoreError(f"memory store {self.path} is closed")
+        try:
             return self._db.read(fn)
         except _STORE_ERRORS as exc:
             raise MemoryStoreError(f"memory read failed in {self.path}: {exc}") from exc
@@ -428,6 +444,10 @@ class HierarchicalMemory:
         if q.is_empty or top_k <= 0:
             return []
         now = self._clock() if now is None else now
+        try:
+            self._check_external()  # once, for every read of this search
+        except _STORE_ERRORS as exc:
+            raise MemoryStoreError(f"memory read failed in {self.path}: {exc}") from exc
         hits = self._finder.find(
             q,
             top_k=top_k,
@@ -447,6 +467,10 @@ class HierarchicalMemory:
         base = base if self._time_aware else dataclasses.replace(base, time_weight=0.0)
         return base if fusion is None else dataclasses.replace(base, fusion=fusion)
 
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every write queued so far (access counts of searches) is committed."""
+        return self._db.flush(timeout)
+
     def _touch(self, hits: Sequence[MemoryHit]) -> None:
         ids = [h.memory.id for h in hits]
         now = self._clock()
@@ -459,12 +483,17 @@ class HierarchicalMemory:
             ]
             rows.touch(conn, seqs, now)
 
-        # Access counts touch no index: batched with whatever else the writer has queued.
+        # Access counts touch no index, and no answer waits for them: queued with whatever
+        # else the writer has (a search that waited for its own commit doubled the writer's
+        # commits and held a thread per ask until the disk had it).
+        # The cached rows are dropped now, not on the writer's commit: a hook there would take
+        # this store's lock on the writer thread, which a write of this store can be waiting
+        # for under the same lock. A read in between may cache a row one access behind.
+        self._cache_discard(ids)
         try:
-            self._db.write(job, label="memory-touch")
+            self._db.submit(job, label="memory-touch")
         except _STORE_ERRORS as exc:
             raise MemoryStoreError(f"memory write failed in {self.path}: {exc}") from exc
-        self._cache_discard(ids)
 
     # -- embedding -----------------------------------------------------------------------------
 

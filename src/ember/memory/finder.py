@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from ember.memory import overlap
@@ -22,7 +22,7 @@ from ember.memory.models import MemoryFilter, MemoryHit
 from ember.memory.retrieval.query import EMBED_WINDOW_CHARS, MemoryQuery
 from ember.memory.retrieval.rank import Ranking
 from ember.memory.retrieval.timeframe import Window, ask_window
-from ember.memory.vectors import EmbedderSlot, embed_query
+from ember.memory.vectors import EmbedderSlot, QueryVectors, embed_query
 from ember.memory.vindex import IndexSlot
 from ember.store.driver import Connection
 
@@ -43,6 +43,7 @@ class Finder:
     fts: FtsIndex
     embedder: EmbedderSlot
     vectors: IndexSlot
+    queries: QueryVectors = field(default_factory=QueryVectors)
 
     def find(
         self,
@@ -113,9 +114,12 @@ class Finder:
         ranks by keywords alone, and says so in the log)."""
         embedder = self.embedder.get()
         text = q.to_embedding_input(EMBED_WINDOW_CHARS)
+        if embedder is not None and (known := self.queries.get(embedder.name, text)) is not None:
+            return known
         qvec = embed_query(embedder, [text]) if embedder is not None else None
-        if qvec is None:
+        if qvec is None or embedder is None:
             log.info("memory search by keywords only: no query vector (embedder not ready)")
             return None
         row: Vectors = qvec[0]
+        self.queries.put(embedder.name, text, row)
         return row

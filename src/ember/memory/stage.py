@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +31,7 @@ from ember.config import Settings
 from ember.errors import EmberError, StorageUnavailable
 from ember.exchange import Exchange, Stage
 from ember.memory.echo import not_echoed
+from ember.memory.gate import AskGate
 from ember.memory.ledger import InjectionLedger, LedgerEntry, message_digest
 from ember.memory.models import MemoryFilter, MemoryHit
 from ember.memory.retrieval.budget import InjectionBudget
@@ -78,6 +80,7 @@ class MemoryStage(Stage):
         self.budget = InjectionBudget(
             settings.memory_budget_tokens, settings.memory_max_items, settings.memory_min_score
         )
+        self.gate = AskGate(settings.memory_concurrent_asks or os.cpu_count() or 1)
 
     def _embedder_now(self) -> Embedder:
         """The embedder if it is loaded; starts loading it (in a thread) on first use.
@@ -177,12 +180,17 @@ class MemoryStage(Stage):
         ready = await asyncio.to_thread(lambda: store.embedder_ready)
         if not ready and not await self._wait_for_embedder():
             return None
-        hits = await asyncio.to_thread(
-            store.search,
-            query,
-            top_k=search_depth(self.budget.max_items, len(already)),
-            memory_filter=MemoryFilter(session_id=ex.session_id),
-        )
+        if not self.gate.enter():
+            return None  # every search slot is busy: this ask goes on without memories
+        try:
+            hits = await asyncio.to_thread(
+                store.search,
+                query,
+                top_k=search_depth(self.budget.max_items, len(already)),
+                memory_filter=MemoryFilter(session_id=ex.session_id),
+            )
+        finally:
+            self.gate.leave()
         fresh = not_echoed(
             not_yet_injected(hits, already), ex.session_id, lambda: said(adapter, body)
         )
