@@ -181,7 +181,9 @@ class MemoryStage(Stage):
         if not ready and not await self._wait_for_embedder():
             return None
         if not self.gate.enter():
-            return None  # every search slot is busy: this ask goes on without memories
+            # Every search slot is busy: this ask goes on without memories, and the ledger says
+            # so (nothing injected here), so the session's later requests replay it the same.
+            return LedgerEntry(ask, digest, "")
         try:
             hits = await asyncio.to_thread(
                 store.search,
