@@ -518,9 +518,9 @@ LOG_DIRS = {
 KEY = "sk-test"
 #: A path no log may hold after scrubbing: the superuser's home (not ``<root>``/``</root>``,
 #: Codex's workspace-roots element), the temp dir, and a path below ``/agent-root``: Codex
-#: calls its agents ``/root``, ``/root/task1``, ``/root/task1/task_3`` (scrubbed to
-#: ``/agent-root/...``), so anything else below ``/agent-root`` is a path of the recording
-#: machine that the agent-path rule hid.
+#: names its main agent ``/root`` and the others by paths below it (``task1``,
+#: ``task1/task_3``; scrubbed to ``/agent-root/...``), so anything else below ``/agent-root``
+#: is a path of the recording machine that the agent-path rule hid.
 _LEAKED_PATH = re.compile(r"(?<![<\w-])/(?:root|tmp)(?![\w-])|/agent-root(?:/task\w*)*/(?!task)")
 
 
