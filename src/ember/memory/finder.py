@@ -19,7 +19,7 @@ from ember.memory import search as stages
 from ember.memory.index.base import Vectors
 from ember.memory.index.fts import FtsIndex
 from ember.memory.models import MemoryFilter, MemoryHit
-from ember.memory.retrieval.query import EMBED_WINDOW_CHARS, MemoryQuery
+from ember.memory.retrieval.query import MemoryQuery
 from ember.memory.retrieval.rank import Ranking
 from ember.memory.retrieval.timeframe import Window, ask_window
 from ember.memory.vectors import EmbedderSlot, QueryVectors, embed_query
@@ -113,7 +113,7 @@ class Finder:
         """The ask's vector, or None while the embedder is loading or failed (then the search
         ranks by keywords alone, and says so in the log)."""
         embedder = self.embedder.get()
-        text = q.to_embedding_input(EMBED_WINDOW_CHARS)
+        text = q.vector_input()
         if embedder is not None and (known := self.queries.get(embedder.name, text)) is not None:
             return known
         qvec = embed_query(embedder, [text]) if embedder is not None else None

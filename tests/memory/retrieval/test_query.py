@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ember.memory import MemoryQuery
+from ember.memory.retrieval.query import EMBED_WINDOW_CHARS, SHORT_ASK_WINDOW_CHARS
 
 
 def test_embedding_input_puts_assistant_turns_then_tools_then_user_last() -> None:
@@ -47,3 +48,29 @@ def test_within_the_encoders_window_the_ask_is_always_embedded() -> None:
 def test_an_ask_longer_than_the_window_keeps_its_end() -> None:
     q = MemoryQuery("reminder " * 100 + "so: which database?")
     assert q.to_embedding_input(window_chars=50).endswith("so: which database?")
+
+
+def test_an_ask_that_names_its_subject_is_embedded_alone() -> None:
+    """The query vector of an ask with content is the ask's own: 15 word pieces, not the
+    225 of the ask inside 1,000 characters of tool output (what memory cost per request)."""
+    q = MemoryQuery.build(
+        "which database does staging use?", ["x" * 5000 + " tail"], ["assistant said " * 100]
+    )
+    assert q.vector_input() == "which database does staging use?"
+    assert "tail" in " ".join(q.lexical_texts())  # the context still reaches the keywords
+
+
+def test_an_ask_too_short_to_say_what_it_is_about_borrows_the_newest_context() -> None:
+    q = MemoryQuery.build("yes, do it", ["$ fly deploy --app billing"], ["Deploy to fly.io?"])
+    text = q.vector_input()
+    assert text.endswith("yes, do it")
+    assert "fly deploy --app billing" in text
+    assert len(text) <= SHORT_ASK_WINDOW_CHARS
+    long_context = MemoryQuery.build("go on", ["y" * 5000])
+    assert len(long_context.vector_input()) <= SHORT_ASK_WINDOW_CHARS
+
+
+def test_a_long_ask_keeps_its_end_within_the_window() -> None:
+    q = MemoryQuery("reminder " * 300 + "so: which database?")
+    assert q.vector_input().endswith("so: which database?")
+    assert len(q.vector_input()) <= EMBED_WINDOW_CHARS

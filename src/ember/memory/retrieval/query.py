@@ -5,8 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ember.memory.retrieval.lexical import content_terms
+
 #: What the query encoder reads: 256 word pieces are about 1,000 characters of English or code.
 EMBED_WINDOW_CHARS = 1000
+#: An ask holding this many content terms says what it is about: its vector is its own.
+ASK_ALONE_TERMS = 2
+#: A shorter ask ("yes, do that") is embedded with the newest context, this much in all
+#: (about 50 word pieces).
+SHORT_ASK_WINDOW_CHARS = 240
 #: How much recent context joins the user's text by default.
 TOOL_OUTPUTS = 3
 ASSISTANT_TURNS = 2
@@ -70,6 +77,24 @@ class MemoryQuery:
             kept.append(piece)
             room -= len(piece) + 2
         return "\n\n".join([*reversed(kept), user] if user else list(reversed(kept)))
+
+    def vector_input(self) -> str:
+        """What the query vector is computed from: the ask alone when it holds
+        ``ASK_ALONE_TERMS`` content terms (its tail, within the encoder's window); a shorter
+        ask with the newest context, ``SHORT_ASK_WINDOW_CHARS`` in all.
+
+        The encoder's cost is linear in word pieces (~0.35 ms of CPU each on a 2-core
+        machine): an ask of 15 pieces embedded inside 1,000 characters of tool output and
+        assistant turns cost 225 pieces, 60-75 ms, most of what memory added to a request. The
+        ask alone is also what ``bench/memory_quality.py`` measures and what ``ember memory
+        search`` embeds; the context still reaches the search through its keyword side
+        (``lexical_texts``). Only an ask too short to say what it is about ("go on", "fix
+        it") borrows the context's words, as before.
+        """
+        user = self.user_text.strip()
+        if content_terms(user) >= ASK_ALONE_TERMS:
+            return user[-EMBED_WINDOW_CHARS:]
+        return self.to_embedding_input(SHORT_ASK_WINDOW_CHARS)
 
     def lexical_texts(self) -> tuple[str, ...]:
         """Texts for keyword search, most important first: the user's words, then the newest
