@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from ember.memory.index.base import VectorIndex, Vectors, put_vectors
 from ember.memory.index.hnsw import HnswIndex
+from ember.memory.index.matrix import MatrixSearch
 from ember.memory.index.sqlite_vec import SqliteVecIndex
 from ember.memory.store import rows
 from ember.memory.vectors import EmbedderSlot, embed
@@ -99,13 +100,15 @@ class IndexSlot:
             self._reset(key)
 
     def _new_index(self, dim: int) -> VectorIndex:
+        """The index, its searches of a small store answered from memory (``MatrixSearch``)."""
         if self._use_vec:
             vec = SqliteVecIndex(dim)
             self._db.write(vec.ensure, label="memory_vec")
-            return vec
-        return HnswIndex(
+            return MatrixSearch(vec, dim)
+        hnsw = HnswIndex(
             self._db.read, dim, Path(self._db.path).with_name("memory.hnsw"), _generation
         )
+        return MatrixSearch(hnsw, dim)
 
     def _reset(self, key: str) -> None:
         """Vectors on file came from another embedder: drop them all (to be re-embedded)."""
@@ -170,8 +173,9 @@ class IndexSlot:
 
     def external_change(self) -> None:
         """Another connection wrote: an index held outside SQLite must catch up."""
-        if isinstance(self._index, HnswIndex):
-            self._index.sync()
+        inner = self._index.inner if isinstance(self._index, MatrixSearch) else self._index
+        if isinstance(inner, HnswIndex):
+            inner.sync()
 
     def close(self) -> None:
         if self._index is not None:

@@ -23,26 +23,35 @@ _SELECT = f"SELECT seq, {_COLUMNS} FROM memories"
 
 
 def to_memory(row: Any) -> Memory:
+    """A ``Memory`` from a row of ``_SELECT`` (``seq`` first, then ``_COLUMNS`` in order).
+
+    Read by position, not by name: a search loads ~80 rows, and looking each of 19 columns up
+    by name was a fifth of a search's time at 1,000 memories."""
+    (
+        _seq, id_, content, content_hash, user_id, session_id, agent_id, turn_id, category,
+        importance, created_at, valid_from, valid_until, supersedes, superseded_by,
+        promoted_from, chain, metadata, access_count, last_accessed,
+    ) = row  # fmt: skip
     return Memory(
-        id=row["id"],
-        content=row["content"],
-        content_hash=row["content_hash"],
-        user_id=row["user_id"],
-        session_id=row["session_id"],
-        agent_id=row["agent_id"],
-        turn_id=row["turn_id"],
-        category=row["category"],
-        importance=row["importance"],
-        created_at=row["created_at"],
-        valid_from=row["valid_from"],
-        valid_until=row["valid_until"],
-        supersedes=row["supersedes"],
-        superseded_by=row["superseded_by"],
-        promoted_from=row["promoted_from"],
-        promotion_chain=tuple(orjson.loads(row["promotion_chain"])),
-        metadata=orjson.loads(row["metadata"]),
-        access_count=row["access_count"],
-        last_accessed=row["last_accessed"],
+        id=id_,
+        content=content,
+        content_hash=content_hash,
+        user_id=user_id,
+        session_id=session_id,
+        agent_id=agent_id,
+        turn_id=turn_id,
+        category=category,
+        importance=importance,
+        created_at=created_at,
+        valid_from=valid_from,
+        valid_until=valid_until,
+        supersedes=supersedes,
+        superseded_by=superseded_by,
+        promoted_from=promoted_from,
+        promotion_chain=tuple(orjson.loads(chain)),
+        metadata=orjson.loads(metadata),
+        access_count=access_count,
+        last_accessed=last_accessed,
     )
 
 
@@ -104,7 +113,7 @@ def by_seqs(conn: Connection, seqs: Sequence[int]) -> dict[int, Memory]:
         chunk = seqs[start : start + 500]
         marks = ",".join("?" * len(chunk))
         for row in conn.execute(f"{_SELECT} WHERE seq IN ({marks})", tuple(chunk)):
-            out[row["seq"]] = to_memory(row)
+            out[row[0]] = to_memory(row)
     return out
 
 

@@ -94,4 +94,26 @@ MEMORY: tuple[Migration, ...] = (
             WHERE category = 'turn' AND valid_until IS NULL;
         """,
     ),
+    Migration(
+        "memory_0003_vector_changes",
+        """
+        -- A number that moves with every change of memory_vectors, read in a search's own
+        -- snapshot: a process keeping the vectors in memory (index/matrix.py) knows when
+        -- its copy is stale without comparing rows. Other tables' commits (accounting, one
+        -- per request) leave it alone, where PRAGMA data_version moves with every one.
+        INSERT OR IGNORE INTO memory_meta VALUES ('vector_changes', '0');
+        CREATE TRIGGER memory_vectors_added AFTER INSERT ON memory_vectors BEGIN
+            UPDATE memory_meta SET value = CAST(value AS INTEGER) + 1
+            WHERE key = 'vector_changes';
+        END;
+        CREATE TRIGGER memory_vectors_changed AFTER UPDATE ON memory_vectors BEGIN
+            UPDATE memory_meta SET value = CAST(value AS INTEGER) + 1
+            WHERE key = 'vector_changes';
+        END;
+        CREATE TRIGGER memory_vectors_removed AFTER DELETE ON memory_vectors BEGIN
+            UPDATE memory_meta SET value = CAST(value AS INTEGER) + 1
+            WHERE key = 'vector_changes';
+        END;
+        """,
+    ),
 )
