@@ -1,0 +1,174 @@
+"""What one new ask that retrieves costs: memory on vs memory off and direct, as processes.
+
+A project holds ``--facts`` short memories (real vectors of the shipped model). The provider
+emulator (``ember dev upstream``), a proxy with memory off and a proxy as shipped each run as
+their own process; this process sends ``--asks`` requests to each, one at a time and
+interleaved ask by ask (direct, off, on, the order rotating), so drift of a shared 2-core host
+lands on all three alike. Every request is a new ask of a new conversation (a distinct question
+from ``memory_data.search_queries``), so the shipped proxy embeds it and searches the project:
+the case issue #20 bounds at +5 ms p50 / +10 ms p99. Printed: latency p50 / p99 per target, the
+added cost over memory off and over direct (difference of percentiles and the median of the
+per-ask pairs), each proxy's CPU time per request (from /proc), and how many asks had memories
+injected (the proxy's ledger).
+
+    python bench/memory_ask.py [--facts 1000] [--asks 300]
+
+Loopback only; every loop is bounded by ``--asks``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+import orjson
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import EMBER, process, proxy_cmd, wait_healthy
+from ember.memory import HierarchicalMemory, NewMemory
+from ember.models import get_embedder
+from ember.project import resolve_project
+from ember.server import free_port
+from ember.store.driver import connect
+from memory_data import search_queries, short_memories
+
+CWD = "/home/bench/ask-project"
+SYSTEM = "You are a coding agent. Answer briefly."
+TARGETS = ("direct", "memory off", "memory on")
+
+
+def seed(home: Path, facts: int) -> Path:
+    """``home`` with the project's ``facts`` memories stored; returns its database."""
+    ref = resolve_project({"x-ember-cwd": CWD})
+    assert ref is not None
+    db = ref.db_path(home)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with HierarchicalMemory(db, get_embedder()) as mem:
+        mem.add_many([NewMemory(t, importance=0.7) for t in short_memories(facts)])
+    return db
+
+
+def body(ask: str) -> bytes:
+    return orjson.dumps(
+        {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 64,
+            "system": SYSTEM,
+            "messages": [{"role": "user", "content": ask}],
+        }
+    )
+
+
+async def one(s: aiohttp.ClientSession, url: str, data: bytes) -> float:
+    headers = {"content-type": "application/json", "x-api-key": "sk-bench-not-real",
+               "anthropic-version": "2023-06-01", "x-ember-cwd": CWD}  # fmt: skip
+    t = time.perf_counter()
+    async with s.post(url + "/v1/messages", data=data, headers=headers) as r:
+        await r.read()
+        if r.status != 200:
+            raise RuntimeError(f"{url} answered {r.status}")
+    return time.perf_counter() - t
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def injected(db: Path) -> tuple[int, int]:
+    """Asks recorded in the ledger, and how many of them got a block."""
+    conn = connect(db, readonly=True).conn  # ember's one SQLite library, as everywhere
+    try:
+        row = conn.execute("SELECT COUNT(*), SUM(block != '') FROM memory_injections").fetchone()
+    finally:
+        conn.close()
+    return int(row[0] or 0), int(row[1] or 0)
+
+
+def pct(xs: list[float], p: float) -> float:
+    ordered = sorted(xs)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] * 1000
+
+
+async def measure(urls: dict[str, str], asks: list[str], pids: dict[str, int]) -> dict:
+    times: dict[str, list[float]] = {t: [] for t in TARGETS}
+    async with aiohttp.ClientSession() as s:
+        for i, ask in enumerate(asks[:30]):  # warm-up: connections, the model's first load
+            for t in TARGETS:
+                await one(s, urls[t], body(f"warm-up {i}: {ask}"))
+        await asyncio.sleep(2.0)
+        cpu = {t: cpu_seconds(p) for t, p in pids.items()}
+        for i, ask in enumerate(asks[30:]):
+            order = TARGETS[i % 3 :] + TARGETS[: i % 3]
+            for t in order:
+                times[t].append(await one(s, urls[t], body(ask)))
+        cpu = {t: cpu_seconds(p) - cpu[t] for t, p in pids.items()}
+    return {"times": times, "cpu": cpu}
+
+
+def report(res: dict, args: argparse.Namespace, ledger: tuple[int, int]) -> None:
+    times, cpu = res["times"], res["cpu"]
+    n = len(times["direct"])
+    print(f"\none new ask per request, {n} asks per target, {args.facts} memories in the project, "
+          f"separate processes, loopback, {os.cpu_count()} cores\n")  # fmt: skip
+    print(f"{'target':12} {'p50 ms':>8} {'p99 ms':>8} {'cpu ms/req':>11}")
+    for t in TARGETS:
+        c = f"{cpu[t] / n * 1000:11.2f}" if t in cpu else f"{'-':>11}"
+        print(f"{t:12} {pct(times[t], 50):8.2f} {pct(times[t], 99):8.2f} {c}")
+    print()
+    for a, b in (("memory on", "memory off"), ("memory on", "direct"), ("memory off", "direct")):
+        pairs = [x - y for x, y in zip(times[a], times[b], strict=True)]
+        print(f"{a} - {b}: added p50 {pct(times[a], 50) - pct(times[b], 50):+.2f} ms, "
+              f"p99 {pct(times[a], 99) - pct(times[b], 99):+.2f} ms; paired median "
+              f"{statistics.median(pairs) * 1000:+.2f} ms")  # fmt: skip
+    asked, with_block = ledger
+    print(f"\nmemory on: {asked} asks in the ledger, {with_block} with memories injected")
+    print("targets (issue #20): one new retrieving ask adds <= 5 ms p50, <= 10 ms p99")
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    base = Path(tempfile.mkdtemp(prefix="ember-ask-"))
+    try:
+        homes = {t: base / t.replace(" ", "-") for t in TARGETS[1:]}
+        db = seed(homes["memory on"], args.facts)
+        homes["memory off"].mkdir()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+        ports = {t: free_port() for t in TARGETS}
+        up = f"http://127.0.0.1:{ports['direct']}"
+        urls = {t: f"http://127.0.0.1:{p}" for t, p in ports.items()}
+        envs = {
+            "memory off": {**env, "EMBER_HOME": str(homes["memory off"]),
+                           "EMBER_MEMORY_MODE": "off"},
+            "memory on": {**env, "EMBER_HOME": str(homes["memory on"])},
+        }  # fmt: skip
+        with (
+            process([EMBER, "dev", "upstream", "--port", str(ports["direct"])], env),
+            process(proxy_cmd(ports["memory off"], up), envs["memory off"]) as off,
+            process(proxy_cmd(ports["memory on"], up), envs["memory on"]) as on,
+        ):
+            for url in urls.values():
+                await wait_healthy(url)
+            asks = search_queries(args.asks + 30)
+            res = await measure(urls, asks, {"memory off": off.pid, "memory on": on.pid})
+        report(res, args, injected(db))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--facts", type=int, default=1000)
+    ap.add_argument("--asks", type=int, default=300)
+    asyncio.run(main_async(ap.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
