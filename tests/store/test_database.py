@@ -388,6 +388,37 @@ def test_a_healthy_file_is_checked_and_checkpointed_while_written(tmp_path: Path
     assert not Path(str(db.path) + "-wal").exists()  # a clean close checkpoints as before
 
 
+def test_a_large_wal_that_stopped_growing_is_not_checked_after_every_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A WAL keeps its size after a checkpoint: checking "past the limit" instead of "grown
+    by the limit" ran a quick_check after every commit of a busy proxy (half its CPU)."""
+    monkeypatch.setattr(database_mod, "WAL_CHECK_BYTES", 64 * 1024)
+    checks: list[float] = []
+    real = Database._check_file
+
+    def counted(self: Database) -> None:
+        checks.append(time.monotonic())
+        real(self)
+
+    monkeypatch.setattr(Database, "_check_file", counted)
+    db = Database(tmp_path / "ember.db", PROJECT, check_seconds=3600)
+    try:
+        big = "x" * 8000
+        for i in range(40):  # ~330 KB of WAL: checks as it grows past each 64 KB
+            db.write(lambda c, i=i: c.execute(
+                "INSERT INTO memory_meta VALUES (?, ?)", (f"k{i}", big)))  # fmt: skip
+        grown = len(checks)
+        assert grown >= 2
+        for i in range(200):  # the same rows rewritten: the checkpointed WAL is reused
+            db.write(lambda c, i=i: c.execute(
+                "UPDATE memory_meta SET value = ? WHERE key = 'k0'", (str(i),)))  # fmt: skip
+        assert len(checks) - grown <= 2
+        assert db.health.ok
+    finally:
+        db.close()
+
+
 def test_held_writes_never_block_the_caller(owner: Database, disk: Disk) -> None:
     owner.write(row(0))
     disk.fill(owner)

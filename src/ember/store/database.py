@@ -138,6 +138,7 @@ class Database:
         self._checked_at = time.monotonic()
         self._unchecked = False  # writes committed since the last check
         self._check_now = False
+        self._wal_mark = 0  # the WAL's size at the last check (``_wal_grew``)
         self._guard: Connection | None = None
         self._readers: list[Connection] = []
         self._observer: Connection | None = None
@@ -513,8 +514,18 @@ class Database:
         self._retries = 0
         if not self._health.ok:
             self._recovered()
-        if _wal_bytes(self.path) >= WAL_CHECK_BYTES:
+        if self._wal_grew():
             self._check_now = True
+
+    def _wal_grew(self) -> bool:
+        """Whether the WAL grew by ``WAL_CHECK_BYTES`` since the last check.
+
+        Growth, not size: a WAL file keeps its size after a checkpoint (its frames are then
+        rewritten from the start), so "is it past 16 MB" stayed true for good once it was, and
+        a ``quick_check`` ran after every commit — half of a busy proxy's CPU (py-spy)."""
+        size = _wal_bytes(self.path)
+        self._wal_mark = min(self._wal_mark, size)  # truncated since
+        return size - self._wal_mark >= WAL_CHECK_BYTES
 
     def _wake_in(self, idle_since: float) -> float:
         """How long the writer may sleep: until it is idle long enough to close, or until
@@ -545,6 +556,7 @@ class Database:
         finally:
             self._checked_at = time.monotonic()
             self._check_now = False
+            self._wal_mark = _wal_bytes(self.path)
         self._unchecked = False
         return None
 
