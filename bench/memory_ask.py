@@ -4,8 +4,9 @@ A project holds ``--facts`` short memories (real vectors of the shipped model). 
 emulator (``ember dev upstream``), a proxy with memory off and a proxy as shipped each run as
 their own process; this process sends ``--asks`` requests to each, one at a time and
 interleaved ask by ask (direct, off, on, the order rotating), so drift of a shared 2-core host
-lands on all three alike. Every request is a new ask of a new conversation (a distinct question
-from ``memory_data.search_queries``), so the shipped proxy embeds it and searches the project:
+lands on all three alike. Every request is a new ask of a new conversation (a question from
+``memory_data.search_queries``, numbered so that no text repeats), so the shipped proxy embeds
+it and searches the project:
 the case issue #20 bounds at +5 ms p50 / +10 ms p99. Printed: latency p50 / p99 per target, the
 added cost over memory off and over direct (difference of percentiles and the median of the
 per-ask pairs), each proxy's CPU time per request (from /proc), and how many asks had memories
@@ -156,7 +157,9 @@ async def main_async(args: argparse.Namespace) -> None:
         ):
             for url in urls.values():
                 await wait_healthy(url)
-            asks = search_queries(args.asks + 30)
+            # Numbered: the generator repeats its questions, and a repeated text would be a
+            # replayed ask (the ledger) or a reused query vector, not a new ask.
+            asks = [f"{q} (ticket {i})" for i, q in enumerate(search_queries(args.asks + 30))]
             res = await measure(urls, asks, {"memory off": off.pid, "memory on": on.pid})
         report(res, args, injected(db))
     finally:

@@ -9,7 +9,13 @@ from hypothesis import strategies as st
 from ember.config import load_settings
 from ember.errors import ConfigError
 from ember.memory import InjectionBudget, Memory, MemoryHit, render_block
-from ember.memory.retrieval.budget import MAX_ITEMS_CAP, MAX_TOKENS_CAP, MIN_SCORE_FLOOR
+from ember.memory.retrieval.budget import (
+    FRAME_TOKENS,
+    MAX_ITEMS_CAP,
+    MAX_TOKENS_CAP,
+    MIN_SCORE_FLOOR,
+)
+from ember.memory.retrieval.render import render_line
 from ember.memory.tokens import count_tokens
 
 NOW = 1_790_000_000.0
@@ -86,3 +92,12 @@ def test_same_hits_same_bytes() -> None:
     a = InjectionBudget().select(hits).text
     b = InjectionBudget().select([hit(i, f"fact {i}") for i in range(5)]).text
     assert a == b and a.encode() == b.encode()
+
+
+@given(st.lists(st.text(min_size=1, max_size=300), min_size=1, max_size=12))
+def test_a_block_costs_its_frame_plus_each_line_and_newline(texts: list[str]) -> None:
+    """What ``select`` adds up per candidate is the count of the whole block, exactly."""
+    memories = [hit(i, t).memory for i, t in enumerate(texts) if t.split()]
+    lines = [render_line(m) for m in memories]
+    summed = FRAME_TOKENS + sum(count_tokens(line) + 1 for line in lines)
+    assert not lines or summed == count_tokens(render_block(memories))
