@@ -85,6 +85,7 @@ def test_the_block_never_exceeds_the_budget(texts: list[str], tokens: int, items
     assert inj.tokens <= min(tokens, MAX_TOKENS_CAP)
     assert len(inj.hits) <= min(items, MAX_ITEMS_CAP)
     assert inj.text == render_block([h.memory for h in inj.hits])
+    assert inj.tokens == count_tokens(inj.text)
 
 
 def test_same_hits_same_bytes() -> None:

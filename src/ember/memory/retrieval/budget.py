@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ember.memory.models import MemoryHit
-from ember.memory.retrieval.render import render_block, render_line, render_lines
+from ember.memory.retrieval.render import render_line, render_lines
 from ember.memory.tokens import count_tokens
 
 MAX_TOKENS_CAP = 1024
@@ -64,15 +64,18 @@ class InjectionBudget:
         """From ``hits`` (already ranked), skip those scoring under the floor and keep the
         longest run of the rest that fits the item and token caps."""
         chosen: list[MemoryHit] = []
+        lines: list[str] = []
         cost = FRAME_TOKENS
         for hit in hits:
             if len(chosen) >= self.max_items:
                 break
             if hit.score < self.min_score:
                 continue
-            cost += count_tokens(render_line(hit.memory)) + 1  # the line and its newline
-            if cost > self.max_tokens:
+            line = render_line(hit.memory)
+            more = count_tokens(line) + 1  # the line and its newline
+            if cost + more > self.max_tokens:
                 break
+            cost += more
             chosen.append(hit)
-        text = render_block([h.memory for h in chosen])
-        return Injection(text, tuple(chosen), count_tokens(text))
+            lines.append(line)
+        return Injection(render_lines(lines), tuple(chosen), cost if chosen else 0)
