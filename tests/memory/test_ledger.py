@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import threading
 from pathlib import Path
 
 import pytest
@@ -18,6 +21,7 @@ async def test_ledger_reads_from_memory_after_the_first_load(tmp_path: Path) -> 
     assert ledger.cached(db, "s") is None
     await ledger.record(db, "s", LedgerEntry(0, "d", "block", ("id1",)))
     assert ledger.cached(db, "s") == [LedgerEntry(0, "d", "block", ("id1",))]
+    assert storage.database(db).flush(10)  # the row is queued, not awaited
     fresh = InjectionLedger(Storage(tmp_path))  # a restarted proxy: loaded from the file once
     assert fresh.cached(db, "s") is None
     assert await fresh.entries(db, "s") == [LedgerEntry(0, "d", "block", ("id1",))]
@@ -25,14 +29,45 @@ async def test_ledger_reads_from_memory_after_the_first_load(tmp_path: Path) -> 
     storage.close()
 
 
-async def test_an_entry_that_could_not_be_stored_is_never_replayed(tmp_path: Path) -> None:
+async def test_a_new_entry_does_not_wait_for_the_writer(tmp_path: Path) -> None:
+    """The ask goes on while its row waits behind other writes (8 agents: 9 ms p50)."""
+    db = tmp_path / "p" / "ember.db"
+    storage = Storage(tmp_path)
+    ledger = InjectionLedger(storage)
+    await ledger.record(db, "s", LedgerEntry(0, "d0", ""))  # the file exists and is migrated
+    busy, release = threading.Event(), threading.Event()
+    storage.database(db).submit(lambda c: (busy.set(), release.wait(10)))
+    assert busy.wait(10)
+    await asyncio.wait_for(ledger.record(db, "s", LedgerEntry(2, "d2", "block")), 2)
+    assert ledger.cached(db, "s") == [LedgerEntry(0, "d0", ""), LedgerEntry(2, "d2", "block")]
+    release.set()
+    assert storage.database(db).flush(10)
+    fresh = InjectionLedger(Storage(tmp_path))  # a restarted proxy finds the row on file
+    assert await fresh.entries(db, "s") == [LedgerEntry(0, "d0", ""), LedgerEntry(2, "d2", "block")]
+    storage.close()
+
+
+async def test_a_database_that_is_off_refuses_the_row_and_the_ask_gets_no_entry(
+    tmp_path: Path,
+) -> None:
+    """The first row finds the file unwritable: it is held (written when the file is back),
+    and the database is off from then on; the next ask's row is refused at once, so nothing
+    is remembered for it and the caller injects nothing."""
     blocker = tmp_path / "file"
     blocker.write_text("a file where the project directory should be")
     db = blocker / "ember.db"
-    ledger = InjectionLedger(Storage(tmp_path))
-    with pytest.raises(StorageError):
+    storage = Storage(tmp_path)
+    ledger = InjectionLedger(storage)
+    with contextlib.suppress(StorageError):
         await ledger.record(db, "s", LedgerEntry(0, "d", "block"))
-    assert ledger.cached(db, "s") is None
+    for _ in range(200):
+        if not storage.database(db).health.ok:
+            break
+        await asyncio.sleep(0.01)
+    with pytest.raises(StorageError):
+        await ledger.record(db, "s", LedgerEntry(2, "d2", "block"))
+    assert LedgerEntry(2, "d2", "block") not in (ledger.cached(db, "s") or [])
+    storage.close()
 
 
 def test_digest_depends_on_position_and_text() -> None:

@@ -9,23 +9,45 @@ re-applied. Only a new ask gets a new entry — and it gets one even when nothin
 (an empty block), so a retried ask never retrieves again and changes its bytes.
 
 Entries are kept in memory (an LRU of sessions) and in the project database, so a restarted
-proxy still replays a live session's injections. An entry is cached only once its row is
-committed (through the database's one writer): a cache that ran ahead of the file would
-replay a block that a restart then forgets, changing the session's bytes mid-cache. The
-methods run on the event loop and never block it: file work is awaited in threads.
+proxy still replays a live session's injections. A new entry is remembered at once and its row
+queued to the database's one writer, not awaited: waiting for the commit put the writer's
+queue (9 ms p50, 48 ms p99 with 8 agents) in front of every new ask. A database that refuses
+the row at once (switched off, hold limit reached) raises, and the ask gets nothing; a
+transient gap holds the row until the file is back. Only a row lost after it was queued (the
+process killed, or the file failing for good before the commit) leaves a block this process
+replays and a restart forgets: that session then pays one cache write, and the log says so.
+The methods run on the event loop and never block it: file work is awaited in threads.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from collections import OrderedDict
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
+from ember.errors import StorageUnavailable
 from ember.store.driver import Connection
 from ember.store.registry import Storage
+
+log = logging.getLogger(__name__)
+
+
+def _lost(written: Future[None], db: Path, session_id: str) -> None:
+    """A queued row that was not written: this process still replays the block (module doc)."""
+    exc = written.exception()
+    if exc is not None:
+        log.warning(
+            "memory: the injection ledger row of session %s was not written to %s (%s); "
+            "after a restart that session pays one cache write",
+            session_id,
+            db,
+            exc,
+        )
 
 
 @dataclass(frozen=True)
@@ -67,8 +89,9 @@ class InjectionLedger:
         return list(loaded)
 
     async def record(self, db: Path, session_id: str, entry: LedgerEntry) -> None:
-        """Persist ``entry``, then cache it (raises when it could not be stored: the caller
-        then injects nothing, so no request ever carries a block the ledger forgot)."""
+        """Remember ``entry`` and queue its row (module doc); raises ``StorageError`` when the
+        database refuses the row at once — then nothing is remembered and the caller injects
+        nothing."""
         row = (
             session_id,
             entry.message_index,
@@ -81,12 +104,18 @@ class InjectionLedger:
         def insert(conn: Connection) -> None:
             conn.execute("INSERT OR IGNORE INTO memory_injections VALUES (?,?,?,?,?,?)", row)
 
-        await self._storage.database(db).awrite(insert, label="ledger")
         key = (db, session_id)
         entries = self._sessions.get(key)
         if entries is None:
             entries = await self._load(db, session_id)
-        elif entry not in entries:
+        database = self._storage.database(db)
+        if not database.health.ok:
+            raise StorageUnavailable(database.health.describe())
+        written = database.submit(insert, label="ledger")
+        if written.done() and (refused := written.exception()) is not None:
+            raise refused
+        written.add_done_callback(lambda f: _lost(f, db, session_id))
+        if entry not in entries:
             entries.append(entry)
         self._remember(key, entries)
 
