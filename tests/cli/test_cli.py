@@ -114,6 +114,8 @@ def test_proxy_and_emulator_processes_serve_a_request(tmp_path: Path) -> None:
     stats = json.loads(_run(tmp_path, "stats", "--project-id", "cli-test", "--json").stdout)
     [session] = stats["sessions"]
     assert session["requests"] == 1 and session["models"] == "gpt-5"
+    # A new ask of a project without memories: searched for nothing, turned away by nothing.
+    assert stats["memory_asks"] == {"asks": 1, "with_memories": 0, "busy": 0}
     db = Path(stats["db"])
     assert b"sk-secret-123" not in db.read_bytes()
 

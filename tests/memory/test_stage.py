@@ -116,3 +116,32 @@ async def test_after_a_compaction_a_fact_whose_message_is_gone_may_be_injected_a
     await stage.on_request(after)
     assert after.doc.to_bytes().decode().count(f"[{facts[0].id}]") == 1
     storage.close()
+
+
+async def test_an_ask_that_finds_every_search_slot_busy_goes_on_and_is_counted(
+    tmp_path: Path,
+) -> None:
+    """Memory gives way before forwarding does: no memories for this ask, a ledger row that
+    says why, and ``ember stats`` counts it."""
+    from ember.config import load_settings
+    from ember.memory.ledger import ask_counts
+
+    facts = [draft(NewMemory("Builds use ninja"), new_id(), 1.0)]
+    storage = Storage(tmp_path)
+    db = tmp_path / "p" / "ember.db"
+    stage = MemoryStage(load_settings(env={}), storage, router=_FakeRouter(_FakeStore(facts), db))  # type: ignore[arg-type]
+    while stage.gate.enter():  # other agents' asks hold every slot
+        pass
+    busy = _ask([], "how do we build?")
+    await stage.on_request(busy)
+    assert "ninja" not in busy.doc.to_bytes().decode()
+    stage.gate.leave()
+    served = _ask([], "how do we build the docs?")
+    served.session_id = "s2"
+    await stage.on_request(served)
+    assert "ninja" in served.doc.to_bytes().decode()
+    assert storage.database(db).flush(10)
+    counts = storage.database(db).read(ask_counts)
+    assert (counts.asks, counts.with_memories, counts.busy) == (2, 1, 1)
+    assert "1 went on without them" in counts.sentence()
+    storage.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from rich.text import Text
 from ember.cli import access, render
 from ember.cli.options import config_option, json_option, project_options
 from ember.config import Settings, load_settings
+from ember.memory.ledger import AskCounts, ask_counts
 from ember.project import project_from_cli
 from ember.shadow import spend
 from ember.shadow.budget import Budget
@@ -56,12 +58,14 @@ def stats(
     rows: list[dict[str, Any]] = []
     own: list[dict[str, Any]] = []
     budget = None
+    asks: AskCounts | None = None
     found = access.existing(settings.home, path)
     if found:
         # Opened here first: a file that cannot be used is one line with the fix, worded
         # for a command that runs once (``access.database``), before the reads below.
         with access.database(path, PROJECT if ref is not None else STATS) as db:
             budget = _budget(db, settings) if ref is not None else db.read(lambda c: None)
+            asks = db.read(ask_counts) if ref is not None else None
         with access.one_shot(path):
             rows, own = session_totals(path)[:limit], own_spend(path)
     problem = read_problems(settings.home).get(str(path))
@@ -69,6 +73,8 @@ def stats(
         out: dict[str, Any] = {"db": str(path), "sessions": rows, "ember_spend": own}
         if budget is not None:
             out["shadow_budget"] = spend.describe(budget)
+        if asks is not None:
+            out["memory_asks"] = dataclasses.asdict(asks)
         if problem is not None:
             out["problem"] = problem
         click.echo(json.dumps(out, indent=2))
@@ -79,6 +85,8 @@ def stats(
         else f"No sessions recorded: {path} does not exist yet (nothing was created)."
     )
     _print(path, None if found else missing, rows, own, budget, problem)
+    if asks is not None:
+        render.say(asks.sentence(), out=render.console())
 
 
 def _print(

@@ -56,6 +56,8 @@ class LedgerEntry:
     message_digest: str
     block: str
     memory_ids: tuple[str, ...] = ()
+    #: the ask went on without memories because every search slot was busy (``AskGate``)
+    busy: bool = False
 
 
 def message_digest(index: int, text: str) -> str:
@@ -99,10 +101,15 @@ class InjectionLedger:
             entry.block,
             json.dumps(list(entry.memory_ids)),
             time.time(),
+            int(entry.busy),
         )
 
         def insert(conn: Connection) -> None:
-            conn.execute("INSERT OR IGNORE INTO memory_injections VALUES (?,?,?,?,?,?)", row)
+            conn.execute(
+                "INSERT OR IGNORE INTO memory_injections (session_id, message_index, "
+                "message_digest, block, memory_ids, created_at, busy) VALUES (?,?,?,?,?,?,?)",
+                row,
+            )
 
         key = (db, session_id)
         entries = self._sessions.get(key)
@@ -131,13 +138,41 @@ class InjectionLedger:
 
         def load(conn: Connection) -> list[LedgerEntry]:
             rows = conn.execute(
-                "SELECT message_index, message_digest, block, memory_ids FROM memory_injections "
-                "WHERE session_id=? ORDER BY created_at, message_index",
+                "SELECT message_index, message_digest, block, memory_ids, busy "
+                "FROM memory_injections WHERE session_id=? ORDER BY created_at, message_index",
                 (session_id,),
             )
-            return [LedgerEntry(r[0], r[1], r[2], tuple(json.loads(r[3]))) for r in rows]
+            return [
+                LedgerEntry(r[0], r[1], r[2], tuple(json.loads(r[3])), bool(r[4])) for r in rows
+            ]
 
         return await self._storage.database(db).aread(load)
 
     def close(self) -> None:
         self._sessions.clear()
+
+
+@dataclass(frozen=True)
+class AskCounts:
+    """What the ledger says of a project's new asks (``ember stats``)."""
+
+    asks: int
+    with_memories: int
+    busy: int
+
+    def sentence(self) -> str:
+        line = f"Memory: {self.asks} new asks, {self.with_memories} with memories injected"
+        if self.busy:
+            line += (
+                f"; {self.busy} went on without them because every search slot was busy "
+                "(memory_concurrent_asks)"
+            )
+        return line + "."
+
+
+def ask_counts(conn: Connection) -> AskCounts:
+    asks, injected, busy = conn.execute(
+        "SELECT COUNT(*), COALESCE(SUM(block != ''), 0), COALESCE(SUM(busy), 0) "
+        "FROM memory_injections"
+    ).fetchone()
+    return AskCounts(int(asks), int(injected), int(busy))

@@ -183,7 +183,7 @@ class MemoryStage(Stage):
         if not self.gate.enter():
             # Every search slot is busy: this ask goes on without memories, and the ledger says
             # so (nothing injected here), so the session's later requests replay it the same.
-            return LedgerEntry(ask, digest, "")
+            return LedgerEntry(ask, digest, "", busy=True)
         try:
             hits = await asyncio.to_thread(
                 store.search,

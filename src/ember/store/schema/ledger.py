@@ -21,4 +21,12 @@ LEDGER: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        "0007_memory_injections_busy",
+        """
+        -- 1 for an ask that went on without memories because every search slot was busy
+        -- (memory_concurrent_asks): what `ember stats` counts as turned away.
+        ALTER TABLE memory_injections ADD COLUMN busy INTEGER NOT NULL DEFAULT 0;
+        """,
+    ),
 )
