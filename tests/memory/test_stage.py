@@ -41,6 +41,9 @@ class _FakeStore:
     def count(self) -> int:
         return len(self.memories)
 
+    def is_empty(self) -> bool:
+        return not self.memories
+
     def search(self, query: object, **kw: object) -> list[MemoryHit]:
         self.asked_top_k = kw.get("top_k")
         return [MemoryHit(m, 0.9, 0.9, None, 1.0) for m in self.memories]

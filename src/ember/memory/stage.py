@@ -175,9 +175,9 @@ class MemoryStage(Stage):
         )
         if store is None:
             return None
-        if await asyncio.to_thread(store.count) == 0:
+        empty, ready = await asyncio.to_thread(lambda: (store.is_empty(), store.embedder_ready))
+        if empty:
             return LedgerEntry(ask, digest, "")  # nothing to find: no model needed
-        ready = await asyncio.to_thread(lambda: store.embedder_ready)
         if not ready and not await self._wait_for_embedder():
             return None
         if not self.gate.enter():

@@ -99,3 +99,27 @@ def test_a_store_searches_and_forgets_through_the_matrix(tmp_path: Path) -> None
         assert [h.memory.id for h in m.search("redis cache", top_k=1)] == [redis.id]
         m.delete(redis.id)
         assert redis.id not in {h.memory.id for h in m.search("redis cache")}
+
+
+def test_added_rows_are_appended_and_other_changes_reload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fact stored while agents ask costs a read of the new rows, not of every row."""
+    db, index, _ = _store(tmp_path, 50)
+    loads: list[int] = []
+    real = matrix._load
+
+    def counted(*args: object) -> object:
+        loads.append(1)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(matrix, "_load", counted)
+    q = _unit(1, 64, 9)[0]
+    db.read(lambda c: index.search(c, q, 5))
+    assert len(loads) == 1
+    _put(db, index, [51, 52], np.stack([q, -q]))
+    assert db.read(lambda c: index.search(c, q, 1))[0][0] == 51
+    assert len(loads) == 1 and len(index._copy.seqs) == 52  # type: ignore[union-attr]
+    _put(db, index, [51], -q[None, :])  # a stored row replaced: the copy is reloaded
+    assert db.read(lambda c: index.search(c, q, 1))[0][0] not in (51, 52)
+    assert len(loads) == 2

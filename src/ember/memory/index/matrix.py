@@ -8,11 +8,12 @@ them is exact — the true top ``k``, never the 95-99% of it the codes bring bac
 tens of microseconds.
 
 Invariants:
-- Never stale: the copy is tagged with ``memory_meta.vector_changes``, which triggers move with
-  every insert, update and delete of ``memory_vectors`` (``memory_0003_vector_changes``), and
-  each search reads that number in its own snapshot before using the copy; a different number
-  reloads it in that same snapshot. Commits to other tables (accounting, one per request) do
-  not invalidate it.
+- Never stale: the copy is tagged with ``memory_meta``'s ``vector_added`` and
+  ``vector_changes``, which triggers move with every change of ``memory_vectors``
+  (``memory_0003_vector_changes``), and each search reads them in its own snapshot before
+  using the copy. Rows only added (new seqs, past every older one) are appended in that same
+  snapshot; any other change reloads the copy. Commits to other tables (accounting, one per
+  request) leave it alone; a fact stored while agents ask costs one small read, not a reload.
 - Bounded: a store with more than ``MAX_ROWS`` vectors (30 MB of float32 at 384 dimensions) is
   searched through the index as before, and nothing is kept.
 - Writes are the wrapped index's alone; this class only reads.
@@ -35,33 +36,68 @@ MAX_ROWS = 20_000
 
 
 @dataclass(frozen=True)
-class _Copy:
-    """The vectors at one ``version``; ``rows`` None: the store held more than ``MAX_ROWS``
-    then (so a larger store counts its rows once per change, not once per search)."""
+class _Version:
+    """``memory_meta``'s two counters (``memory_0003_vector_changes``)."""
 
-    version: str
+    changes: str
+    added: str
+
+
+@dataclass(frozen=True)
+class _Copy:
+    """The vectors at one ``version``, in seq order; ``rows`` None: the store held more than
+    ``MAX_ROWS`` then (so a larger store counts its rows once per change, not per search)."""
+
+    version: _Version
     seqs: npt.NDArray[np.int64]
     rows: Vectors | None
 
 
-def _version(conn: Connection) -> str | None:
-    row = conn.execute("SELECT value FROM memory_meta WHERE key = 'vector_changes'").fetchone()
-    return None if row is None else str(row[0])
+def _version(conn: Connection) -> _Version | None:
+    found = dict(
+        conn.execute(
+            "SELECT key, value FROM memory_meta WHERE key IN ('vector_changes', 'vector_added')"
+        ).fetchall()
+    )
+    if len(found) < 2:
+        return None
+    return _Version(str(found["vector_changes"]), str(found["vector_added"]))
 
 
-def _load(conn: Connection, dim: int, version: str) -> _Copy:
+def _rows(conn: Connection, dim: int, after: int) -> tuple[list[int], bytes]:
+    seqs: list[int] = []
+    blobs: list[bytes] = []
+    for seq, blob in conn.execute(
+        "SELECT seq, vector FROM memory_vectors WHERE seq > ? ORDER BY seq", (after,)
+    ):
+        if len(blob) == dim * 4:
+            seqs.append(int(seq))
+            blobs.append(bytes(blob))
+    return seqs, b"".join(blobs)
+
+
+def _load(conn: Connection, dim: int, version: _Version) -> _Copy:
     """Every stored vector of ``dim`` floats (none kept past ``MAX_ROWS``)."""
     top = conn.execute("SELECT count(*) FROM memory_vectors").fetchone()
     if top is None or int(top[0]) > MAX_ROWS:
         return _Copy(version, np.zeros(0, dtype=np.int64), None)
-    seqs: list[int] = []
-    blobs: list[bytes] = []
-    for seq, blob in conn.execute("SELECT seq, vector FROM memory_vectors ORDER BY seq"):
-        if len(blob) == dim * 4:
-            seqs.append(int(seq))
-            blobs.append(bytes(blob))
-    rows = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(seqs), dim).copy()
+    seqs, blob = _rows(conn, dim, 0)
+    rows = np.frombuffer(blob, dtype=np.float32).reshape(len(seqs), dim).copy()
     return _Copy(version, np.asarray(seqs, dtype=np.int64), rows)
+
+
+def _extend(conn: Connection, dim: int, copy: _Copy, version: _Version) -> _Copy:
+    """``copy`` with the rows added since (new seqs only: nothing else changed)."""
+    last = int(copy.seqs[-1]) if len(copy.seqs) else 0
+    seqs, blob = _rows(conn, dim, last)
+    if copy.rows is None or len(copy.seqs) + len(seqs) > MAX_ROWS:
+        return _load(conn, dim, version)
+    more = np.frombuffer(blob, dtype=np.float32).reshape(len(seqs), dim)
+    return _Copy(
+        version,
+        np.concatenate([copy.seqs, np.asarray(seqs, dtype=np.int64)]),
+        np.concatenate([copy.rows, more]),
+    )
 
 
 class MatrixSearch:
@@ -113,17 +149,20 @@ class MatrixSearch:
         return pairs[:k]
 
     def _current(self, conn: Connection) -> _Copy | None:
-        """The copy for this snapshot, reloaded in it when the vectors changed; None for a
-        database without the change counter (then the index answers)."""
+        """The copy for this snapshot, brought up to date in it when the vectors changed (only
+        appended to when rows were only added); None for a database without the counters
+        (then the index answers)."""
         version = _version(conn)
         if version is None:
             return None
         copy = self._copy
         if copy is not None and copy.version == version:
             return copy
-        with self._lock:  # searches that find the copy stale load it once, one after another
+        with self._lock:  # searches that find the copy stale update it once, one after another
             copy = self._copy
-            if copy is None or copy.version != version:
+            if copy is None or copy.version.changes != version.changes:
                 copy = _load(conn, self._dim, version)
-                self._copy = copy
+            elif copy.version != version:
+                copy = _extend(conn, self._dim, copy, version)
+            self._copy = copy
         return copy

@@ -217,6 +217,11 @@ def count_current(conn: Connection) -> int:
     return int(row[0])
 
 
+def any_current(conn: Connection) -> bool:
+    row = conn.execute("SELECT 1 FROM memories WHERE valid_until IS NULL LIMIT 1").fetchone()
+    return row is not None
+
+
 def meta_get(conn: Connection, key: str) -> str | None:
     row = conn.execute("SELECT value FROM memory_meta WHERE key=?", (key,)).fetchone()
     return None if row is None else str(row[0])
