@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import socket
 import threading
@@ -98,11 +99,32 @@ def uvicorn_config(
     )
 
 
+#: Allocations between two young-generation collections while serving (Python's default: 700).
+GC_YOUNG = 20_000
+
+
+def quiet_collector() -> None:
+    """Set the garbage collector for a server that parses a JSON body per request.
+
+    Everything alive at start (imports, settings, the app: ~65k objects) is moved out of the
+    collector's sight (``gc.freeze``), so a full collection scans only what requests left; and
+    a young collection runs every ``GC_YOUNG`` allocations instead of every 700 (a 24 KB body
+    alone is hundreds of containers). Request garbage is freed by reference counting as
+    before; cycles are still collected, less often. Without it a full collection landed on
+    one request in a hundred (a streamed answer's first event at p99 +28 ms over p50).
+    """
+    gc.collect()
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG, older, oldest)
+
+
 def serve_forever(
     app: ASGIApp, host: str, port: int, log_level: str = "info", backlog: int = 2048
 ) -> None:
     """Serve until interrupted (SIGINT/SIGTERM are handled by uvicorn). An app with an
     ``interrupted`` attribute learns through it when a second Ctrl-C asks to stop at once."""
+    quiet_collector()
     config = uvicorn_config(app, host, port, log_level, backlog, client_limits(app))
     server = uvicorn.Server(config)
     if hasattr(app, "interrupted"):
