@@ -1,0 +1,193 @@
+"""Several agents at once: throughput through ember as shipped, with memory off, and direct.
+
+The provider emulator (``ember dev upstream``) and each proxy run as their own process; this
+process runs the load (``ember.testing.load``: N agents x M turns, Anthropic and OpenAI SDKs,
+JSON and streaming, every turn a new ask of one project whose memory holds ``--facts`` facts).
+Each round runs the load straight at the emulator, then through each proxy (the order rotating
+by round). Printed: requests per second and latency per leg, each leg's throughput as a share of
+the direct one in its round, each proxy's CPU time per request (from /proc), how many asks got
+memories and how many went on without because every search slot was busy (the proxy's ledger,
+as ``ember stats`` reads it), and the kernel's listen-queue overflows during the run
+(``TcpExtListenOverflows``: a non-zero count means the emulator or a proxy dropped connections
+and the numbers are not comparable).
+
+    python bench/agents_speed.py [--agents 8] [--turns 25] [--rounds 3] [--facts 1000]
+
+Loopback only; every loop is bounded by its turns and a deadline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import EMBER, proxy_cmd, wait_healthy
+from ember.memory import HierarchicalMemory, NewMemory
+from ember.memory.ledger import AskCounts, ask_counts
+from ember.models import get_embedder
+from ember.project import resolve_project
+from ember.server import free_port
+from ember.store.driver import connect
+from ember.testing.load import LoadPlan, LoadResult, run_agents
+from memory_data import short_memories
+
+CWD = "/home/bench/agents-project"
+PROXIES = {"ember": {}, "memory off": {"EMBER_MEMORY_MODE": "off"}}
+
+
+@contextmanager
+def logged(args: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A child process writing its log to ``log``, always stopped."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def seed(home: Path, facts: int) -> None:
+    if facts <= 0:
+        return
+    ref = resolve_project({}, None, f"Working directory: {CWD}")
+    assert ref is not None
+    db = ref.db_path(home)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with HierarchicalMemory(db, get_embedder()) as mem:
+        mem.add_many([NewMemory(t, importance=0.7) for t in short_memories(facts)])
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def listen_overflows() -> int:
+    lines = Path("/proc/net/netstat").read_text().splitlines()
+    for head, values in zip(lines[::2], lines[1::2], strict=False):
+        if head.startswith("TcpExt:"):
+            table = dict(zip(head.split()[1:], values.split()[1:], strict=True))
+            return int(table.get("ListenOverflows", 0))
+    return 0
+
+
+def asks(home: Path) -> AskCounts:
+    """What the proxy's ledger says of the project's new asks (as ``ember stats`` does)."""
+    ref = resolve_project({}, None, f"Working directory: {CWD}")
+    assert ref is not None
+    conn = connect(ref.db_path(home), readonly=True).conn
+    try:
+        return ask_counts(conn)
+    finally:
+        conn.close()
+
+
+def run_leg(url: str, args: argparse.Namespace, tag: str) -> tuple[LoadResult, float]:
+    plan = LoadPlan(args.agents, args.turns, CWD, tag, deadline_seconds=600)
+    started = time.perf_counter()
+    result = run_agents(url, plan)
+    return result, time.perf_counter() - started
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--agents", type=int, default=8)
+    ap.add_argument("--turns", type=int, default=25)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--facts", type=int, default=1000)
+    args = ap.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="ember-agents-"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+    rows: list[tuple[int, str, LoadResult, float, float | None]] = []
+    try:
+        homes = {name: base / name.replace(" ", "-") for name in PROXIES}
+        for name, home in homes.items():
+            home.mkdir()
+            seed(home, args.facts if name == "ember" else 0)
+        ports = {name: free_port() for name in ["direct", *PROXIES]}
+        up = f"http://127.0.0.1:{ports['direct']}"
+        urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
+        logs = {name: base / f"{name.replace(' ', '-')}.log" for name in ["direct", *PROXIES]}
+        with ExitStack() as stack:
+            emulator = [EMBER, "dev", "upstream", "--port", str(ports["direct"])]
+            stack.enter_context(logged(emulator, env, logs["direct"]))
+            pids = {}
+            for name, extra in PROXIES.items():
+                penv = {**env, "EMBER_HOME": str(homes[name]), **extra}
+                cmd = [*proxy_cmd(ports[name], up)[:-2], "--log-level", "info"]
+                pids[name] = stack.enter_context(logged(cmd, penv, logs[name])).pid
+            for url in urls.values():
+                asyncio.run(wait_healthy(url))
+            for url in urls.values():  # SDK imports, connections, the model's first load
+                run_agents(url, LoadPlan(2, 2, CWD, "warm-up", deadline_seconds=120))
+            time.sleep(2.0)
+            overflows = listen_overflows()
+            for r in range(args.rounds):
+                order = list(PROXIES)
+                order = order[r % len(order) :] + order[: r % len(order)]
+                result, wall = run_leg(urls["direct"], args, f"direct{r}")
+                rows.append((r, "direct", result, wall, None))
+                for name in order:
+                    cpu = cpu_seconds(pids[name])
+                    result, wall = run_leg(urls[name], args, f"{name}{r}")
+                    rows.append((r, name, result, wall, cpu_seconds(pids[name]) - cpu))
+            overflows = listen_overflows() - overflows
+        report(rows, args, overflows, asks(homes["ember"]))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def report(
+    rows: list[tuple[int, str, LoadResult, float, float | None]],
+    args: argparse.Namespace,
+    overflows: int,
+    counts: AskCounts,
+) -> None:
+    print(f"\n{args.agents} agents x {args.turns} turns x {args.rounds} rounds, one project "
+          f"({args.facts} memories for ember), emulator and proxies as processes, "
+          f"{os.cpu_count()} cores\n")  # fmt: skip
+    head = f"{'round':>5} {'leg':12} {'answered':>8} {'failed':>6} {'req/s':>8} "
+    head += f"{'p50 ms':>8} {'p99 ms':>8} {'share':>6} {'cpu ms/req':>10}"
+    print(head)
+    print("-" * len(head))
+    direct = {r: res.answered / wall for r, name, res, wall, _ in rows if name == "direct"}
+    shares: dict[str, list[float]] = {}
+    cpus: dict[str, list[float]] = {}
+    for r, name, res, wall, cpu in rows:
+        rate = res.answered / wall
+        lat = sorted(res.latencies) or [float("nan")]
+        share = rate / direct[r]
+        if name != "direct":
+            shares.setdefault(name, []).append(share)
+            cpus.setdefault(name, []).append((cpu or 0.0) / max(res.answered, 1) * 1000)
+        c = f"{(cpu or 0.0) / max(res.answered, 1) * 1000:10.2f}" if cpu is not None else ""
+        print(f"{r:5d} {name:12} {res.answered:8d} {res.failed:6d} {rate:8.1f} "
+              f"{lat[len(lat) // 2] * 1000:8.1f} {lat[int(0.99 * (len(lat) - 1))] * 1000:8.1f} "
+              f"{share:6.2f} {c:>10}")  # fmt: skip
+    print()
+    for name, values in shares.items():
+        print(f"{name}: {statistics.median(values):.2f} of direct (median of rounds; "
+              f"{' '.join(f'{v:.2f}' for v in values)}), proxy CPU "
+              f"{statistics.median(cpus[name]):.2f} ms per request")  # fmt: skip
+    print(f"ember: {counts.sentence()}")
+    print(f"listen-queue overflows during the run: {overflows}")
+    print("targets (issue #20): ember >= 0.8 of direct, proxy CPU <= 3 ms per request")
+
+
+if __name__ == "__main__":
+    main()
