@@ -12,6 +12,10 @@ as ``ember stats`` reads it), and the kernel's listen-queue overflows during the
 and the numbers are not comparable).
 
     python bench/agents_speed.py [--agents 8] [--turns 25] [--rounds 3] [--facts 1000]
+                                 [--baseline CHECKOUT]
+
+``--baseline`` adds a leg: ember as shipped by another checkout (its ``src`` first on the
+proxy's PYTHONPATH, its project seeded by its own code), in the same rounds.
 
 Loopback only; every loop is bounded by its turns and a deadline.
 """
@@ -30,11 +34,11 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import EMBER, proxy_cmd, wait_healthy
 from ember.memory import HierarchicalMemory, NewMemory
-from ember.memory.ledger import AskCounts, ask_counts
 from ember.models import get_embedder
 from ember.project import resolve_project
 from ember.server import free_port
@@ -42,8 +46,12 @@ from ember.store.driver import connect
 from ember.testing.load import LoadPlan, LoadResult, run_agents
 from memory_data import short_memories
 
+if TYPE_CHECKING:
+    from ember.memory.ledger import AskCounts
+
 CWD = "/home/bench/agents-project"
 PROXIES = {"ember": {}, "memory off": {"EMBER_MEMORY_MODE": "off"}}
+BASELINE = "baseline"
 
 
 @contextmanager
@@ -88,6 +96,8 @@ def listen_overflows() -> int:
 
 def asks(home: Path) -> AskCounts:
     """What the proxy's ledger says of the project's new asks (as ``ember stats`` does)."""
+    from ember.memory.ledger import ask_counts  # not in a baseline checkout (--seed-only)
+
     ref = resolve_project({}, None, f"Working directory: {CWD}")
     assert ref is not None
     conn = connect(ref.db_path(home), readonly=True).conn
@@ -110,50 +120,72 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=25)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--facts", type=int, default=1000)
+    ap.add_argument("--baseline", metavar="CHECKOUT", help="also run another checkout's ember")
+    ap.add_argument("--seed-only", metavar="HOME", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.seed_only:
+        seed(Path(args.seed_only), args.facts)
+        return
     base = Path(tempfile.mkdtemp(prefix="ember-agents-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
-    rows: list[tuple[int, str, LoadResult, float, float | None]] = []
+    proxies = {name: {**env, **extra} for name, extra in PROXIES.items()}
+    if args.baseline:
+        proxies[BASELINE] = {**env, "PYTHONPATH": str(Path(args.baseline).resolve() / "src")}
     try:
-        homes = {name: base / name.replace(" ", "-") for name in PROXIES}
+        homes = {name: base / name.replace(" ", "-") for name in proxies}
         for name, home in homes.items():
             home.mkdir()
-            seed(home, args.facts if name == "ember" else 0)
-        ports = {name: free_port() for name in ["direct", *PROXIES]}
-        up = f"http://127.0.0.1:{ports['direct']}"
-        urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
-        logs = {name: base / f"{name.replace(' ', '-')}.log" for name in ["direct", *PROXIES]}
-        with ExitStack() as stack:
-            emulator = [EMBER, "dev", "upstream", "--port", str(ports["direct"])]
-            stack.enter_context(logged(emulator, env, logs["direct"]))
-            pids = {}
-            for name, extra in PROXIES.items():
-                penv = {**env, "EMBER_HOME": str(homes[name]), **extra}
-                cmd = [*proxy_cmd(ports[name], up)[:-2], "--log-level", "info"]
-                pids[name] = stack.enter_context(logged(cmd, penv, logs[name])).pid
-            for url in urls.values():
-                asyncio.run(wait_healthy(url))
-            for url in urls.values():  # SDK imports, connections, the model's first load
-                run_agents(url, LoadPlan(2, 2, CWD, "warm-up", deadline_seconds=120))
-            time.sleep(2.0)
-            overflows = listen_overflows()
-            for r in range(args.rounds):
-                order = list(PROXIES)
-                order = order[r % len(order) :] + order[: r % len(order)]
-                result, wall = run_leg(urls["direct"], args, f"direct{r}")
-                rows.append((r, "direct", result, wall, None))
-                for name in order:
-                    cpu = cpu_seconds(pids[name])
-                    result, wall = run_leg(urls[name], args, f"{name}{r}")
-                    rows.append((r, name, result, wall, cpu_seconds(pids[name]) - cpu))
-            overflows = listen_overflows() - overflows
+            proxies[name]["EMBER_HOME"] = str(home)
+        seed(homes["ember"], args.facts)
+        if BASELINE in homes:  # seeded by the baseline's own code
+            cmd = [sys.executable, __file__, "--seed-only", str(homes[BASELINE])]
+            subprocess.run([*cmd, "--facts", str(args.facts)], env=proxies[BASELINE], check=True)
+        rows, overflows = run_rounds(args, env, proxies, base)
         report(rows, args, overflows, asks(homes["ember"]))
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
 
+Row = tuple[int, str, LoadResult, float, "float | None"]
+
+
+def run_rounds(
+    args: argparse.Namespace, env: dict[str, str], proxies: dict[str, dict[str, str]], base: Path
+) -> tuple[list[Row], int]:
+    """Every round: the load direct, then through each proxy (the order rotating)."""
+    rows: list[Row] = []
+    ports = {name: free_port() for name in ["direct", *proxies]}
+    up = f"http://127.0.0.1:{ports['direct']}"
+    urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
+    logs = {name: base / f"{name.replace(' ', '-')}.log" for name in ports}
+    with ExitStack() as stack:
+        emulator = [EMBER, "dev", "upstream", "--port", str(ports["direct"])]
+        stack.enter_context(logged(emulator, env, logs["direct"]))
+        pids = {}
+        for name, penv in proxies.items():
+            cmd = [*proxy_cmd(ports[name], up)[:-2], "--log-level", "info"]
+            pids[name] = stack.enter_context(logged(cmd, penv, logs[name])).pid
+        for url in urls.values():
+            asyncio.run(wait_healthy(url))
+        for url in urls.values():  # SDK imports, connections, the model's first load
+            run_agents(url, LoadPlan(args.agents, 3, CWD, "warm-up", deadline_seconds=120))
+        time.sleep(2.0)
+        overflows = listen_overflows()
+        for r in range(args.rounds):
+            order = list(proxies)
+            order = order[r % len(order) :] + order[: r % len(order)]
+            result, wall = run_leg(urls["direct"], args, f"direct{r}")
+            rows.append((r, "direct", result, wall, None))
+            for name in order:
+                cpu = cpu_seconds(pids[name])
+                result, wall = run_leg(urls[name], args, f"{name}{r}")
+                rows.append((r, name, result, wall, cpu_seconds(pids[name]) - cpu))
+        overflows = listen_overflows() - overflows
+    return rows, overflows
+
+
 def report(
-    rows: list[tuple[int, str, LoadResult, float, float | None]],
+    rows: list[Row],
     args: argparse.Namespace,
     overflows: int,
     counts: AskCounts,

@@ -12,7 +12,11 @@ added cost over memory off and over direct (difference of percentiles and the me
 per-ask pairs), each proxy's CPU time per request (from /proc), and how many asks had memories
 injected (the proxy's ledger).
 
-    python bench/memory_ask.py [--facts 1000] [--asks 300]
+    python bench/memory_ask.py [--facts 1000] [--asks 300] [--baseline CHECKOUT]
+
+``--baseline`` adds a fourth target, memory on as another checkout of ember has it (its
+``src`` first on the proxy's PYTHONPATH; e.g. ``git worktree add /tmp/before <commit>``), in
+the same interleaved run: a before/after comparison on the same host state.
 
 Loopback only; every loop is bounded by ``--asks``.
 """
@@ -21,9 +25,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,6 +50,8 @@ from memory_data import search_queries, short_memories
 CWD = "/home/bench/ask-project"
 SYSTEM = "You are a coding agent. Answer briefly."
 TARGETS = ("direct", "memory off", "memory on")
+#: ``--baseline``: memory on as another checkout of ember has it (its ``src`` on PYTHONPATH)
+BASELINE = "baseline on"
 
 
 def seed(home: Path, facts: int) -> Path:
@@ -100,15 +108,17 @@ def pct(xs: list[float], p: float) -> float:
 
 
 async def measure(urls: dict[str, str], asks: list[str], pids: dict[str, int]) -> dict:
-    times: dict[str, list[float]] = {t: [] for t in TARGETS}
+    targets = list(urls)
+    times: dict[str, list[float]] = {t: [] for t in targets}
     async with aiohttp.ClientSession() as s:
         for i, ask in enumerate(asks[:30]):  # warm-up: connections, the model's first load
-            for t in TARGETS:
+            for t in targets:
                 await one(s, urls[t], body(f"warm-up {i}: {ask}"))
         await asyncio.sleep(2.0)
         cpu = {t: cpu_seconds(p) for t, p in pids.items()}
         for i, ask in enumerate(asks[30:]):
-            order = TARGETS[i % 3 :] + TARGETS[: i % 3]
+            k = i % len(targets)
+            order = targets[k:] + targets[:k]
             for t in order:
                 times[t].append(await one(s, urls[t], body(ask)))
         cpu = {t: cpu_seconds(p) - cpu[t] for t, p in pids.items()}
@@ -117,15 +127,19 @@ async def measure(urls: dict[str, str], asks: list[str], pids: dict[str, int]) -
 
 def report(res: dict, args: argparse.Namespace, ledger: tuple[int, int]) -> None:
     times, cpu = res["times"], res["cpu"]
+    targets = list(times)
     n = len(times["direct"])
     print(f"\none new ask per request, {n} asks per target, {args.facts} memories in the project, "
           f"separate processes, loopback, {os.cpu_count()} cores\n")  # fmt: skip
     print(f"{'target':12} {'p50 ms':>8} {'p99 ms':>8} {'cpu ms/req':>11}")
-    for t in TARGETS:
+    for t in targets:
         c = f"{cpu[t] / n * 1000:11.2f}" if t in cpu else f"{'-':>11}"
         print(f"{t:12} {pct(times[t], 50):8.2f} {pct(times[t], 99):8.2f} {c}")
     print()
-    for a, b in (("memory on", "memory off"), ("memory on", "direct"), ("memory off", "direct")):
+    pairs_of = [("memory on", "memory off"), ("memory on", "direct"), ("memory off", "direct")]
+    if BASELINE in times:
+        pairs_of += [(BASELINE, "memory off"), ("memory on", BASELINE)]
+    for a, b in pairs_of:
         pairs = [x - y for x, y in zip(times[a], times[b], strict=True)]
         print(f"{a} - {b}: added p50 {pct(times[a], 50) - pct(times[b], 50):+.2f} ms, "
               f"p99 {pct(times[a], 99) - pct(times[b], 99):+.2f} ms; paired median "
@@ -138,29 +152,38 @@ def report(res: dict, args: argparse.Namespace, ledger: tuple[int, int]) -> None
 async def main_async(args: argparse.Namespace) -> None:
     base = Path(tempfile.mkdtemp(prefix="ember-ask-"))
     try:
-        homes = {t: base / t.replace(" ", "-") for t in TARGETS[1:]}
-        db = seed(homes["memory on"], args.facts)
-        homes["memory off"].mkdir()
         env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
-        ports = {t: free_port() for t in TARGETS}
-        up = f"http://127.0.0.1:{ports['direct']}"
-        urls = {t: f"http://127.0.0.1:{p}" for t, p in ports.items()}
+        homes = {"memory off": base / "memory-off", "memory on": base / "memory-on"}
+        homes["memory off"].mkdir()
+        db = seed(homes["memory on"], args.facts)
         envs = {
             "memory off": {**env, "EMBER_HOME": str(homes["memory off"]),
                            "EMBER_MEMORY_MODE": "off"},
             "memory on": {**env, "EMBER_HOME": str(homes["memory on"])},
         }  # fmt: skip
-        with (
-            process([EMBER, "dev", "upstream", "--port", str(ports["direct"])], env),
-            process(proxy_cmd(ports["memory off"], up), envs["memory off"]) as off,
-            process(proxy_cmd(ports["memory on"], up), envs["memory on"]) as on,
-        ):
+        if args.baseline:
+            homes[BASELINE] = base / "baseline-on"
+            src = str(Path(args.baseline).resolve() / "src")
+            envs[BASELINE] = {**env, "EMBER_HOME": str(homes[BASELINE]), "PYTHONPATH": src}
+            # Seeded by the baseline's own code, so its file is what that version writes.
+            seed_cmd = [sys.executable, __file__, "--seed-only", str(homes[BASELINE])]
+            seed_cmd += ["--facts", str(args.facts)]
+            subprocess.run(seed_cmd, env=envs[BASELINE], check=True)
+        ports = {t: free_port() for t in ["direct", *envs]}
+        up = f"http://127.0.0.1:{ports['direct']}"
+        urls = {t: f"http://127.0.0.1:{p}" for t, p in ports.items()}
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(
+                process([EMBER, "dev", "upstream", "--port", str(ports["direct"])], env)
+            )
+            pids = {t: stack.enter_context(process(proxy_cmd(ports[t], up), e)).pid
+                    for t, e in envs.items()}  # fmt: skip
             for url in urls.values():
                 await wait_healthy(url)
             # Numbered: the generator repeats its questions, and a repeated text would be a
             # replayed ask (the ledger) or a reused query vector, not a new ask.
             asks = [f"{q} (ticket {i})" for i, q in enumerate(search_queries(args.asks + 30))]
-            res = await measure(urls, asks, {"memory off": off.pid, "memory on": on.pid})
+            res = await measure(urls, asks, pids)
         report(res, args, injected(db))
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -170,7 +193,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--facts", type=int, default=1000)
     ap.add_argument("--asks", type=int, default=300)
-    asyncio.run(main_async(ap.parse_args()))
+    ap.add_argument(
+        "--baseline",
+        metavar="CHECKOUT",
+        help="also run memory on as another checkout has it (e.g. a git worktree)",
+    )
+    ap.add_argument("--seed-only", metavar="HOME", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.seed_only:
+        seed(Path(args.seed_only), args.facts)
+        return
+    asyncio.run(main_async(args))
 
 
 if __name__ == "__main__":

@@ -378,7 +378,7 @@ class HierarchicalMemory:
     def is_empty(self) -> bool:
         """No current memory: one index seek, where ``count`` reads every current row (8% of
         a loaded proxy's samples when each new ask counted a store of 1,000)."""
-        return not self._query(rows.any_current)
+        return not self._snapshot_read(rows.any_current)  # no cache to check: one plain read
 
     def evidence(self, memory_id: str) -> builtins.list[Evidence]:
         def read(conn: Connection) -> builtins.list[Evidence]:
