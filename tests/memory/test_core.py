@@ -225,3 +225,19 @@ def test_recency_breaks_otherwise_equal_matches(store: HierarchicalMemory, clock
     hits = store.search("deploy target")
     assert _ids(hits) == [new.id, old.id]
     assert hits[0].score >= hits[1].score
+
+
+def test_an_empty_store_says_so_and_a_store_with_memories_is_not_looked_at_again(
+    store: HierarchicalMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new ask of a project without memories never loads the model; one of a project with
+    memories does not read the file again to learn it still has some."""
+    from ember.memory import core
+
+    assert store.is_empty()
+    fact = store.add("Deploys go to fly.io")
+    assert not store.is_empty()
+    store.delete(fact.id)
+    assert not store.is_empty()  # within NONEMPTY_SECONDS: taken to hold memories still
+    monkeypatch.setattr(core, "NONEMPTY_SECONDS", 0.0)
+    assert store.is_empty()

@@ -54,6 +54,9 @@ from ember.store.schema import PROJECT
 
 log = logging.getLogger(__name__)
 
+#: How long a store found holding memories is taken to hold them (``is_empty``).
+NONEMPTY_SECONDS = 30.0
+
 T = TypeVar("T")
 #: What the storage layer raises when a file cannot be read or written (mapped onto
 #: ``MemoryStoreError`` here, so callers catch one memory error).
@@ -94,6 +97,7 @@ class HierarchicalMemory:
         self._cache = LruCache(cache_size)
         self._ranking, self._time_aware = ranking, time_aware
         self._clock = clock
+        self._nonempty_at = -NONEMPTY_SECONDS  # when a look last found memories (monotonic)
         self._embedder = EmbedderSlot(embedder)
         self._vectors = IndexSlot(self._db, use_vec, self._transact, self._embedder, self._lock)
         self._upkeep = Upkeep(self._fts, self._vectors, bubble_threshold, clock)
@@ -377,8 +381,17 @@ class HierarchicalMemory:
 
     def is_empty(self) -> bool:
         """No current memory: one index seek, where ``count`` reads every current row (8% of
-        a loaded proxy's samples when each new ask counted a store of 1,000)."""
-        return not self._snapshot_read(rows.any_current)  # no cache to check: one plain read
+        a loaded proxy's samples when each new ask counted a store of 1,000). A store found
+        holding memories is taken to hold them for ``NONEMPTY_SECONDS`` without looking again
+        (still 5% under 8 agents): if all of them are forgotten meanwhile, an ask embeds its
+        query for a search that finds nothing — never the other way round."""
+        now = time.monotonic()
+        if now - self._nonempty_at < NONEMPTY_SECONDS:
+            return False
+        empty = not self._snapshot_read(rows.any_current)  # no cache to check: a plain read
+        if not empty:
+            self._nonempty_at = now
+        return empty
 
     def evidence(self, memory_id: str) -> builtins.list[Evidence]:
         def read(conn: Connection) -> builtins.list[Evidence]:
