@@ -141,7 +141,8 @@ def main() -> None:
             cmd = [sys.executable, __file__, "--seed-only", str(homes[BASELINE])]
             subprocess.run([*cmd, "--facts", str(args.facts)], env=proxies[BASELINE], check=True)
         rows, overflows = run_rounds(args, env, proxies, base)
-        report(rows, args, overflows, asks(homes["ember"]))
+        counts = {name: asks(home) for name, home in homes.items() if name != "memory off"}
+        report(rows, args, overflows, counts)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -188,7 +189,7 @@ def report(
     rows: list[Row],
     args: argparse.Namespace,
     overflows: int,
-    counts: AskCounts,
+    counts: dict[str, AskCounts],
 ) -> None:
     print(f"\n{args.agents} agents x {args.turns} turns x {args.rounds} rounds, one project "
           f"({args.facts} memories for ember), emulator and proxies as processes, "
@@ -216,7 +217,8 @@ def report(
         print(f"{name}: {statistics.median(values):.2f} of direct (median of rounds; "
               f"{' '.join(f'{v:.2f}' for v in values)}), proxy CPU "
               f"{statistics.median(cpus[name]):.2f} ms per request")  # fmt: skip
-    print(f"ember: {counts.sentence()}")
+    for name, c in counts.items():
+        print(f"{name}: {c.sentence()}")
     print(f"listen-queue overflows during the run: {overflows}")
     print("targets (issue #20): ember >= 0.8 of direct, proxy CPU <= 3 ms per request")
 
