@@ -44,7 +44,14 @@ def upstream_emulator(log: TextIO | None = None) -> Emulator:
     "shadow question (hot/cold/none), facts proposed and the usage answered. Never a header "
     "or a body, so never a credential.",
 )
-def upstream(host: str, port: int, log: TextIO | None) -> None:
+@click.option(
+    "--backlog",
+    type=click.IntRange(min=1),
+    default=2048,
+    show_default=True,
+    help="Listen backlog: a small one plays a provider that drops connections under a burst.",
+)
+def upstream(host: str, port: int, log: TextIO | None, backlog: int) -> None:
     """Run the provider emulator: Anthropic Messages, OpenAI Chat Completions and Responses
     (over HTTP, and Responses over WebSocket), with prompt caching modelled, deterministic
     answers and no network, so ember can be tried without an API key.
@@ -63,4 +70,4 @@ def upstream(host: str, port: int, log: TextIO | None) -> None:
 
     logs.configure("info")
     click.echo(f"ember provider emulator on http://{host}:{port}", err=True)
-    serve_forever(upstream_emulator(log), host, port, "info")
+    serve_forever(upstream_emulator(log), host, port, "info", backlog)
