@@ -8,7 +8,6 @@ file on each retry) until the test frees the space. Every test counts rows exact
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import shutil
 import threading
@@ -74,10 +73,11 @@ class Disk:
         return opened
 
     def fill(self, db: Database) -> None:
+        # The open connection first, then every later one. The other way round, a writer
+        # that reopened while the cap job waited behind queued writes was capped at once,
+        # found the file full and refused the cap job itself (late in a loaded full run).
+        db.write(_cap)
         self.full.set()
-        # The writer may have reopened meanwhile, capped, and a queued write found it full.
-        with contextlib.suppress(StorageUnavailable):
-            db.write(_cap)
 
     def free(self) -> None:
         self.full.clear()
