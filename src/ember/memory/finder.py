@@ -70,17 +70,21 @@ class Finder:
             )
 
         qvec: Vectors | None = None
-        vec_hits: dict[int, float] = {}
+        vec_hits: dict[int, float] | None = {}
         if index is None or ranking.fusion == "bm25":
             keywords = keyword_part(True)
         elif ranking.fusion == "vector":  # keyword candidates only when there is no vector
             qvec, vec_hits = vector_part()
             keywords = keyword_part(qvec is None)
         else:
-            keywords, (qvec, vec_hits) = overlap.both(lambda: keyword_part(True), vector_part)
+            # The keyword side overlaps the embedding; the vector side then runs in the merge's
+            # own snapshot (one read transaction fewer per search).
+            keywords, qvec = overlap.both(lambda: keyword_part(True), lambda: self.query_vector(q))
+            vec_hits = None
         window = self.window(q, ranking, now)
 
         def merged(conn: Connection) -> list[MemoryHit]:
+            hits = stages.vector_side(conn, index, qvec, depth) if vec_hits is None else vec_hits
             more: list[int] = []
             if window is not None:
                 more = stages.window_side(conn, self.fts, q, window, qvec, dim, depth)
@@ -88,7 +92,7 @@ class Finder:
                 conn,
                 qvec,
                 dim,
-                vec_hits,
+                hits,
                 keywords,
                 vectors=stages.uses_vectors(ranking, qvec, index),
                 top_k=top_k,
