@@ -27,62 +27,23 @@ import asyncio
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import EMBER, proxy_cmd, wait_healthy
-from ember.memory import HierarchicalMemory, NewMemory
-from ember.models import get_embedder
+from common import EMBER, cpu_seconds, process, proxy_cmd, seed_project, seed_with, wait_healthy
+from ember.memory.ledger import AskCounts, ask_counts
 from ember.project import resolve_project
 from ember.server import free_port
 from ember.store.driver import connect
 from ember.testing.load import LoadPlan, LoadResult, run_agents
-from memory_data import short_memories
-
-if TYPE_CHECKING:
-    from ember.memory.ledger import AskCounts
 
 CWD = "/home/bench/agents-project"
 PROXIES = {"ember": {}, "memory off": {"EMBER_MEMORY_MODE": "off"}}
 BASELINE = "baseline"
-
-
-@contextmanager
-def logged(args: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A child process writing its log to ``log``, always stopped."""
-    with log.open("wb") as out:
-        proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            yield proc
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-
-def seed(home: Path, facts: int) -> None:
-    if facts <= 0:
-        return
-    ref = resolve_project({}, None, f"Working directory: {CWD}")
-    assert ref is not None
-    db = ref.db_path(home)
-    db.parent.mkdir(parents=True, exist_ok=True)
-    with HierarchicalMemory(db, get_embedder()) as mem:
-        mem.add_many([NewMemory(t, importance=0.7) for t in short_memories(facts)])
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def listen_overflows() -> int:
@@ -96,8 +57,6 @@ def listen_overflows() -> int:
 
 def asks(home: Path) -> AskCounts:
     """What the proxy's ledger says of the project's new asks (as ``ember stats`` does)."""
-    from ember.memory.ledger import ask_counts  # not in a baseline checkout (--seed-only)
-
     ref = resolve_project({}, None, f"Working directory: {CWD}")
     assert ref is not None
     conn = connect(ref.db_path(home), readonly=True).conn
@@ -121,11 +80,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--facts", type=int, default=1000)
     ap.add_argument("--baseline", metavar="CHECKOUT", help="also run another checkout's ember")
-    ap.add_argument("--seed-only", metavar="HOME", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.seed_only:
-        seed(Path(args.seed_only), args.facts)
-        return
     base = Path(tempfile.mkdtemp(prefix="ember-agents-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
     proxies = {name: {**env, **extra} for name, extra in PROXIES.items()}
@@ -136,11 +91,10 @@ def main() -> None:
         for name, home in homes.items():
             home.mkdir()
             proxies[name]["EMBER_HOME"] = str(home)
-        seed(homes["ember"], args.facts)
+        seed_project(homes["ember"], CWD, args.facts)
         if BASELINE in homes:  # seeded by the baseline's own code
-            cmd = [sys.executable, __file__, "--seed-only", str(homes[BASELINE])]
-            subprocess.run([*cmd, "--facts", str(args.facts)], env=proxies[BASELINE], check=True)
-        rows, overflows = run_rounds(args, env, proxies, base)
+            seed_with(proxies[BASELINE], homes[BASELINE], CWD, args.facts)
+        rows, overflows = run_rounds(args, env, proxies)
         # The baseline's ledger may predate the column that marks busy asks: not counted.
         counts = {name: asks(homes[name]) for name in PROXIES if name != "memory off"}
         report(rows, args, overflows, counts)
@@ -152,21 +106,19 @@ Row = tuple[int, str, LoadResult, float, "float | None"]
 
 
 def run_rounds(
-    args: argparse.Namespace, env: dict[str, str], proxies: dict[str, dict[str, str]], base: Path
+    args: argparse.Namespace, env: dict[str, str], proxies: dict[str, dict[str, str]]
 ) -> tuple[list[Row], int]:
     """Every round: the load direct, then through each proxy (the order rotating)."""
     rows: list[Row] = []
     ports = {name: free_port() for name in ["direct", *proxies]}
     up = f"http://127.0.0.1:{ports['direct']}"
     urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
-    logs = {name: base / f"{name.replace(' ', '-')}.log" for name in ports}
     with ExitStack() as stack:
         emulator = [EMBER, "dev", "upstream", "--port", str(ports["direct"])]
-        stack.enter_context(logged(emulator, env, logs["direct"]))
+        stack.enter_context(process(emulator, env))
         pids = {}
         for name, penv in proxies.items():
-            cmd = [*proxy_cmd(ports[name], up)[:-2], "--log-level", "info"]
-            pids[name] = stack.enter_context(logged(cmd, penv, logs[name])).pid
+            pids[name] = stack.enter_context(process(proxy_cmd(ports[name], up), penv)).pid
         for url in urls.values():
             asyncio.run(wait_healthy(url))
         for url in urls.values():  # SDK imports, connections, the model's first load

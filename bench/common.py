@@ -1,8 +1,13 @@
-"""Helpers shared by the benchmark scripts: bounded child processes and a readiness wait."""
+"""Helpers shared by the benchmark scripts: bounded child processes, a readiness wait, a child's
+CPU time, and a project seeded with memories (by this checkout's code or by another's).
+
+``python bench/common.py seed HOME CWD FACTS`` seeds with whatever ``ember`` is first on the
+path: ``--baseline`` benches run it with another checkout's ``src`` on PYTHONPATH."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 import time
@@ -58,3 +63,40 @@ def proxy_cmd(port: int, up: str) -> list[str]:
         "--log-level",
         "warning",
     ]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process ``pid`` so far (from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def seed_project(home: Path, cwd: str, facts: int) -> Path:
+    """``home`` whose project at ``cwd`` holds ``facts`` generated short memories (real vectors
+    of the shipped model); returns the project's database. Imports ember only when called."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from ember.memory import HierarchicalMemory, NewMemory
+    from ember.models import get_embedder
+    from ember.project import resolve_project
+    from memory_data import short_memories
+
+    ref = resolve_project({"x-ember-cwd": cwd})
+    assert ref is not None
+    db = ref.db_path(home)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with HierarchicalMemory(db, get_embedder()) as mem:
+        mem.add_many([NewMemory(t, importance=0.7) for t in short_memories(facts)])
+    return db
+
+
+def seed_with(env: dict[str, str], home: Path, cwd: str, facts: int) -> None:
+    """``seed_project`` in a child process with ``env``: a baseline checkout's project is
+    written by that checkout's own code."""
+    cmd = [sys.executable, __file__, "seed", str(home), cwd, str(facts)]
+    subprocess.run(cmd, env=env, check=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["seed"] or len(sys.argv) != 5:
+        sys.exit("usage: python bench/common.py seed HOME CWD FACTS")
+    seed_project(Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]))

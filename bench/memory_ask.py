@@ -29,7 +29,6 @@ import contextlib
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,30 +38,16 @@ import aiohttp
 import orjson
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import EMBER, process, proxy_cmd, wait_healthy
-from ember.memory import HierarchicalMemory, NewMemory
-from ember.models import get_embedder
-from ember.project import resolve_project
+from common import EMBER, cpu_seconds, process, proxy_cmd, seed_project, seed_with, wait_healthy
 from ember.server import free_port
 from ember.store.driver import connect
-from memory_data import search_queries, short_memories
+from memory_data import search_queries
 
 CWD = "/home/bench/ask-project"
 SYSTEM = "You are a coding agent. Answer briefly."
 TARGETS = ("direct", "memory off", "memory on")
 #: ``--baseline``: memory on as another checkout of ember has it (its ``src`` on PYTHONPATH)
 BASELINE = "baseline on"
-
-
-def seed(home: Path, facts: int) -> Path:
-    """``home`` with the project's ``facts`` memories stored; returns its database."""
-    ref = resolve_project({"x-ember-cwd": CWD})
-    assert ref is not None
-    db = ref.db_path(home)
-    db.parent.mkdir(parents=True, exist_ok=True)
-    with HierarchicalMemory(db, get_embedder()) as mem:
-        mem.add_many([NewMemory(t, importance=0.7) for t in short_memories(facts)])
-    return db
 
 
 def body(ask: str) -> bytes:
@@ -85,11 +70,6 @@ async def one(s: aiohttp.ClientSession, url: str, data: bytes) -> float:
         if r.status != 200:
             raise RuntimeError(f"{url} answered {r.status}")
     return time.perf_counter() - t
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def injected(db: Path) -> tuple[int, int]:
@@ -155,7 +135,7 @@ async def main_async(args: argparse.Namespace) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
         homes = {"memory off": base / "memory-off", "memory on": base / "memory-on"}
         homes["memory off"].mkdir()
-        db = seed(homes["memory on"], args.facts)
+        db = seed_project(homes["memory on"], CWD, args.facts)
         envs = {
             "memory off": {**env, "EMBER_HOME": str(homes["memory off"]),
                            "EMBER_MEMORY_MODE": "off"},
@@ -166,9 +146,7 @@ async def main_async(args: argparse.Namespace) -> None:
             src = str(Path(args.baseline).resolve() / "src")
             envs[BASELINE] = {**env, "EMBER_HOME": str(homes[BASELINE]), "PYTHONPATH": src}
             # Seeded by the baseline's own code, so its file is what that version writes.
-            seed_cmd = [sys.executable, __file__, "--seed-only", str(homes[BASELINE])]
-            seed_cmd += ["--facts", str(args.facts)]
-            subprocess.run(seed_cmd, env=envs[BASELINE], check=True)
+            seed_with(envs[BASELINE], homes[BASELINE], CWD, args.facts)
         ports = {t: free_port() for t in ["direct", *envs]}
         up = f"http://127.0.0.1:{ports['direct']}"
         urls = {t: f"http://127.0.0.1:{p}" for t, p in ports.items()}
@@ -198,12 +176,7 @@ def main() -> None:
         metavar="CHECKOUT",
         help="also run memory on as another checkout has it (e.g. a git worktree)",
     )
-    ap.add_argument("--seed-only", metavar="HOME", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.seed_only:
-        seed(Path(args.seed_only), args.facts)
-        return
-    asyncio.run(main_async(args))
+    asyncio.run(main_async(ap.parse_args()))
 
 
 if __name__ == "__main__":
