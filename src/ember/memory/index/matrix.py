@@ -88,9 +88,11 @@ def _load(conn: Connection, dim: int, version: _Version) -> _Copy:
 
 def _extend(conn: Connection, dim: int, copy: _Copy, version: _Version) -> _Copy:
     """``copy`` with the rows added since (new seqs only: nothing else changed)."""
+    if copy.rows is None:  # past MAX_ROWS when last counted: count again
+        return _load(conn, dim, version)
     last = int(copy.seqs[-1]) if len(copy.seqs) else 0
     seqs, blob = _rows(conn, dim, last)
-    if copy.rows is None or len(copy.seqs) + len(seqs) > MAX_ROWS:
+    if len(copy.seqs) + len(seqs) > MAX_ROWS:
         return _load(conn, dim, version)
     more = np.frombuffer(blob, dtype=np.float32).reshape(len(seqs), dim)
     return _Copy(
