@@ -111,13 +111,13 @@ class InjectionLedger:
                 row,
             )
 
+        database = self._storage.database(db)
+        if not database.health.ok:
+            raise StorageUnavailable(database.health.describe())
         key = (db, session_id)
         entries = self._sessions.get(key)
         if entries is None:
             entries = await self._load(db, session_id)
-        database = self._storage.database(db)
-        if not database.health.ok:
-            raise StorageUnavailable(database.health.describe())
         written = database.submit(insert, label="ledger")
         if written.done() and (refused := written.exception()) is not None:
             raise refused
