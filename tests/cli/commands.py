@@ -9,6 +9,7 @@ when they run as root, for whom no permission check ever fails.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -56,6 +57,40 @@ def clean_env(home: Path, **extra: str) -> dict[str, str | None]:
     return {**env, "EMBER_HOME": str(home), "COLUMNS": "80", **extra}
 
 
+#: setpriv rather than subprocess's user=: the latter cannot exec a venv whose Python lives
+#: under root's home.
+AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+
+
+def _nobody_env(home: str) -> dict[str, str]:
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+    child_env.update({"PYTHONPATH": str(ROOT), "HOME": home})
+    return child_env
+
+
+@functools.cache
+def nobody_cannot_run() -> str | None:
+    """Why ``nobody`` cannot run this checkout's Python and tests, or None when it can.
+
+    A clone inside a directory closed to other users (``mktemp -d`` makes one of mode 0700)
+    keeps ``nobody`` out of the venv and the sources: the permission cases cannot be run there
+    and are skipped, saying so, instead of failing on a child that never started."""
+    probe = subprocess.run(
+        [*AS_NOBODY, sys.executable, "-c", "import ember.cli, tests.cli.commands"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+        env=_nobody_env("/nonexistent"),
+    )
+    if probe.returncode == 0:
+        return None
+    return (
+        f"the permission cases run as nobody (uid {NOBODY}), who cannot run {sys.executable} "
+        f"with {ROOT}: a directory above it is closed to other users"
+    )
+
+
 def run_all(
     commands: Sequence[Sequence[str]], env: Mapping[str, str | None], *, other_user: bool
 ) -> list[Ran]:
@@ -63,19 +98,14 @@ def run_all(
     every permission check, so a permission test as root would test nothing)."""
     if not other_user:
         return [run(c, env) for c in commands]
-    child_env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
-    child_env.update({"PYTHONPATH": str(ROOT), "HOME": str(env.get("HOME") or "/nonexistent")})
-    # setpriv rather than subprocess's user=: the latter cannot exec a venv whose Python
-    # lives under root's home.
-    as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
     done = subprocess.run(
-        [*as_nobody, sys.executable, str(Path(__file__))],
+        [*AS_NOBODY, sys.executable, str(Path(__file__))],
         input=json.dumps({"env": dict(env), "commands": [list(c) for c in commands]}),
         capture_output=True,
         text=True,
         timeout=300,
         cwd=ROOT,
-        env=child_env,
+        env=_nobody_env(str(env.get("HOME") or "/nonexistent")),
         check=True,
     )
     return [Ran(**r) for r in json.loads(done.stdout)]
