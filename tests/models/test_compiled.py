@@ -10,7 +10,7 @@ import pytest
 
 from ember.models import Embedder, ModelFiles
 from ember.models import compiled as compiled_module
-from ember.models.compiled import DATA_FILE, MODEL_FILE, cache_key, entry_name
+from ember.models.compiled import DATA_FILE, MODEL_FILE, GraphKind, cache_key, entry_name
 from ember.models.runtime import load_onnx_embedder
 
 TEXTS = ["the cached graph is the same model", "", "数据库连接池"]
@@ -26,8 +26,9 @@ def test_first_load_writes_the_graph_and_vectors_are_unchanged(
 ) -> None:
     cached = load_onnx_embedder(package_files, NAME, cache_dir=tmp_path)
     (entry,) = _entries(tmp_path)  # one entry, no staging directory left behind
-    assert entry.name == entry_name("all-MiniLM-L6-v2", cache_key(package_files, True))
-    assert (entry / MODEL_FILE).is_file() and (entry / DATA_FILE).stat().st_size > 80e6
+    assert entry.name == entry_name("all-MiniLM-L6-v2", cache_key(package_files, GraphKind()))
+    # The real weights (the 8-bit dense layers beside the float32 word table), not a stub.
+    assert (entry / MODEL_FILE).is_file() and (entry / DATA_FILE).stat().st_size > 50e6
     assert cached.embed(TEXTS).tobytes() == minilm.embed(TEXTS).tobytes()
 
 
@@ -79,6 +80,7 @@ def test_a_different_checkpoint_gets_a_different_key(
     with config.open("a", encoding="utf-8") as fh:
         fh.write("\n")
     other = ModelFiles("copy", config, package_files.tokenizer, package_files.weights)
-    assert cache_key(other, True) != cache_key(package_files, True)
-    assert cache_key(package_files, True) == cache_key(package_files, True)
-    assert cache_key(package_files, False) != cache_key(package_files, True)
+    kinds = [GraphKind(fused, w) for fused in (True, False) for w in ("float32", "int8")]
+    assert cache_key(other, GraphKind()) != cache_key(package_files, GraphKind())
+    assert cache_key(package_files, GraphKind()) == cache_key(package_files, GraphKind())
+    assert len({cache_key(package_files, kind) for kind in kinds}) == 4

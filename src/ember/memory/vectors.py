@@ -89,8 +89,8 @@ def cosine_zero(embedder: Embedder | None) -> float:
 class QueryVectors:
     """The vectors of the last query inputs, by embedder and text (thread-safe).
 
-    A query vector is ~30-60 ms of CPU (MiniLM over up to 256 word pieces), most of what memory
-    adds to a request; the same input comes back (a client's retry, an ask replayed after a
+    A query vector is most of what memory adds to a request (~3 ms of CPU for an ask's own
+    15-20 word pieces, ~30 ms for 256); the same input comes back (a client's retry, an ask replayed after a
     compaction, two agents asking the same) and gets the very same row, read-only."""
 
     def __init__(self, capacity: int = 256) -> None:

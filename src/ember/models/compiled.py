@@ -39,8 +39,9 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from ember.models.files import ModelFiles
 from ember.models.spec import ModelSpec
@@ -50,7 +51,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Bump whenever graph.py changes what it builds.
+Weights = Literal["float32", "int8"]
+
+#: Bump whenever graph.py (or quantize.py) changes what it builds.
 GRAPH_VERSION = "1"
 MODEL_FILE = "model.onnx"
 DATA_FILE = "model.onnx.data"
@@ -75,9 +78,21 @@ def user_models_dir(environ: Mapping[str, str] = os.environ) -> Path:
     return base / "ember" / "models"
 
 
-def cache_key(files: ModelFiles, fused_attention: bool) -> str:
-    """Digest of what the graph is built from (about 0.1 s for 90 MB of weights)."""
-    digest = hashlib.sha256(f"ember-graph-{GRAPH_VERSION}-{fused_attention}\0".encode())
+@dataclass(frozen=True)
+class GraphKind:
+    """Which graph is built from a checkpoint: ``fused_attention`` (onnxruntime's ``Attention``
+    operator, else standard operators) and ``weights`` (``int8``: the dense layers' weights in
+    8-bit blocks, ``quantize.py``; ``float32``: as trained)."""
+
+    fused_attention: bool = True
+    weights: Weights = "int8"
+
+
+def cache_key(files: ModelFiles, kind: GraphKind) -> str:
+    """Digest of what the graph is built from (about 0.1 s for 90 MB of weights). The float32
+    fused graph keeps the key it had before 8-bit weights existed, so its cache entry stays."""
+    variant = f"{kind.fused_attention}" + ("" if kind.weights == "float32" else f"-{kind.weights}")
+    digest = hashlib.sha256(f"ember-graph-{GRAPH_VERSION}-{variant}\0".encode())
     for path in (files.config, files.weights):
         with path.open("rb") as fh:
             while chunk := fh.read(1 << 20):
@@ -103,20 +118,25 @@ def is_complete(entry: Path) -> bool:
     return (entry / MODEL_FILE).is_file() and (entry / DATA_FILE).is_file()
 
 
-def build_model(files: ModelFiles, spec: ModelSpec, fused_attention: bool) -> onnx.ModelProto:
+def build_model(files: ModelFiles, spec: ModelSpec, kind: GraphKind) -> onnx.ModelProto:
     """Build the graph in memory. ``graph`` (and with it ``onnx``) is imported only here, so a
     start-up that finds its graph on disk never pays for that import."""
     from ember.models.checkpoint import read_weights
     from ember.models.graph import build_graph
 
-    return build_graph(spec, read_weights(files.weights), fused_attention)
+    model = build_graph(spec, read_weights(files.weights), kind.fused_attention)
+    if kind.weights == "int8":
+        from ember.models.quantize import int8_weights
+
+        model = int8_weights(model)
+    return model
 
 
 def compiled_model(
     files: ModelFiles,
     spec: ModelSpec,
     cache_dir: Path,
-    fused_attention: bool,
+    kind: GraphKind,
     model: str = "model",
 ) -> Path:
     """Path of the cached ``model.onnx``, building and publishing the entry first when absent;
@@ -125,18 +145,18 @@ def compiled_model(
     Raises ``OSError`` when ``cache_dir`` cannot be written (the caller builds in memory
     instead) and ``EmbedderUnavailable`` when the weights themselves are unusable.
     """
-    target = cache_dir / entry_name(model, cache_key(files, fused_attention))
+    target = cache_dir / entry_name(model, cache_key(files, kind))
     if not is_complete(target):
-        _publish(target, lambda staging: _write_graph(staging, files, spec, fused_attention))
+        _publish(target, lambda staging: _write_graph(staging, files, spec, kind))
     touch(target)
     return target / MODEL_FILE
 
 
-def _write_graph(staging: Path, files: ModelFiles, spec: ModelSpec, fused: bool) -> None:
+def _write_graph(staging: Path, files: ModelFiles, spec: ModelSpec, kind: GraphKind) -> None:
     import onnx  # only on a miss: see build_model
 
     onnx.save_model(
-        build_model(files, spec, fused),
+        build_model(files, spec, kind),
         str(staging / MODEL_FILE),
         save_as_external_data=True,
         all_tensors_to_one_file=True,

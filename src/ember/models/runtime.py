@@ -8,10 +8,9 @@ disk cache or built from the safetensors weights, an onnxruntime session, the to
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -22,7 +21,7 @@ from tokenizers import Tokenizer
 
 from ember.models.batching import plan_batches
 from ember.models.checkpoint import read_spec
-from ember.models.compiled import build_model, compiled_model, discard
+from ember.models.compiled import GraphKind, Weights, build_model, compiled_model, discard
 from ember.models.errors import EmbedderUnavailable
 from ember.models.exitguard import native_work
 from ember.models.files import ModelFiles
@@ -43,18 +42,34 @@ _LEVELS = {
 class Tuning:
     """onnxruntime knobs. The defaults won ``bench/embed_throughput.py`` on a 2-core machine.
 
-    ``threads`` is capped at 2 even on bigger machines: the embedder shares the host with the
-    agents it serves, and a short query gains little past two threads. ``spinning`` off matters
-    on a small machine shared with the proxy: spinning intra-op threads keep a core busy for a
-    while after every call, stealing it from request handling.
+    ``weights`` ``int8`` (``quantize.py``): a short ask costs ~3.2 ms of CPU instead of ~4.8,
+    at equal recall@10 on every test set of ``bench/memory_quality.py``. ``threads`` 1: with
+    8-bit weights a second intra-op thread no longer shortens a short ask (4.26 against
+    4.38 ms p50) and costs CPU in thread hand-offs; concurrent asks get a core each instead
+    (the proxy runs one search per core). ``spinning`` off matters on a small machine shared
+    with the proxy: spinning intra-op threads keep a core busy for a while after every call,
+    stealing it from request handling.
     """
 
-    threads: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))
+    threads: int = 1
     optimization: Optimization = "all"
     spinning: bool = False
     fused_attention: bool = True
+    weights: Weights = "int8"
     max_batch: int = 32
     max_tokens: int = 8192
+
+    @property
+    def graph(self) -> GraphKind:
+        return GraphKind(self.fused_attention, self.weights)
+
+    @property
+    def one_at_a_time(self) -> bool:
+        """Embed each text alone: with 8-bit weights a row's vector moves (3rd decimal) with
+        the other rows of its batch, and a fact must get the same bytes whether it is stored
+        in a batch or asked alone. Alone costs nothing there: a short text is 8-bit weight
+        traffic, not arithmetic (``quantize.py``)."""
+        return self.weights == "int8"
 
 
 class OnnxEmbedder:
@@ -99,7 +114,8 @@ class OnnxEmbedder:
         # sentence-transformers strips each text before tokenising; keep the same input.
         encodings = self._tokenizer.encode_batch([t.strip() for t in texts])
         lengths = [len(e.ids) for e in encodings]
-        for batch in plan_batches(lengths, self._tuning.max_batch, self._tuning.max_tokens):
+        per_call = 1 if self._tuning.one_at_a_time else self._tuning.max_batch
+        for batch in plan_batches(lengths, per_call, self._tuning.max_tokens):
             width = max(lengths[i] for i in batch)
             ids = np.zeros((len(batch), width), dtype=np.int64)
             mask = np.zeros((len(batch), width), dtype=np.int64)
@@ -162,7 +178,7 @@ def _open_session(
     if cache_dir is not None:
         model = name.removeprefix("onnx:")
         try:
-            path = compiled_model(files, spec, cache_dir, tuning.fused_attention, model)
+            path = compiled_model(files, spec, cache_dir, tuning.graph, model)
         except OSError as exc:
             log.warning(
                 "cannot cache the embedder graph in %s (%s); building it in memory", cache_dir, exc
@@ -176,7 +192,7 @@ def _open_session(
             else:
                 prune(cache_dir, keep=path.parent.name)
                 return session
-    built = build_model(files, spec, tuning.fused_attention)
+    built = build_model(files, spec, tuning.graph)
     return _session(built.SerializeToString(), tuning, name)
 
 
