@@ -8,6 +8,7 @@ file on each retry) until the test frees the space. Every test counts rows exact
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import threading
@@ -79,10 +80,8 @@ class Disk:
         # still holds: max_page_count is connection state, not undone by a rollback, and a
         # writer that reopens is capped by ``connect``. So "full" is what filling means.
         self.full.set()
-        try:
+        with contextlib.suppress(StorageUnavailable):
             db.write(_cap)
-        except StorageUnavailable:
-            pass
 
     def free(self) -> None:
         self.full.clear()

@@ -90,8 +90,9 @@ class QueryVectors:
     """The vectors of the last query inputs, by embedder and text (thread-safe).
 
     A query vector is most of what memory adds to a request (~3 ms of CPU for an ask's own
-    15-20 word pieces, ~30 ms for 256); the same input comes back (a client's retry, an ask replayed after a
-    compaction, two agents asking the same) and gets the very same row, read-only."""
+    15-20 word pieces, ~30 ms for 256); the same input comes back (a client's retry, an ask
+    replayed after a compaction, two agents asking the same) and gets the very same row,
+    read-only."""
 
     def __init__(self, capacity: int = 256) -> None:
         self._rows: Bounded[tuple[str, str], Vectors] = Bounded(capacity)

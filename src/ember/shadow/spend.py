@@ -1,8 +1,8 @@
 """Reading a project's spend over the budget window from its accounting rows (SQL only).
 
-One query over ``exchanges`` (an index on ``ts`` keeps it to the window): the clients' own
-calls, and ember's extraction calls (``shadow`` and ``steward``), each in dollars — NULL as
-soon as one call has no price, never a smaller number — and in weighted tokens
+One query over the hourly sums (``spend_hours``) and the rows of the window's first hour: the
+clients' own calls, and ember's extraction calls (``shadow`` and ``steward``), each in dollars —
+NULL as soon as one call has no price, never a smaller number — and in weighted tokens
 (``budget.WEIGHTS``).
 """
 
@@ -15,7 +15,8 @@ from ember.prices import PriceTable
 from ember.shadow.budget import NOTHING, WEIGHTS, WINDOW_SECONDS, Budget, Spend, Weights, fmt
 from ember.store.driver import Connection
 
-#: The origins whose calls the shadow budget pays for.
+#: The origins whose calls the shadow budget pays for (also named by the trigger that keeps
+#: ``spend_hours``: a change here needs a migration there).
 EXTRACTION = ("shadow", "steward")
 
 
@@ -33,12 +34,28 @@ def _weighted_sql() -> str:
     )
 
 
+#: The window's first, partial hour from the rows (at most an hour of them, by the ``ts``
+#: index), every later hour from ``spend_hours`` (migration ``0008_spend_hours``: at most
+#: 169 x 2 x 2 rows however busy the week was). A row belongs to the hour its trigger put it
+#: in (``CAST(ts / 3600 AS INTEGER)``): the same expression here, so no row counts twice.
 _WINDOW = f"""
-SELECT origin IN {EXTRACTION!r} AS extraction,
-       CASE WHEN COUNT(cost_usd) = COUNT(*) THEN SUM(cost_usd) END,
+WITH parts AS (
+    SELECT origin IN {EXTRACTION!r} AS extraction, protocol, 1 AS calls,
+           cost_usd IS NOT NULL AS priced, COALESCE(cost_usd, 0) AS usd,
+           input_tokens, cache_read_tokens, cache_write_tokens, cache_write_1h_tokens,
+           output_tokens
+    FROM exchanges
+    WHERE ts >= :since AND ts < :edge AND CAST(ts / 3600 AS INTEGER) <= :first
+      AND origin IN ('client', {", ".join(repr(o) for o in EXTRACTION)})
+    UNION ALL
+    SELECT extraction, protocol, calls, priced, usd, input_tokens, cache_read_tokens,
+           cache_write_tokens, cache_write_1h_tokens, output_tokens
+    FROM spend_hours WHERE hour > :first
+)
+SELECT extraction,
+       CASE WHEN SUM(priced) = SUM(calls) THEN SUM(usd) END,
        SUM({_weighted_sql()})
-FROM exchanges
-WHERE ts >= ? AND origin IN ('client', {", ".join(repr(o) for o in EXTRACTION)})
+FROM parts
 GROUP BY extraction
 """
 
@@ -46,9 +63,11 @@ GROUP BY extraction
 def window(conn: Connection, now: float | None = None) -> tuple[Spend, Spend]:
     """(the clients' spend, the extraction spend) over the last ``WINDOW_SECONDS``."""
     since = (time.time() if now is None else now) - WINDOW_SECONDS
+    first = int(since // 3600)
+    params = {"since": since, "edge": (first + 2) * 3600.0, "first": first}
     found = {
         bool(extraction): Spend(None if usd is None else float(usd), float(tokens or 0.0))
-        for extraction, usd, tokens in conn.execute(_WINDOW, (since,))
+        for extraction, usd, tokens in conn.execute(_WINDOW, params)
     }
     nothing = Spend(0.0, 0.0)
     return found.get(False, nothing), found.get(True, nothing)

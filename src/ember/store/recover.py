@@ -47,8 +47,9 @@ from ember.store.driver import Connection, connect, errors
 from ember.store.migrations import Schema, migrate
 
 #: Tables whose content is derived and rebuilt, never copied (virtual tables and their
-#: shadow tables; vectors are re-embedded).
-_DERIVED_PREFIXES = ("memory_fts", "memory_vec", "_migrations", "sqlite_")
+#: shadow tables; vectors are re-embedded; ``spend_hours`` is summed again by its trigger as
+#: the accounting rows go in — copied too, every hour would count twice).
+_DERIVED_PREFIXES = ("memory_fts", "memory_vec", "_migrations", "sqlite_", "spend_hours")
 _REEMBED = ("memory_vectors",)
 _CHUNK = 500
 #: Where no count of rows is known, rowid ranges are probed up to this (then given up).
@@ -325,20 +326,21 @@ def _copy_keyed(source: Connection, out: Connection, table: str, cols: list[str]
 
 
 def _insert(out: Connection, table: str, cols: list[str], rows: list[tuple[Any, ...]]) -> int:
-    """Insert ``rows``; returns how many went in (a duplicate key is not a copied row)."""
+    """Insert ``rows``; returns how many went in (a duplicate key is not a copied row). The
+    statement's own row count, not the connection's total: that one also counts the rows a
+    trigger wrote (``spend_hours``), and reported two copied rows for each one."""
     if not rows:
         return 0
     names = ", ".join(c if c == "rowid" else f'"{c}"' for c in cols)
     marks = ", ".join("?" * len(cols))
-    before = out.total_changes
     out.execute("BEGIN")
     try:
-        out.executemany(f'INSERT OR IGNORE INTO "{table}" ({names}) VALUES ({marks})', rows)
+        cur = out.executemany(f'INSERT OR IGNORE INTO "{table}" ({names}) VALUES ({marks})', rows)
         out.execute("COMMIT")
     except BaseException:
         out.execute("ROLLBACK")
         raise
-    return int(out.total_changes - before)
+    return int(cur.rowcount)
 
 
 def _by_ranges(source: Connection, select: str, top: int) -> Iterator[Any]:
