@@ -109,6 +109,11 @@ class Settings(BaseModel):
     #: agents' asks (the log says how often). Under overload memory gives way, never the
     #: forwarding of requests. 0: one per CPU core.
     memory_concurrent_asks: int = Field(default=0, ge=0, le=64)
+    #: The share of the machine's CPU time memory searches may take on average when asks
+    #: flood in (0.1 = a tenth of every core; ~30 new asks a second on 2 cores, beyond any
+    #: person or agent fleet asking seconds apart). Past it, asks go on without memories
+    #: until the share has refilled (memory/gate.py): forwarding keeps the rest of the CPU.
+    memory_cpu_share: float = Field(default=0.1, gt=0, le=1)
 
     # -- upstream connections (issue #7; the failures they prevent: ember/proxy/connector.py) --
     #: Connections to the providers at most, in all and per host. Each stream holds one for its

@@ -56,7 +56,7 @@ class LedgerEntry:
     message_digest: str
     block: str
     memory_ids: tuple[str, ...] = ()
-    #: the ask went on without memories because every search slot was busy (``AskGate``)
+    #: the ask went on without memories because memory was at capacity (``AskGate``)
     busy: bool = False
 
 
@@ -164,8 +164,8 @@ class AskCounts:
         line = f"Memory: {self.asks} new asks, {self.with_memories} with memories injected"
         if self.busy:
             line += (
-                f"; {self.busy} went on without them because every search slot was busy "
-                "(memory_concurrent_asks)"
+                f"; {self.busy} went on without them because memory was at capacity "
+                "(memory_concurrent_asks, memory_cpu_share)"
             )
         return line + "."
 

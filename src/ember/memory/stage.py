@@ -24,6 +24,7 @@ import asyncio
 import logging
 import os
 import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -80,7 +81,9 @@ class MemoryStage(Stage):
         self.budget = InjectionBudget(
             settings.memory_budget_tokens, settings.memory_max_items, settings.memory_min_score
         )
-        self.gate = AskGate(settings.memory_concurrent_asks or os.cpu_count() or 1)
+        self.gate = AskGate(
+            settings.memory_concurrent_asks or os.cpu_count() or 1, settings.memory_cpu_share
+        )
 
     def _embedder_now(self) -> Embedder:
         """The embedder if it is loaded; starts loading it (in a thread) on first use.
@@ -181,9 +184,10 @@ class MemoryStage(Stage):
         if not ready and not await self._wait_for_embedder():
             return None
         if not self.gate.enter():
-            # Every search slot is busy: this ask goes on without memories, and the ledger says
+            # Memory is at capacity: this ask goes on without memories, and the ledger says
             # so (nothing injected here), so the session's later requests replay it the same.
             return LedgerEntry(ask, digest, "", busy=True)
+        started = time.monotonic()
         try:
             hits = await asyncio.to_thread(
                 store.search,
@@ -192,7 +196,7 @@ class MemoryStage(Stage):
                 memory_filter=MemoryFilter(session_id=ex.session_id),
             )
         finally:
-            self.gate.leave()
+            self.gate.leave(time.monotonic() - started)
         fresh = not_echoed(
             not_yet_injected(hits, already), ex.session_id, lambda: said(adapter, body)
         )
