@@ -53,11 +53,10 @@ COALESCE_LENGTHS = (16, 48, 91, 128, 256)
 COALESCE_SIZES = (2, 4, 8)
 SECTIONS = ("tunings", "coalescing", "loads")
 VARIANTS: dict[str, Tuning] = {
-    "default: 1 thr, fused attn, int8 weights": Tuning(),
-    "float32 weights, 2 threads (before)": Tuning(weights="float32", threads=2),
-    "float32 weights, 1 thread": Tuning(weights="float32"),
+    "default: 2 thr, fused attn, int8 weights": Tuning(),
+    "float32 weights (before)": Tuning(weights="float32"),
     "plain attention, float32 (standard ops)": Tuning(fused_attention=False, weights="float32"),
-    "2 threads": Tuning(threads=2),
+    "1 thread": Tuning(threads=1),
     "spinning threads": Tuning(spinning=True),
     "graph opt basic": Tuning(optimization="basic"),
 }

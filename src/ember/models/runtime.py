@@ -8,9 +8,10 @@ disk cache or built from the safetensors weights, an onnxruntime session, the to
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -42,16 +43,17 @@ _LEVELS = {
 class Tuning:
     """onnxruntime knobs. The defaults won ``bench/embed_throughput.py`` on a 2-core machine.
 
-    ``weights`` ``int8`` (``quantize.py``): a short ask costs ~3.2 ms of CPU instead of ~4.8,
-    at equal recall@10 on every test set of ``bench/memory_quality.py``. ``threads`` 1: with
-    8-bit weights a second intra-op thread no longer shortens a short ask (4.26 against
-    4.38 ms p50) and costs CPU in thread hand-offs; concurrent asks get a core each instead
-    (the proxy runs one search per core). ``spinning`` off matters on a small machine shared
-    with the proxy: spinning intra-op threads keep a core busy for a while after every call,
+    ``weights`` ``int8`` (``quantize.py``): a short ask costs ~3.6 ms of CPU and 2.3-2.5 ms
+    of wall time instead of ~6.0 and 3.5-3.7 (float32, both on two threads), at equal
+    recall@10 on every test set of ``bench/memory_quality.py``. ``threads`` is capped at 2
+    even on bigger machines: the embedder shares the host with the agents it serves, and a
+    short query gains little past two threads (one thread: ~13% less CPU, 1.4x the latency
+    and 0.7x the bulk import rate). ``spinning`` off matters on a small machine shared with
+    the proxy: spinning intra-op threads keep a core busy for a while after every call,
     stealing it from request handling.
     """
 
-    threads: int = 1
+    threads: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))
     optimization: Optimization = "all"
     spinning: bool = False
     fused_attention: bool = True
@@ -67,8 +69,8 @@ class Tuning:
     def one_at_a_time(self) -> bool:
         """Embed each text alone: with 8-bit weights a row's vector moves (3rd decimal) with
         the other rows of its batch, and a fact must get the same bytes whether it is stored
-        in a batch or asked alone. Alone costs nothing there: a short text is 8-bit weight
-        traffic, not arithmetic (``quantize.py``)."""
+        in a batch or asked alone. Alone costs bulk import nothing measurable (~360 short
+        texts/s against ~340 for float32 in batches of 32, ``bench/embed_throughput.py``)."""
         return self.weights == "int8"
 
 
