@@ -176,7 +176,7 @@ def memory_counts(app: ProxyApp) -> str:
     queries = store.query_vectors if store is not None else None
     reused = "?" if queries is None else f"{queries.computed} computed, {queries.reused} reused"
     return (
-        f"{stage.gate.turned_away} asks went without memories (all search slots busy); "
+        f"{stage.gate.turned_away} asks went without memories (memory at capacity); "
         f"query vectors {reused}"
     )
 
