@@ -7,7 +7,38 @@ import ast
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "ember"
-FEATURES = ("shaping", "memory", "shadow", "learn", "telemetry")
+#: The packages features stand on or are composed by; every other package is a feature.
+PLATFORM = frozenset(
+    {"cli", "clients", "demo", "launch", "models", "protocols", "proxy", "store", "testing"}
+)
+FEATURES = tuple(
+    sorted(
+        p.name
+        for p in SRC.iterdir()
+        if p.is_dir() and (p / "__init__.py").exists() and p.name not in PLATFORM
+    )
+)
+#: Feature-to-feature imports that exist today, by (module, the feature it imports). Issue #21
+#: moves what they share below the features; this list only ever shrinks: a new crossing
+#: fails, and so does an entry that is gone (remove it, so it cannot come back unnoticed).
+KNOWN_CROSSINGS = frozenset(
+    {
+        ("learn/toin/keys.py", "shaping"),
+        ("learn/toin/patterns.py", "shaping"),
+        ("learn/toin/store.py", "shaping"),
+        ("learn/verbosity.py", "shaping"),
+        ("memory/writers/markers.py", "learn"),
+        ("shadow/evidence.py", "memory"),
+        ("shadow/observe.py", "memory"),
+        ("shadow/question.py", "memory"),
+        ("shadow/runner.py", "memory"),
+        ("traffic/learner.py", "memory"),
+        ("traffic/patterns.py", "memory"),
+        ("traffic/sightings.py", "memory"),
+        ("traffic/stage.py", "memory"),
+        ("traffic/stage.py", "shadow"),
+    }
+)
 
 
 def imports_of(path: Path) -> set[str]:
@@ -22,6 +53,32 @@ def imports_of(path: Path) -> set[str]:
 
 def modules(package: str) -> list[Path]:
     return sorted((SRC / package).rglob("*.py"))
+
+
+def crossings() -> set[tuple[str, str]]:
+    found = set()
+    for feature in FEATURES:
+        for path in modules(feature):
+            for m in imports_of(path):
+                parts = m.split(".")
+                other = parts[1] if parts[0] == "ember" and len(parts) > 1 else None
+                if other in FEATURES and other != feature:
+                    found.add((path.relative_to(SRC).as_posix(), other))
+    return found
+
+
+def test_the_features_are_every_package_that_is_not_platform() -> None:
+    """Derived from the tree: a new package is a feature unless it is named platform."""
+    assert {"memory", "shadow", "shaping", "learn", "traffic"} <= set(FEATURES)
+    assert not set(FEATURES) & PLATFORM
+
+
+def test_no_new_feature_imports_another_feature() -> None:
+    found = crossings()
+    new = sorted(found - KNOWN_CROSSINGS)
+    assert not new, f"feature-to-feature imports {new}: share through the platform (issue #21)"
+    gone = sorted(KNOWN_CROSSINGS - found)
+    assert not gone, f"{gone} no longer cross: remove them from KNOWN_CROSSINGS"
 
 
 def test_no_feature_imports_the_proxy() -> None:
