@@ -29,6 +29,10 @@ from ember.traffic.stage import TrafficStage
 StageFactory = Callable[[Settings, Storage], list[Stage]]
 
 
+#: The public part: ``shadow_library`` (README, Library mode). The builders serve the CLI.
+__all__ = ["shadow_library"]
+
+
 def build_storage(settings: Settings) -> Storage:
     """The one owner of every database file this process opens."""
     return storage_for(settings)

@@ -24,6 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ember.errors import ConfigError
 from ember.prices import Price, PriceTable
 
+__all__ = ["ENV_PREFIX", "PriceModel", "Settings", "load_settings"]
+
 ENV_PREFIX = "EMBER_"
 #: Variables that choose where settings come from rather than being settings themselves.
 _META_ENV = {"EMBER_CONFIG"}
