@@ -8,12 +8,12 @@ file on each retry) until the test frees the space. Every test counts rows exact
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent import futures
 from pathlib import Path
 from typing import Any
 
@@ -74,14 +74,20 @@ class Disk:
         return opened
 
     def fill(self, db: Database) -> None:
-        # Every later connection, then the open one. Under load the cap job shares a batch
-        # with queued writes: when one after it finds the file full, the batch rolls back
-        # and the cap's own future carries that StorageUnavailable (seen in CI). The cap
-        # still holds: max_page_count is connection state, not undone by a rollback, and a
-        # writer that reopens is capped by ``connect``. So "full" is what filling means.
+        # Every later connection first, then the open one, by a write queued like any other.
+        # Under load it may share a batch with rows that find the file full: the batch rolls
+        # back, and the cap (connection state, not undone by a rollback) holds anyway. A write
+        # the caller waited for would then be dropped and counted as a lost write (or raise:
+        # CI, stop 26); queued, it is held with the rows and retried with them, capping again
+        # while the disk is full and doing nothing once it is freed.
         self.full.set()
-        with contextlib.suppress(StorageUnavailable):
-            db.write(_cap)
+
+        def cap(conn: Any) -> None:
+            if self.full.is_set():
+                _cap(conn)
+
+        # On an idle writer it is done at once (the tests that count writes rely on that).
+        futures.wait([db.submit(cap, label="test-disk-cap")], timeout=1.0)
 
     def free(self) -> None:
         self.full.clear()
