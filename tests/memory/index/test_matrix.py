@@ -123,3 +123,25 @@ def test_added_rows_are_appended_and_other_changes_reload(
     _put(db, index, [51], -q[None, :])  # a stored row replaced: the copy is reloaded
     assert db.read(lambda c: index.search(c, q, 1))[0][0] not in (51, 52)
     assert len(loads) == 2
+
+
+def test_a_database_from_before_the_added_counter_gets_it_and_stays_exact(
+    tmp_path: Path,
+) -> None:
+    """``memory_0003`` shipped counting inserts as changes; ``memory_0004`` adds the counter
+    of added rows to such a file instead of editing the migration it already applied."""
+    from ember.store.migrations import Schema
+
+    older = Schema(
+        "project", tuple(m for m in PROJECT.migrations if m.name != "memory_0004_vector_added")
+    )
+    before = Database(tmp_path / "ember.db", older, vec=True)
+    assert before.read(matrix._version) is None  # no vector_added: the index answers
+    before.close()
+    db, index, _ = _store(tmp_path, 30)  # the same file, now with every migration
+    q = _unit(1, 64, 11)[0]
+    assert db.read(matrix._version) is not None
+    _put(db, index, [31], q[None, :])
+    assert db.read(lambda c: index.search(c, q, 1))[0][0] == 31
+    _put(db, index, [31], -q[None, :])  # replaced: counted as a change, the copy reloads
+    assert db.read(lambda c: index.search(c, q, 1))[0][0] != 31

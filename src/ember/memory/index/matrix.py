@@ -10,9 +10,10 @@ tens of microseconds.
 Invariants:
 - Never stale: the copy is tagged with ``memory_meta``'s ``vector_added`` and
   ``vector_changes``, which triggers move with every change of ``memory_vectors``
-  (``memory_0003_vector_changes``), and each search reads them in its own snapshot before
-  using the copy. Rows only added (new seqs, past every older one) are appended in that same
-  snapshot; any other change reloads the copy. Commits to other tables (accounting, one per
+  (migrations ``memory_0003_vector_changes`` and ``memory_0004_vector_added``), and each
+  search reads them in its own snapshot before using the copy. Rows only added (new seqs,
+  past every older one) are appended in that same snapshot; any other change reloads the
+  copy. Commits to other tables (accounting, one per
   request) leave it alone; a fact stored while agents ask costs one small read, not a reload.
 - Bounded: a store with more than ``MAX_ROWS`` vectors (30 MB of float32 at 384 dimensions) is
   searched through the index as before, and nothing is kept.
@@ -37,7 +38,7 @@ MAX_ROWS = 20_000
 
 @dataclass(frozen=True)
 class _Version:
-    """``memory_meta``'s two counters (``memory_0003_vector_changes``)."""
+    """``memory_meta``'s two counters (``memory_0003``, ``memory_0004`` migrations)."""
 
     changes: str
     added: str

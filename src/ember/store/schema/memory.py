@@ -97,22 +97,12 @@ MEMORY: tuple[Migration, ...] = (
     Migration(
         "memory_0003_vector_changes",
         """
-        -- Two numbers that move with memory_vectors, read in a search's own snapshot: a
-        -- process keeping the vectors in memory (index/matrix.py) knows when its copy is
-        -- stale without comparing rows. vector_added counts new rows (their seqs are past
-        -- every older one: AUTOINCREMENT), so the copy only appends them; vector_changes counts
-        -- every other change (a row rewritten, replaced or removed), which reloads it. Other
-        -- tables' commits (accounting, one per request) leave both alone, where PRAGMA
-        -- data_version moves with every one.
-        INSERT OR IGNORE INTO memory_meta VALUES ('vector_added', '0');
+        -- A number that moves with every change of memory_vectors, read in a search's own
+        -- snapshot: a process keeping the vectors in memory (index/matrix.py) knows when
+        -- its copy is stale without comparing rows. Other tables' commits (accounting, one
+        -- per request) leave it alone, where PRAGMA data_version moves with every one.
         INSERT OR IGNORE INTO memory_meta VALUES ('vector_changes', '0');
         CREATE TRIGGER memory_vectors_added AFTER INSERT ON memory_vectors BEGIN
-            UPDATE memory_meta SET value = CAST(value AS INTEGER) + 1
-            WHERE key = 'vector_added';
-        END;
-        -- INSERT OR REPLACE of a stored seq deletes the old row without a delete trigger.
-        CREATE TRIGGER memory_vectors_replaced BEFORE INSERT ON memory_vectors
-        WHEN EXISTS (SELECT 1 FROM memory_vectors WHERE seq = NEW.seq) BEGIN
             UPDATE memory_meta SET value = CAST(value AS INTEGER) + 1
             WHERE key = 'vector_changes';
         END;
@@ -121,6 +111,29 @@ MEMORY: tuple[Migration, ...] = (
             WHERE key = 'vector_changes';
         END;
         CREATE TRIGGER memory_vectors_removed AFTER DELETE ON memory_vectors BEGIN
+            UPDATE memory_meta SET value = CAST(value AS INTEGER) + 1
+            WHERE key = 'vector_changes';
+        END;
+        """,
+    ),
+    Migration(
+        "memory_0004_vector_added",
+        """
+        -- Two numbers that move with memory_vectors, read in a search's own snapshot: a
+        -- process keeping the vectors in memory (index/matrix.py) knows when its copy is
+        -- stale without comparing rows. vector_added counts new rows (their seqs are past
+        -- every older one: AUTOINCREMENT), so the copy only appends them; vector_changes
+        -- (memory_0003) now counts every other change (a row rewritten, replaced or removed),
+        -- which reloads it. A database without vector_added is searched through its index.
+        INSERT OR IGNORE INTO memory_meta VALUES ('vector_added', '0');
+        DROP TRIGGER memory_vectors_added;
+        CREATE TRIGGER memory_vectors_added AFTER INSERT ON memory_vectors BEGIN
+            UPDATE memory_meta SET value = CAST(value AS INTEGER) + 1
+            WHERE key = 'vector_added';
+        END;
+        -- INSERT OR REPLACE of a stored seq deletes the old row without a delete trigger.
+        CREATE TRIGGER memory_vectors_replaced BEFORE INSERT ON memory_vectors
+        WHEN EXISTS (SELECT 1 FROM memory_vectors WHERE seq = NEW.seq) BEGIN
             UPDATE memory_meta SET value = CAST(value AS INTEGER) + 1
             WHERE key = 'vector_changes';
         END;
