@@ -24,8 +24,9 @@ LEDGER: tuple[Migration, ...] = (
     Migration(
         "0007_memory_injections_busy",
         """
-        -- 1 for an ask that went on without memories because every search slot was busy
-        -- (memory_concurrent_asks): what `ember stats` counts as turned away.
+        -- 1 for an ask that went on without memories because memory was at capacity (every
+        -- search slot busy, or the searches' CPU share spent: memory/gate.py): what
+        -- `ember stats` counts as turned away.
         ALTER TABLE memory_injections ADD COLUMN busy INTEGER NOT NULL DEFAULT 0;
         """,
     ),
