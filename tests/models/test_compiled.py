@@ -11,10 +11,11 @@ import pytest
 from ember.models import Embedder, ModelFiles
 from ember.models import compiled as compiled_module
 from ember.models.compiled import DATA_FILE, MODEL_FILE, GraphKind, cache_key, entry_name
-from ember.models.runtime import load_onnx_embedder
+from ember.models.runtime import Tuning, load_onnx_embedder
 
 TEXTS = ["the cached graph is the same model", "", "数据库连接池"]
 NAME = "onnx:all-MiniLM-L6-v2"
+SHIPPED = Tuning().graph
 
 
 def _entries(cache_dir: Path) -> list[Path]:
@@ -26,7 +27,7 @@ def test_first_load_writes_the_graph_and_vectors_are_unchanged(
 ) -> None:
     cached = load_onnx_embedder(package_files, NAME, cache_dir=tmp_path)
     (entry,) = _entries(tmp_path)  # one entry, no staging directory left behind
-    assert entry.name == entry_name("all-MiniLM-L6-v2", cache_key(package_files, GraphKind()))
+    assert entry.name == entry_name("all-MiniLM-L6-v2", cache_key(package_files, SHIPPED))
     # The real weights (the 8-bit dense layers beside the float32 word table), not a stub.
     assert (entry / MODEL_FILE).is_file() and (entry / DATA_FILE).stat().st_size > 50e6
     assert cached.embed(TEXTS).tobytes() == minilm.embed(TEXTS).tobytes()
@@ -81,6 +82,6 @@ def test_a_different_checkpoint_gets_a_different_key(
         fh.write("\n")
     other = ModelFiles("copy", config, package_files.tokenizer, package_files.weights)
     kinds = [GraphKind(fused, w) for fused in (True, False) for w in ("float32", "int8")]
-    assert cache_key(other, GraphKind()) != cache_key(package_files, GraphKind())
-    assert cache_key(package_files, GraphKind()) == cache_key(package_files, GraphKind())
+    assert cache_key(other, SHIPPED) != cache_key(package_files, SHIPPED)
+    assert cache_key(package_files, SHIPPED) == cache_key(package_files, SHIPPED)
     assert len({cache_key(package_files, kind) for kind in kinds}) == 4

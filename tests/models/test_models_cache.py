@@ -48,7 +48,7 @@ def _entries(cache: Path) -> list[str]:
 
 
 def _build(files: ModelFiles, cache: Path) -> Path:
-    return compiled_model(files, None, cache, GraphKind(), "tiny")  # type: ignore[arg-type]
+    return compiled_model(files, None, cache, GraphKind(True, "int8"), "tiny")  # type: ignore[arg-type]
 
 
 def test_a_build_killed_mid_write_leaves_no_entry_a_later_start_would_load(
@@ -75,7 +75,7 @@ onnx.save_model = save_half_then_die
 compiled.build_model = lambda *args: None
 files = ModelFiles("test", Path({str(tiny_files.config)!r}), Path({str(tiny_files.config)!r}),
                    Path({str(tiny_files.weights)!r}))
-compiled.compiled_model(files, None, Path({str(cache)!r}), compiled.GraphKind(), "tiny")
+compiled.compiled_model(files, None, Path({str(cache)!r}), compiled.GraphKind(True, "int8"), "tiny")
 """
     died = subprocess.run([sys.executable, "-c", dies_mid_write], capture_output=True, text=True)
     assert died.returncode == 9, died.stderr
@@ -181,7 +181,7 @@ def test_user_cache_follows_xdg_and_ignores_a_relative_one() -> None:
 
 
 def test_an_entry_is_named_after_its_model_and_key(tiny_files: ModelFiles) -> None:
-    key = cache_key(tiny_files, GraphKind())
+    key = cache_key(tiny_files, GraphKind(True, "int8"))
     name = entry_name("BAAI/bge-small-en-v1.5", key)
     assert name == f"BAAI_bge-small-en-v1.5-{key}"
     assert entry_model(name) == "BAAI_bge-small-en-v1.5"

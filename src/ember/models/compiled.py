@@ -82,10 +82,11 @@ def user_models_dir(environ: Mapping[str, str] = os.environ) -> Path:
 class GraphKind:
     """Which graph is built from a checkpoint: ``fused_attention`` (onnxruntime's ``Attention``
     operator, else standard operators) and ``weights`` (``int8``: the dense layers' weights in
-    8-bit blocks, ``quantize.py``; ``float32``: as trained)."""
+    8-bit blocks, ``quantize.py``; ``float32``: as trained). No defaults: what ships is
+    ``runtime.Tuning``'s, the one place that chooses."""
 
-    fused_attention: bool = True
-    weights: Weights = "int8"
+    fused_attention: bool
+    weights: Weights
 
 
 def cache_key(files: ModelFiles, kind: GraphKind) -> str:
