@@ -34,11 +34,19 @@ from contextlib import ExitStack
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import EMBER, cpu_seconds, process, proxy_cmd, seed_project, seed_with, wait_healthy
-from ember.memory.ledger import AskCounts, ask_counts
+from common import (
+    EMBER,
+    cpu_seconds,
+    ledger_counts,
+    process,
+    proxy_cmd,
+    seed_project,
+    seed_with,
+    wait_healthy,
+)
+from ember.memory.ledger import AskCounts
 from ember.project import resolve_project
 from ember.server import free_port
-from ember.store.driver import connect
 from ember.testing.load import LoadPlan, LoadResult, run_agents
 
 CWD = "/home/bench/agents-project"
@@ -59,11 +67,7 @@ def asks(home: Path) -> AskCounts:
     """What the proxy's ledger says of the project's new asks (as ``ember stats`` does)."""
     ref = resolve_project({}, None, f"Working directory: {CWD}")
     assert ref is not None
-    conn = connect(ref.db_path(home), readonly=True).conn
-    try:
-        return ask_counts(conn)
-    finally:
-        conn.close()
+    return ledger_counts(ref.db_path(home))
 
 
 def run_leg(url: str, args: argparse.Namespace, tag: str) -> tuple[LoadResult, float]:

@@ -1,5 +1,6 @@
 """Helpers shared by the benchmark scripts: bounded child processes, a readiness wait, a child's
-CPU time, and a project seeded with memories (by this checkout's code or by another's).
+CPU time, a project seeded with memories (by this checkout's code or by another's), and what
+its injection ledger counts.
 
 ``python bench/common.py seed HOME CWD FACTS`` seeds with whatever ``ember`` is first on the
 path: ``--baseline`` benches run it with another checkout's ``src`` on PYTHONPATH."""
@@ -14,8 +15,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import aiohttp
+
+if TYPE_CHECKING:
+    from ember.memory.ledger import AskCounts
 
 EMBER = str(Path(sys.executable).with_name("ember"))
 
@@ -87,6 +92,18 @@ def seed_project(home: Path, cwd: str, facts: int) -> Path:
     with HierarchicalMemory(db, get_embedder()) as mem:
         mem.add_many([NewMemory(t, importance=0.7) for t in short_memories(facts)])
     return db
+
+
+def ledger_counts(db: Path) -> AskCounts:
+    """What a project's injection ledger says of its new asks, as ``ember stats`` reads it."""
+    from ember.memory.ledger import ask_counts
+    from ember.store.driver import connect
+
+    conn = connect(db, readonly=True).conn  # ember's one SQLite library, as everywhere
+    try:
+        return ask_counts(conn)
+    finally:
+        conn.close()
 
 
 def seed_with(env: dict[str, str], home: Path, cwd: str, facts: int) -> None:

@@ -10,7 +10,7 @@ it and searches the project:
 the case issue #20 bounds at +5 ms p50 / +10 ms p99. Printed: latency p50 / p99 per target, the
 added cost over memory off and over direct (difference of percentiles and the median of the
 per-ask pairs), each proxy's CPU time per request (from /proc), and how many asks had memories
-injected (the proxy's ledger).
+injected and how many went without (the proxy's ledger).
 
     python bench/memory_ask.py [--facts 1000] [--asks 300] [--baseline CHECKOUT]
 
@@ -38,9 +38,18 @@ import aiohttp
 import orjson
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import EMBER, cpu_seconds, process, proxy_cmd, seed_project, seed_with, wait_healthy
+from common import (
+    EMBER,
+    cpu_seconds,
+    ledger_counts,
+    process,
+    proxy_cmd,
+    seed_project,
+    seed_with,
+    wait_healthy,
+)
+from ember.memory.ledger import AskCounts
 from ember.server import free_port
-from ember.store.driver import connect
 from memory_data import search_queries
 
 CWD = "/home/bench/ask-project"
@@ -72,16 +81,6 @@ async def one(s: aiohttp.ClientSession, url: str, data: bytes) -> float:
     return time.perf_counter() - t
 
 
-def injected(db: Path) -> tuple[int, int]:
-    """Asks recorded in the ledger, and how many of them got a block."""
-    conn = connect(db, readonly=True).conn  # ember's one SQLite library, as everywhere
-    try:
-        row = conn.execute("SELECT COUNT(*), SUM(block != '') FROM memory_injections").fetchone()
-    finally:
-        conn.close()
-    return int(row[0] or 0), int(row[1] or 0)
-
-
 def pct(xs: list[float], p: float) -> float:
     ordered = sorted(xs)
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] * 1000
@@ -105,7 +104,7 @@ async def measure(urls: dict[str, str], asks: list[str], pids: dict[str, int]) -
     return {"times": times, "cpu": cpu}
 
 
-def report(res: dict, args: argparse.Namespace, ledger: tuple[int, int]) -> None:
+def report(res: dict, args: argparse.Namespace, ledger: AskCounts) -> None:
     times, cpu = res["times"], res["cpu"]
     targets = list(times)
     n = len(times["direct"])
@@ -124,8 +123,7 @@ def report(res: dict, args: argparse.Namespace, ledger: tuple[int, int]) -> None
         print(f"{a} - {b}: added p50 {pct(times[a], 50) - pct(times[b], 50):+.2f} ms, "
               f"p99 {pct(times[a], 99) - pct(times[b], 99):+.2f} ms; paired median "
               f"{statistics.median(pairs) * 1000:+.2f} ms")  # fmt: skip
-    asked, with_block = ledger
-    print(f"\nmemory on: {asked} asks in the ledger, {with_block} with memories injected")
+    print(f"\n{ledger.sentence()}  (the memory-on proxy's ledger)")
     print("targets (issue #20): one new retrieving ask adds <= 5 ms p50, <= 10 ms p99")
 
 
@@ -162,7 +160,7 @@ async def main_async(args: argparse.Namespace) -> None:
             # replayed ask (the ledger) or a reused query vector, not a new ask.
             asks = [f"{q} (ticket {i})" for i, q in enumerate(search_queries(args.asks + 30))]
             res = await measure(urls, asks, pids)
-        report(res, args, injected(db))
+        report(res, args, ledger_counts(db))
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
