@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ember.memory.index.fts import FtsIndex, match_expression, query_terms
 from ember.store.database import Database
 from ember.store.schema import PROJECT
@@ -37,11 +39,13 @@ def test_porter_stemming_matches_word_forms(tmp_path: Path) -> None:
 
 
 def _store(tmp_path: Path, fts: FtsIndex) -> Database:
-    """Ten memories hold "deploy", two "ledger", one "kafka"."""
+    """Twenty memories: eight hold "deploy", six "step", two "ledger", one "kafka"; eleven
+    are about something else."""
     db = Database(tmp_path / "b.db", PROJECT)
-    texts = [f"deploy step {i}" for i in range(8)]
+    texts = [f"deploy step {i}" for i in range(6)]
     texts += ["deploy the ledger nightly", "ledger backups go to the kafka topic"]
-    texts += ["deploy notes"]
+    texts += ["deploy notes", "deploy window"]
+    texts += [f"misc fact {i}" for i in range(10)]
     db.write(lambda c: fts.add(c, list(range(1, len(texts) + 1)), texts))
     return db
 
@@ -56,17 +60,39 @@ def test_an_ask_within_the_postings_budget_is_searched_with_every_term(tmp_path:
 
 
 def test_over_the_budget_the_most_common_terms_leave_the_candidate_query(tmp_path: Path) -> None:
-    """Bounded: "deploy" (in 10 of 11 memories) would make every memory a scored match."""
+    """Bounded: "deploy" (in 8 of 20 memories) would make all 10 matches scored ones."""
     fts = FtsIndex(postings_budget=3)
     db = _store(tmp_path, fts)
     terms = query_terms(["deploy the ledger to kafka"])
-    assert db.read(lambda c: fts.bounded(c, terms)) == ["kafka", "ledger"]
-    assert {s for s, _ in db.read(lambda c: fts.search(c, terms, 20))} == {9, 10}
-    assert len(db.read(lambda c: fts.rank(c, terms, 20))) == 11  # what it would have scored
+    assert db.read(lambda c: fts.bounded(c, terms)) == ["ledger", "kafka"]
+    assert {s for s, _ in db.read(lambda c: fts.search(c, terms, 20))} == {7, 8}
+    assert len(db.read(lambda c: fts.rank(c, terms, 20))) == 10  # what it would have scored
     # The rarest term stays even when it alone is over the budget: an ask always has a query.
     assert db.read(lambda c: FtsIndex(postings_budget=1).bounded(c, ["deploy", "step"])) == ["step"]
     unbounded = FtsIndex(postings_budget=0)
     assert db.read(lambda c: unbounded.bounded(c, terms)) == terms
+    db.close()
+
+
+def test_a_term_most_memories_hold_never_makes_them_candidates(tmp_path: Path) -> None:
+    """FTS5 scores a term held by more than half the rows at ~0 (its IDF is clamped), so it
+    only made every such row a scored candidate: a word every fact shares (the project's
+    name, "ticket N" in every numbered note) cost a scan of the whole store per ask."""
+    db = Database(tmp_path / "c.db", PROJECT)
+    fts = FtsIndex()
+    texts = [f"ember ticket {i} about nothing" for i in range(30)]
+    texts += ["ember ticket 30: the ledger runs nightly", "the kafka topic holds ledger backups"]
+    db.write(lambda c: fts.add(c, list(range(1, len(texts) + 1)), texts))
+    terms = query_terms(["when does the ember ledger run"])
+    assert db.read(lambda c: fts.bounded(c, terms)) == ["ledger", "run"]
+    every = dict(db.read(lambda c: fts.rank(c, terms, None)))
+    assert len(every) == 32 and all(every[s] < 1e-4 for s in range(1, 31))  # ~0, as said
+    found = db.read(lambda c: fts.search(c, terms, 10))
+    assert [s for s, _ in found] == [31, 32]
+    # The same order, the same scores but for the common word's ~1e-6.
+    assert found == [(s, pytest.approx(every[s], rel=1e-5)) for s in (31, 32)]
+    # An ask made only of common words keeps its rarest: it still has a query.
+    assert db.read(lambda c: fts.bounded(c, ["ember", "ticket"])) == ["ember"]
     db.close()
 
 

@@ -75,7 +75,8 @@ class FtsIndex:
     ) -> list[tuple[int, float]]:
         """Up to ``k`` (seq, BM25) pairs, best first (higher is better), ties by seq.
 
-        When the OR of ``terms`` matches more memories than the postings budget, the most
+        Terms held by more than half of the memories are left out (``bounded``). When the OR
+        of the rest matches more memories than the postings budget, the most
         common terms are left out of it, rarest kept first (at least one): they weigh least in
         BM25, and a memory holding only common words of the ask is found by its meaning, if at
         all. The keyword share that ranks hits (``lexical.py``) still counts every term.
@@ -86,23 +87,36 @@ class FtsIndex:
     def bounded(
         self, conn: Connection, terms: Sequence[str], counts: dict[str, int] | None = None
     ) -> list[str]:
-        """``terms``, without the most common ones when their OR matches more rows than the
-        budget allows (see ``search``)."""
+        """``terms`` without those that cannot change which memories rank first: the ones
+        held by more than half of the memories, and, when the OR of the rest matches more rows
+        than the budget allows, the most common ones (see ``search``); the rarest always stays.
+
+        FTS5's BM25 clamps the IDF of a term held by more than half the rows at 1e-6, so such
+        a term (the project's own name in every fact, a word every numbered ask shares) adds
+        nothing to any score, yet it made FTS5 score every row that holds it: all 1,000 of a
+        store whose every fact said "ticket" (~1 ms a search, and 40 candidates chosen by
+        nothing but length). A budget of 0 leaves every term in (the reference a benchmark
+        compares with)."""
         budget = self.postings_budget
-        expr = match_expression(terms)
-        if budget <= 0 or expr is None or len(terms) < 2:
-            return list(terms)
-        if self._count(conn, expr) <= budget:
+        if len(terms) < 2 or budget <= 0:
             return list(terms)
         df = self.doc_counts(conn, terms, counts)
-        kept: list[str] = []
+        half = self.size(conn) / 2
+        rarest_first = sorted(terms, key=lambda t: (df.get(t, 0), t))
+        kept = [t for t in rarest_first if df.get(t, 0) <= half] or rarest_first[:1]
+        if sum(df.get(t, 0) for t in kept) <= budget:
+            return [t for t in terms if t in kept]  # the caller's order
+        expr = match_expression(kept)
+        if expr is None or self._count(conn, expr) <= budget:
+            return [t for t in terms if t in kept]
+        within: set[str] = set()
         total = 0
-        for term in sorted(terms, key=lambda t: (df.get(t, 0), t)):
-            if kept and total + df.get(term, 0) > budget:
+        for term in kept:
+            if within and total + df.get(term, 0) > budget:
                 break
-            kept.append(term)
+            within.add(term)
             total += df.get(term, 0)
-        return kept
+        return [t for t in terms if t in within]
 
     def _count(self, conn: Connection, expr: str) -> int:
         row = conn.execute(
