@@ -235,9 +235,12 @@ def test_an_empty_store_says_so_and_a_store_with_memories_is_not_looked_at_again
     from ember.memory import core
 
     assert store.is_empty()
+    assert not store.known_nonempty()  # the request path then asks is_empty on a thread
     fact = store.add("Deploys go to fly.io")
     assert not store.is_empty()
+    assert store.known_nonempty()  # ... and now does not need to
     store.delete(fact.id)
     assert not store.is_empty()  # within NONEMPTY_SECONDS: taken to hold memories still
     monkeypatch.setattr(core, "NONEMPTY_SECONDS", 0.0)
+    assert not store.known_nonempty()
     assert store.is_empty()

@@ -44,6 +44,9 @@ class _FakeStore:
     def is_empty(self) -> bool:
         return not self.memories
 
+    def known_nonempty(self) -> bool:
+        return False  # every ask asks ``is_empty``, as a store seen for the first time
+
     def search(self, query: object, **kw: object) -> list[MemoryHit]:
         self.asked_top_k = kw.get("top_k")
         return [MemoryHit(m, 0.9, 0.9, None, 1.0) for m in self.memories]

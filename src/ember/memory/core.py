@@ -385,13 +385,18 @@ class HierarchicalMemory:
         holding memories is taken to hold them for ``NONEMPTY_SECONDS`` without looking again
         (still 5% under 8 agents): if all of them are forgotten meanwhile, an ask embeds its
         query for a search that finds nothing — never the other way round."""
-        now = time.monotonic()
-        if now - self._nonempty_at < NONEMPTY_SECONDS:
+        if self.known_nonempty():
             return False
+        now = time.monotonic()
         empty = not self._snapshot_read(rows.any_current)  # no cache to check: a plain read
         if not empty:
             self._nonempty_at = now
         return empty
+
+    def known_nonempty(self) -> bool:
+        """Whether a look of the last ``NONEMPTY_SECONDS`` found memories: no I/O, so the
+        request path can skip the worker-thread hop ``is_empty`` would cost (~0.1 ms)."""
+        return time.monotonic() - self._nonempty_at < NONEMPTY_SECONDS
 
     def evidence(self, memory_id: str) -> builtins.list[Evidence]:
         def read(conn: Connection) -> builtins.list[Evidence]:

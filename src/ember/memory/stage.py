@@ -178,7 +178,12 @@ class MemoryStage(Stage):
         )
         if store is None:
             return None
-        empty, ready = await asyncio.to_thread(lambda: (store.is_empty(), store.embedder_ready))
+        if store.known_nonempty() and store.embedder_ready:
+            empty, ready = False, True  # the steady state: no thread hop to learn it
+        else:
+            empty, ready = await asyncio.to_thread(
+                lambda: (store.is_empty(), store.embedder_ready)
+            )
         if empty:
             return LedgerEntry(ask, digest, "")  # nothing to find: no model needed
         if not ready and not await self._wait_for_embedder():
