@@ -12,7 +12,7 @@ added cost over memory off and over direct (difference of percentiles and the me
 per-ask pairs), each proxy's CPU time per request (from /proc), and how many asks had memories
 injected and how many went without (the proxy's ledger).
 
-    python bench/memory_ask.py [--facts 1000] [--asks 300] [--baseline CHECKOUT]
+    python bench/memory_ask.py [--facts 1000] [--asks 300] [--gap 0.05] [--baseline CHECKOUT]
 
 ``--baseline`` adds a fourth target, memory on as another checkout of ember has it (its
 ``src`` first on the proxy's PYTHONPATH; e.g. ``git worktree add /tmp/before <commit>``), in
@@ -86,7 +86,9 @@ def pct(xs: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] * 1000
 
 
-async def measure(urls: dict[str, str], asks: list[str], pids: dict[str, int]) -> dict:
+async def measure(
+    urls: dict[str, str], asks: list[str], pids: dict[str, int], gap: float
+) -> dict:
     targets = list(urls)
     times: dict[str, list[float]] = {t: [] for t in targets}
     async with aiohttp.ClientSession() as s:
@@ -100,6 +102,7 @@ async def measure(urls: dict[str, str], asks: list[str], pids: dict[str, int]) -
             order = targets[k:] + targets[:k]
             for t in order:
                 times[t].append(await one(s, urls[t], body(ask)))
+            await asyncio.sleep(gap)  # one agent's asks come seconds apart, not back to back
         cpu = {t: cpu_seconds(p) - cpu[t] for t, p in pids.items()}
     return {"times": times, "cpu": cpu}
 
@@ -159,7 +162,7 @@ async def main_async(args: argparse.Namespace) -> None:
             # Numbered: the generator repeats its questions, and a repeated text would be a
             # replayed ask (the ledger) or a reused query vector, not a new ask.
             asks = [f"{q} (ticket {i})" for i, q in enumerate(search_queries(args.asks + 30))]
-            res = await measure(urls, asks, pids)
+            res = await measure(urls, asks, pids, args.gap)
         report(res, args, ledger_counts(db))
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -169,6 +172,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--facts", type=int, default=1000)
     ap.add_argument("--asks", type=int, default=300)
+    ap.add_argument(
+        "--gap",
+        type=float,
+        default=0.05,
+        help="seconds between rounds (default 0.05): back-to-back asks would meet "
+        "memory_cpu_share, and an ask turned away measures nothing",
+    )
     ap.add_argument(
         "--baseline",
         metavar="CHECKOUT",
