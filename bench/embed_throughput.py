@@ -306,7 +306,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--sentences", type=int, default=512)
     parser.add_argument("--sections", default=",".join(SECTIONS), help="comma-separated")
-    parser.add_argument("--pause", type=float, default=0.05, help="idle seconds before a spaced ask")
+    parser.add_argument(
+        "--pause", type=float, default=0.05, help="idle seconds before a spaced ask"
+    )
     parser.add_argument("--spaced-queries", type=int, default=150)
     args = parser.parse_args()
     sections = set(args.sections.split(","))

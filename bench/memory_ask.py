@@ -86,9 +86,7 @@ def pct(xs: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] * 1000
 
 
-async def measure(
-    urls: dict[str, str], asks: list[str], pids: dict[str, int], gap: float
-) -> dict:
+async def measure(urls: dict[str, str], asks: list[str], pids: dict[str, int], gap: float) -> dict:
     targets = list(urls)
     times: dict[str, list[float]] = {t: [] for t in targets}
     async with aiohttp.ClientSession() as s:

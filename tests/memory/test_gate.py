@@ -54,7 +54,7 @@ def test_searches_past_their_share_of_the_cpu_turn_asks_away_until_it_refills(
     # 0.5 s of burst (5 searches), then 0.1 s of credit per second: ~3 more in 3 s.
     assert 7 <= searched <= 9, searched
     assert gate.turned_away == 30 - searched and gate.busy == 0
-    assert "share of the CPU (memory_cpu_share)" in caplog.records[0].getMessage()
+    assert "its share of the CPU (memory_cpu_share)" in caplog.records[0].getMessage()
     now[0] += 10.0  # a quiet spell refills the burst, never past it
     assert sum(1 for _ in range(8) if gate.enter() and (gate.leave(0.1) or True)) == 5
 

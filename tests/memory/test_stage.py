@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -37,6 +38,8 @@ class _FakeStore:
     def __init__(self, memories: list[Memory]) -> None:
         self.memories = memories
         self.embedder_ready = True
+        self.deferred = False
+        self.caught_up = 0
 
     def count(self) -> int:
         return len(self.memories)
@@ -46,6 +49,11 @@ class _FakeStore:
 
     def known_nonempty(self) -> bool:
         return False  # every ask asks ``is_empty``, as a store seen for the first time
+
+    def catch_up(self) -> int:
+        self.caught_up += 1
+        self.deferred = False
+        return 1
 
     def search(self, query: object, **kw: object) -> list[MemoryHit]:
         self.asked_top_k = kw.get("top_k")
@@ -98,6 +106,30 @@ async def test_a_fact_already_injected_in_the_session_is_not_injected_again(
     sent = second.doc.to_bytes().decode()
     for m in facts:  # replayed once with the first ask, never added to the second
         assert sent.count(f"[{m.id}]") == 1
+    storage.close()
+
+
+async def test_facts_a_flood_left_without_vectors_get_them_after_the_next_ask(
+    tmp_path: Path,
+) -> None:
+    """The ask is answered from what the store has (its words); the vectors follow on a
+    worker thread, once, not in that ask's way."""
+    from ember.config import load_settings
+
+    facts = [draft(NewMemory("Builds use ninja"), new_id(), 1.0)]
+    storage = Storage(tmp_path)
+    router = _FakeRouter(_FakeStore(facts), tmp_path / "p" / "ember.db")
+    router.store.deferred = True
+    stage = MemoryStage(load_settings(env={}), storage, router=router)  # type: ignore[arg-type]
+    history: list[dict[str, object]] = []
+    first = _ask(history, "how do we build?")
+    await stage.on_request(first)
+    assert f"[{facts[0].id}]" in first.doc.to_bytes().decode()
+    await asyncio.gather(*stage._catching_up)
+    assert router.store.caught_up == 1 and not router.store.deferred
+    history.append({"role": "assistant", "content": "With ninja."})
+    await stage.on_request(_ask(history, "and the docs?"))
+    assert router.store.caught_up == 1  # nothing left to catch up
     storage.close()
 
 

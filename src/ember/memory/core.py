@@ -44,6 +44,7 @@ from ember.memory.models import Evidence, Memory, MemoryFilter, MemoryHit, NewMe
 from ember.memory.retrieval.query import MemoryQuery
 from ember.memory.retrieval.rank import Fusion, Ranking
 from ember.memory.saving import SaveResult, store_graph
+from ember.memory.share import CpuShare
 from ember.memory.store import rows
 from ember.memory.upkeep import Upkeep
 from ember.memory.vectors import EmbedderSlot, EmbedderSource, QueryVectors, cosine_zero, embed
@@ -76,10 +77,12 @@ class HierarchicalMemory:
         ranking: Ranking | None = None,
         clock: Callable[[], float] = time.time,
         time_aware: bool = True,
+        cpu_share: CpuShare | None = None,
     ) -> None:
         """``db`` is the file's owner (the proxy's ``Storage`` hands it out), or a path for a
         store of its own (the CLI, tests), closed with this object. Blocking: opens the file.
-        ``time_aware=False``: an ask naming a time ranks as one naming none."""
+        ``time_aware=False``: an ask naming a time ranks as one naming none. ``cpu_share``:
+        the process's budget for memory work no answer waits for (``add_many(background=)``)."""
         self._owns_db = not isinstance(db, Database)
         if isinstance(db, Database):
             self._db = db
@@ -98,6 +101,8 @@ class HierarchicalMemory:
         self._ranking, self._time_aware = ranking, time_aware
         self._clock = clock
         self._nonempty_at = -NONEMPTY_SECONDS  # when a look last found memories (monotonic)
+        self._share = cpu_share
+        self._deferred = False  # facts stored without vectors while the share was spent
         self._embedder = EmbedderSlot(embedder)
         self._vectors = IndexSlot(self._db, use_vec, self._transact, self._embedder, self._lock)
         self._upkeep = Upkeep(self._fts, self._vectors, bubble_threshold, clock)
@@ -213,10 +218,19 @@ class HierarchicalMemory:
         dedup = bool(fields.pop("dedup", True))
         return self.add_many([NewMemory(content, **fields)], dedup=dedup)[0]
 
-    def add_many(self, items: Sequence[NewMemory], *, dedup: bool = True) -> list[Memory]:
-        """Store many facts in one transaction (embedding them in one batch first)."""
+    def add_many(
+        self, items: Sequence[NewMemory], *, dedup: bool = True, background: bool = False
+    ) -> list[Memory]:
+        """Store many facts in one transaction (embedding them in one batch first).
+
+        ``background``: nobody waits for these (a shadow's or traffic learning's facts).
+        While memory's CPU share is spent they are stored without vectors — found by their
+        words at once, by their meaning once ``catch_up`` embeds them — instead of taking
+        the forwarding's CPU: under 8 agents whose every turn stated a fact, embedding those
+        facts was 15% of the proxy's samples, more than the asks' searches."""
         memories = [self._materialise(item) for item in items]
-        vectors = self._embed([m.content for m in memories])
+        texts = [m.content for m in memories]
+        vectors = self._embed_background(texts) if background else self._embed(texts)
         out = self._transact(
             lambda conn, index: self._upkeep.insert_all(
                 conn, index, memories, vectors, items, dedup
@@ -523,6 +537,37 @@ class HierarchicalMemory:
     def _embed(self, texts: Sequence[str]) -> Vectors | None:
         embedder = self._embedder.get()
         return None if embedder is None else embed(embedder, texts)
+
+    def _embed_background(self, texts: Sequence[str]) -> Vectors | None:
+        if self._share is not None and not self._share.available():
+            self._deferred = True
+            return None
+        started = time.monotonic()
+        try:
+            return self._embed(texts)
+        finally:
+            if self._share is not None:
+                self._share.charge(time.monotonic() - started)
+
+    @property
+    def deferred(self) -> bool:
+        """Whether facts stored while the share was spent still wait for their vectors."""
+        return self._deferred
+
+    def catch_up(self, limit: int = 32) -> int:
+        """Embed up to ``limit`` of the facts stored without vectors, if the share allows
+        now; returns how many. A store opened afresh embeds them all when first searched."""
+        if not self._deferred or (self._share is not None and not self._share.available()):
+            return 0
+        started = time.monotonic()
+        try:
+            done = self._vectors.backfill(limit, limit=limit)
+        finally:
+            if self._share is not None:
+                self._share.charge(time.monotonic() - started)
+        if done < limit:
+            self._deferred = False
+        return done
 
     def backfill(self, batch: int = 256, progress: Callable[[int], None] | None = None) -> int:
         """Embed current memories stored without a vector (the embedder was not ready, or

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ember.config import Settings
 from ember.memory.core import HierarchicalMemory
+from ember.memory.share import CpuShare
 from ember.memory.vectors import EmbedderSource
 from ember.project import ProjectRef
 from ember.store.registry import Storage, storage_for
@@ -58,6 +59,9 @@ class MemoryRouter:
         self._stores: OrderedDict[Path, HierarchicalMemory] = OrderedDict()
         self._lock = threading.Lock()
         self._warned = False
+        #: the process's one budget for memory work nobody waits for (asks' searches, the
+        #: vectors of background facts): every store and the ask gate draw on it
+        self.share = CpuShare(settings.memory_cpu_share)
 
     def _open(self, path: Path) -> HierarchicalMemory:
         return HierarchicalMemory(
@@ -65,6 +69,7 @@ class MemoryRouter:
             self._embedder,
             vector_index=self._settings.memory_vector_index,
             time_aware=self._settings.memory_time_aware,
+            cpu_share=self.share,
         )
 
     def path_for(self, project: ProjectRef | None) -> Path | None:

@@ -31,6 +31,7 @@ from pathlib import Path
 from ember.config import Settings
 from ember.errors import EmberError, StorageUnavailable
 from ember.exchange import Exchange, Stage
+from ember.memory.core import HierarchicalMemory
 from ember.memory.echo import not_echoed
 from ember.memory.gate import AskGate
 from ember.memory.ledger import InjectionLedger, LedgerEntry, message_digest
@@ -38,6 +39,7 @@ from ember.memory.models import MemoryFilter, MemoryHit
 from ember.memory.retrieval.budget import InjectionBudget
 from ember.memory.retrieval.query import MemoryQuery
 from ember.memory.router import MemoryRouter
+from ember.memory.share import CpuShare
 from ember.memory.tools import MEMORY_TOOL_SPECS, MemoryTools
 from ember.models import Embedder, EmbedderLoader, preload_from
 from ember.protocols.base import ProtocolAdapter
@@ -81,9 +83,12 @@ class MemoryStage(Stage):
         self.budget = InjectionBudget(
             settings.memory_budget_tokens, settings.memory_max_items, settings.memory_min_score
         )
+        share = getattr(self.router, "share", None)  # the router's, shared with fact writers
         self.gate = AskGate(
-            settings.memory_concurrent_asks or os.cpu_count() or 1, settings.memory_cpu_share
+            settings.memory_concurrent_asks or os.cpu_count() or 1,
+            share if isinstance(share, CpuShare) else settings.memory_cpu_share,
         )
+        self._catching_up: set[asyncio.Task[None]] = set()
 
     def _embedder_now(self) -> Embedder:
         """The embedder if it is loaded; starts loading it (in a thread) on first use.
@@ -181,9 +186,7 @@ class MemoryStage(Stage):
         if store.known_nonempty() and store.embedder_ready:
             empty, ready = False, True  # the steady state: no thread hop to learn it
         else:
-            empty, ready = await asyncio.to_thread(
-                lambda: (store.is_empty(), store.embedder_ready)
-            )
+            empty, ready = await asyncio.to_thread(lambda: (store.is_empty(), store.embedder_ready))
         if empty:
             return LedgerEntry(ask, digest, "")  # nothing to find: no model needed
         if not ready and not await self._wait_for_embedder():
@@ -202,11 +205,23 @@ class MemoryStage(Stage):
             )
         finally:
             self.gate.leave(time.monotonic() - started)
+        if store.deferred and not self._catching_up:
+            task = asyncio.create_task(self._catch_up(store))
+            self._catching_up.add(task)
+            task.add_done_callback(self._catching_up.discard)
         fresh = not_echoed(
             not_yet_injected(hits, already), ex.session_id, lambda: said(adapter, body)
         )
         chosen = self.budget.select(fresh)
         return LedgerEntry(ask, digest, chosen.text, fact_keys(chosen.hits))
+
+    async def _catch_up(self, store: HierarchicalMemory) -> None:
+        """Vectors for facts a flood left without (``add_many(background=True)``), after the
+        ask that found the store behind, on a worker thread: never in an ask's way."""
+        try:
+            await asyncio.to_thread(store.catch_up)
+        except EmberError as exc:
+            log.info("memory: facts still wait for their vectors in %s: %s", store.path, exc)
 
     async def close(self) -> None:
         await asyncio.to_thread(self.router.close)

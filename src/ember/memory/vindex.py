@@ -137,13 +137,23 @@ class IndexSlot:
         result: list[tuple[int, str]] = self._db.read(pending)
         return result
 
-    def backfill(self, batch: int = 256, progress: Callable[[int], None] | None = None) -> int:
+    def backfill(
+        self,
+        batch: int = 256,
+        progress: Callable[[int], None] | None = None,
+        *,
+        limit: int | None = None,
+    ) -> int:
+        """Embed current memories without a vector, ``batch`` per transaction, at most
+        ``limit`` in all (every one when None); returns how many."""
         embedder = self._embedder.get()
         if embedder is None or self.index() is None or self._key is None:
             return 0
         done = 0
         key = self._key
-        while todo := self._pending(batch):
+        while (limit is None or done < limit) and (
+            todo := self._pending(batch if limit is None else min(batch, limit - done))
+        ):
             vecs = embed(embedder, [c for _, c in todo])
             if vecs is None:
                 break

@@ -319,7 +319,8 @@ class ShadowCore:
         found = await self.database(project).aread(lambda c: by_ids(c, ids))
         digests = {i: m.digest for i, m in found.items()}
         items = memories_for_promotion(facts, session_id, digests)
-        saved = await asyncio.to_thread(store.add_many, items)
+        # Nobody waits for these: under a flood they get their vectors later (``catch_up``).
+        saved = await asyncio.to_thread(lambda: store.add_many(items, background=True))
         return {pid: m.id for (pid, _), m in zip(facts, saved, strict=True)}
 
     async def _steward_after(self, req: RunRequest, record: RunRecord) -> None:

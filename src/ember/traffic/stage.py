@@ -178,7 +178,7 @@ class TrafficStage(Stage):
                 await self._release(db, unsaved)
                 return
             items = [_memory(f, checked[f.key], session) for f in facts if f.key in checked]
-            await asyncio.to_thread(store.add_many, items)
+            await asyncio.to_thread(lambda: store.add_many(items, background=True))
             unsaved = []
             await asyncio.to_thread(_prune_recoveries, store)
         except StorageUnavailable:  # the database said so itself, once; the lesson waits

@@ -1,0 +1,95 @@
+"""Memory's share of the CPU: facts found in the background give way under a flood, and catch
+up once the flood is over; facts a user saves never wait."""
+
+from __future__ import annotations
+
+from ember.memory import HierarchicalMemory, NewMemory
+from ember.memory.share import CpuShare
+from tests.memory.conftest import HashEmbedder, OpenStore, RawSql
+
+FACT = "Staging deploys go out through the blue-green pipeline on Fridays"
+
+
+class _Time:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _spent(share: CpuShare) -> None:
+    share.charge(share.burst + 1.0)  # a flood's searches took it all
+
+
+def _vectors(store: HierarchicalMemory) -> int:
+    return int(RawSql(store).execute("SELECT count(*) FROM memory_vectors").fetchone()[0])
+
+
+def test_a_background_fact_under_a_flood_is_stored_at_once_and_embedded_later(
+    open_store: OpenStore, embedder: HashEmbedder
+) -> None:
+    t = _Time()
+    share = CpuShare(0.1, cores=1, clock=t)
+    store = open_store(cpu_share=share)
+    _spent(share)
+    calls = embedder.calls
+    [fact] = store.add_many([NewMemory(FACT)], background=True)
+    assert embedder.calls == calls  # no CPU taken from the requests
+    assert store.deferred and _vectors(store) == 0
+    # Found by its words at once.
+    assert [h.memory.id for h in store.search("blue-green pipeline", touch=False)] == [fact.id]
+    assert store.catch_up() == 0  # still spent: it waits
+    t.now += 30.0  # the flood is over: the share refilled
+    assert store.catch_up() == 1
+    assert not store.deferred and _vectors(store) == 1
+    assert store.catch_up() == 0
+    hits = store.search("when do staging deploys go out", fusion="vector", touch=False)
+    assert hits and hits[0].memory.id == fact.id  # and now by its meaning too
+
+
+def test_catching_up_is_bounded_and_charged(open_store: OpenStore) -> None:
+    t = _Time()
+    share = CpuShare(0.1, cores=1, clock=t)
+    store = open_store(cpu_share=share)
+    _spent(share)
+    store.add_many([NewMemory(f"{FACT}, number {i}") for i in range(5)], background=True)
+    t.now += 30.0
+    assert store.catch_up(limit=2) == 2 and store.deferred  # more are waiting
+    assert store.catch_up(limit=10) == 3 and not store.deferred
+    assert _vectors(store) == 5
+
+
+def test_with_credit_a_background_fact_is_embedded_at_once_and_charged(
+    open_store: OpenStore,
+) -> None:
+    t = _Time()
+    share = CpuShare(0.1, cores=1, burst=0.5, clock=t)
+    store = open_store(cpu_share=share)
+    store.add_many([NewMemory(FACT)], background=True)
+    assert not store.deferred and _vectors(store) == 1
+    share.charge(0.5 - 1e-6)  # what is left after the embedding was charged, if it was
+    assert not share.available()
+
+
+def test_a_fact_someone_waits_for_never_waits_for_the_share(open_store: OpenStore) -> None:
+    share = CpuShare(0.1, cores=1, clock=_Time())
+    store = open_store(cpu_share=share)
+    _spent(share)
+    store.add(FACT)  # the CLI, a memory tool: embedded now, whatever the flood
+    assert not store.deferred and _vectors(store) == 1
+
+
+def test_a_store_opened_afresh_embeds_what_a_flood_left(
+    open_store: OpenStore, embedder: HashEmbedder
+) -> None:
+    """The proxy stopped before catching up: the next process embeds them on first use."""
+    share = CpuShare(0.1, cores=1, clock=_Time())
+    store = open_store(cpu_share=share)
+    _spent(share)
+    store.add_many([NewMemory(FACT)], background=True)
+    store.close()
+    again = open_store()
+    hits = again.search("when do staging deploys go out", fusion="vector", touch=False)
+    assert hits and hits[0].memory.content == FACT
+    assert _vectors(again) == 1
