@@ -93,3 +93,44 @@ def test_a_store_opened_afresh_embeds_what_a_flood_left(
     hits = again.search("when do staging deploys go out", fusion="vector", touch=False)
     assert hits and hits[0].memory.content == FACT
     assert _vectors(again) == 1
+
+
+def test_the_share_refills_out_of_idle_time_only_down_to_a_floor() -> None:
+    """A saturated machine (a flood of agents, a build) leaves memory a quarter of its
+    share; an idle one all of it."""
+    from ember.memory.share import IDLE_FLOOR
+
+    t = _Time()
+    idle = [0.0]
+    share = CpuShare(0.1, cores=2, burst=10.0, clock=t, idle=lambda: idle[0])
+    share.charge(10.0)  # empty
+    t.now += 10.0
+    share.available()
+    share.charge(0.2 * 10 * IDLE_FLOOR - 1e-6)  # what ten saturated seconds refilled
+    assert share.available()
+    share.charge(2e-6)
+    assert not share.available()
+    idle[0] = 1.0
+    t.now += 1.0  # an idle second refills the whole 0.2 s
+    share.available()
+    share.charge(0.2 - 2e-6)
+    assert share.available()
+
+
+def test_machine_idle_reads_the_share_of_idle_ticks_between_readings() -> None:
+    from ember.memory.share import MachineIdle
+
+    t = _Time()
+    ticks = [(100.0, 400.0)]
+    idle = MachineIdle(read=lambda: ticks[0], clock=t, every=0.5)
+    assert idle() == 1.0  # nothing measured yet
+    ticks[0] = (130.0, 500.0)  # 30 of 100 ticks idle
+    assert idle() == 1.0  # read at most every half second
+    t.now += 0.5
+    assert idle() == 0.3
+    ticks[0] = (230.0, 600.0)
+    t.now += 0.5
+    assert idle() == 1.0
+    none = MachineIdle(read=lambda: None, clock=t)
+    t.now += 1.0
+    assert none() == 1.0  # a platform that does not say: the whole share

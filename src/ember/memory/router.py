@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ember.config import Settings
 from ember.memory.core import HierarchicalMemory
-from ember.memory.share import CpuShare
+from ember.memory.share import CpuShare, MachineIdle
 from ember.memory.vectors import EmbedderSource
 from ember.project import ProjectRef
 from ember.store.registry import Storage, storage_for
@@ -61,7 +61,7 @@ class MemoryRouter:
         self._warned = False
         #: the process's one budget for memory work nobody waits for (asks' searches, the
         #: vectors of background facts): every store and the ask gate draw on it
-        self.share = CpuShare(settings.memory_cpu_share)
+        self.share = CpuShare(settings.memory_cpu_share, idle=MachineIdle())
 
     def _open(self, path: Path) -> HierarchicalMemory:
         return HierarchicalMemory(
