@@ -23,11 +23,7 @@ FEATURES = tuple(
 #: fails, and so does an entry that is gone (remove it, so it cannot come back unnoticed).
 KNOWN_CROSSINGS = frozenset(
     {
-        ("learn/toin/keys.py", "shaping"),
-        ("learn/toin/patterns.py", "shaping"),
-        ("learn/toin/store.py", "shaping"),
         ("learn/verbosity.py", "shaping"),
-        ("memory/writers/markers.py", "learn"),
         ("shadow/evidence.py", "memory"),
         ("shadow/observe.py", "memory"),
         ("shadow/question.py", "memory"),

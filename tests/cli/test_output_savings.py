@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ember.shaping.files import ShapingFiles
 from ember.shaping.recorder import SavingsRecorder
-from ember.shaping.stats import Z95
+from ember.stats import Z95
 
 EMBER = str(Path(sys.executable).with_name("ember"))
 ASK = "new_ask|8k-32k|claude-sonnet|tools"

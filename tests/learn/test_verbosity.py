@@ -22,7 +22,7 @@ from ember.learn.verbosity import (
 )
 from ember.shaping.files import ShapingFiles
 from ember.shaping.recorder import SavingsRecorder, read_state
-from ember.shaping.strata import stratum_key
+from ember.strata import stratum_key
 
 T0 = 1_790_000_000.0
 LONG = "word " * 600  # ~750 tokens: a skim takes ~47 s
@@ -160,7 +160,7 @@ def test_the_baseline_is_stratified_like_the_proxy_and_leaves_out_shaped_answers
 
 
 def _report_with(strata: dict[str, list[int]], level: int | None = 2) -> VerbosityReport:
-    from ember.shaping.stats import RunningStats
+    from ember.stats import RunningStats
 
     report = VerbosityReport(level=level)
     for key, xs in strata.items():

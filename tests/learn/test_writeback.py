@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from ember.learn.markers import MarkerError
 from ember.learn.writeback import (
     LEARN,
     Recommendation,
@@ -18,6 +17,7 @@ from ember.learn.writeback import (
     plan_writeback,
     read_learned,
 )
+from ember.markers import MarkerError
 
 R = Recommendation
 

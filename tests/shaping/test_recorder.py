@@ -10,7 +10,7 @@ import pytest
 from ember.shaping.files import ShapingFiles
 from ember.shaping.recorder import FLUSH_EVERY, SavingsRecorder, read_state
 from ember.shaping.savings import Ledger, build_report
-from ember.shaping.stats import RunningStats
+from ember.stats import RunningStats
 
 DAY = 1_796_000_000.0  # a fixed instant: 2026-11-30 UTC
 STRATUM = "new_ask|<2k|claude-sonnet|tools"

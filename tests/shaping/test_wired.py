@@ -19,7 +19,7 @@ from ember.shaping.controller import Signal
 from ember.shaping.files import ShapingFiles
 from ember.shaping.recorder import read_state
 from ember.shaping.stage import ShapingStage
-from ember.shaping.strata import assign_arm
+from ember.strata import assign_arm
 from ember.testing import Reply
 from ember.testing.agent import ScriptedAgent, session_tasks, system_prompt
 from ember.testing.tokens import canonical_json

@@ -14,7 +14,7 @@ from ember.config import Settings, load_settings
 from ember.shaping.files import ShapingFiles
 from ember.shaping.recorder import StoredState, read_state
 from ember.shaping.savings import DayBucket, SavingsReport, build_report
-from ember.shaping.stats import Interval, SavingsEstimate
+from ember.stats import Interval, SavingsEstimate
 
 HOLDOUT_HINT = (
     "To measure instead of estimate, leave a share of sessions unshaped: "

@@ -14,7 +14,7 @@ The recommended level follows the combined pressure (``interrupt rate + fast-ski
 is never above 3: level 4 is for users who ask for it, a log cannot prove they want fragments.
 Too few observations give no level at all rather than a guess.
 
-The **baseline** is what unshaped answers cost, per stratum (``ember.shaping.strata``: turn
+The **baseline** is what unshaped answers cost, per stratum (``ember.strata``: turn
 kind, input bucket, model family, tools), the counterfactual ``ember output-savings`` measures
 shaped answers against. Only answers from before shaping first answered a request count: a
 baseline made of shaped answers would make every saving look like zero.
@@ -39,8 +39,8 @@ from ember.shaping.files import ShapingFiles, read_json, set_aside, write_json
 from ember.shaping.policy import TurnKind, classify_turn
 from ember.shaping.savings import Ledger, Strata, strata_from_json, strata_to_json
 from ember.shaping.signals import PreviousAnswer, asks_for_more, fast_skip
-from ember.shaping.stats import RunningStats
-from ember.shaping.strata import BYTES_PER_TOKEN, stratum_key
+from ember.stats import RunningStats
+from ember.strata import BYTES_PER_TOKEN, stratum_key
 
 log = logging.getLogger(__name__)
 

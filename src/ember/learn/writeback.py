@@ -3,7 +3,7 @@
 Invariants, each tied to the failure it prevents:
 
 - **Only the learn block changes.** Everything outside ``<!-- ember:learn:start -->`` ...
-  ``<!-- ember:learn:end -->`` is the user's (``ember.learn.markers``); broken markers stop
+  ``<!-- ember:learn:end -->`` is the user's (``ember.markers``); broken markers stop
   the run instead of being guessed around.
 - **Whole sections, and only those re-emitted.** The block is a list of ``### <section>``
   parts. A section the analysis re-emits replaces the old one entirely (the model was asked
@@ -31,7 +31,7 @@ from typing import Protocol
 
 from ember.errors import EmberError
 from ember.fsutil import write_bytes
-from ember.learn.markers import Markers
+from ember.markers import Markers
 
 LEARN = Markers("learn")
 TITLE = "## Learned from past sessions"

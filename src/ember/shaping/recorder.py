@@ -25,7 +25,7 @@ from typing import Any
 
 from ember.shaping.files import ShapingFiles, learned_level, read_json, set_aside, write_json
 from ember.shaping.savings import Ledger, Strata, strata_from_json, strata_to_json
-from ember.shaping.stats import RunningStats
+from ember.stats import RunningStats
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ember.shaping.stats import (
+from ember.stats import (
     RunningStats,
     SavingsEstimate,
     estimate_from_baseline,

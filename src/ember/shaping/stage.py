@@ -49,7 +49,7 @@ from ember.shaping.policy import (
 from ember.shaping.recorder import MIN_FLUSH_INTERVAL, SavingsRecorder
 from ember.shaping.sessions import DEFAULT_CAPACITY, RequestNote, SessionBook, SessionState
 from ember.shaping.signals import PreviousAnswer, detect_signal
-from ember.shaping.strata import assign_arm, stratum_key
+from ember.strata import assign_arm, stratum_key
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from ember.learn.toin.store import (
     prune,
     table_size,
 )
-from ember.shaping.stats import RunningStats
+from ember.stats import RunningStats
 from ember.store.database import Database
 from ember.store.schema import STATS
 

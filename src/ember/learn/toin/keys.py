@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ember.shaping.strata import model_family
+from ember.strata import model_family
 
 UNKNOWN = "unknown"
 AUTH_MODES = ("api_key", "oauth", UNKNOWN)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ember.learn.toin.keys import PatternKey, parse_key
-from ember.shaping.stats import RunningStats
+from ember.stats import RunningStats
 
 #: Instance hashes remembered per pattern; ``user_count`` keeps counting past it.
 MAX_INSTANCES = 100

@@ -23,7 +23,7 @@ from typing import Any
 
 from ember.learn.toin.keys import PatternKey
 from ember.learn.toin.patterns import Pattern
-from ember.shaping.stats import RunningStats
+from ember.stats import RunningStats
 from ember.store.driver import Connection
 
 MAX_PATTERNS = 10_000

@@ -1,5 +1,5 @@
 """The memory block, ``<!-- ember:memory:start -->`` ... ``<!-- ember:memory:end -->``: the
-general marker rules (``ember.learn.markers``) under memory's name and error type.
+general marker rules (``ember.markers``) under memory's name and error type.
 
 A re-export replaces exactly that span; every byte before and after it stays as it was. A file
 without the markers gets the block appended; broken markers are refused, never guessed.
@@ -7,7 +7,7 @@ without the markers gets the block appended; broken markers are refused, never g
 
 from __future__ import annotations
 
-from ember.learn.markers import MarkerError, Markers
+from ember.markers import MarkerError, Markers
 from ember.memory.errors import MemoryInputError
 
 MEMORY = Markers("memory")

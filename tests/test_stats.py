@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from ember.shaping.stats import (
+from ember.stats import (
     Z95,
     RunningStats,
     estimate_from_baseline,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ember.learn.markers import MarkerError, Markers
+from ember.markers import MarkerError, Markers
 
 LEARN = Markers("learn")
 MEMORY = Markers("memory")

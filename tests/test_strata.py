@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ember.shaping.strata import (
+from ember.strata import (
     assign_arm,
     input_bucket,
     model_family,
