@@ -32,7 +32,6 @@ KNOWN_CROSSINGS = frozenset(
         ("traffic/patterns.py", "memory"),
         ("traffic/sightings.py", "memory"),
         ("traffic/stage.py", "memory"),
-        ("traffic/stage.py", "shadow"),
     }
 )
 

@@ -19,12 +19,12 @@ from ember.project import ProjectRef
 from ember.protocols.base import Usage
 from ember.shadow import runs
 from ember.shadow.models import CallUsage, RunPath, parse_facts
-from ember.shadow.transcript import Row, insert_rows
 from ember.store.accounting import ExchangeRecord
 from ember.store.database import Database
 from ember.store.driver import Connection
 from ember.store.registry import stats_db_path
 from ember.store.schema import PROJECT, STATS
+from ember.store.transcript import Row, insert_rows
 from tests.memory.conftest import HashEmbedder
 
 PROJECT_ID = "acme-platform-monorepo"

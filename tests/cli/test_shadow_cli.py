@@ -16,10 +16,10 @@ from ember.project import ProjectRef
 from ember.server import BackgroundServer
 from ember.shadow import runs
 from ember.shadow.models import CallUsage, RunPath, parse_facts
-from ember.shadow.transcript import Row, insert_rows
 from ember.store.database import Database
 from ember.store.driver import Connection
 from ember.store.schema import PROJECT
+from ember.store.transcript import Row, insert_rows
 from ember.testing import Emulator
 from ember.testing.replies import Reply
 

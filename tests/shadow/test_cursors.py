@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ember.shadow import cursors, runs
-from ember.shadow.transcript import Row, insert_rows, unread
 from ember.store.database import Database
 from ember.store.driver import Connection
 from ember.store.schema import PROJECT
+from ember.store.transcript import Row, insert_rows, unread
 
 
 def add(db: Database, session: str, generation: int, n: int, start: int = 0) -> list[int]:

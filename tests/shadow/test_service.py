@@ -12,7 +12,7 @@ from ember.sessions import SessionRegistry
 from ember.shadow.prefix import PrefixBook
 from ember.shadow.runner import RunRecord, RunRequest
 from ember.shadow.service import ShadowService
-from ember.shadow.transcript import Lineage
+from ember.store.transcript import Lineage
 
 S = "sess"
 PROJECT = ProjectRef("/p", "header:x-ember-cwd")

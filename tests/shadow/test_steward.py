@@ -17,10 +17,10 @@ from ember.server import BackgroundServer
 from ember.shadow import cursors
 from ember.shadow.models import FactIn
 from ember.shadow.steward import STEWARD_SYSTEM, Steward
-from ember.shadow.transcript import Row, insert_rows
 from ember.store.accounting import ExchangeRecord
 from ember.store.database import Database
 from ember.store.registry import Storage
+from ember.store.transcript import Row, insert_rows
 from ember.testing import Emulator
 from ember.testing.replies import Reply
 

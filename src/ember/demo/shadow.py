@@ -33,8 +33,8 @@ from ember.demo.memory import injected_block, wait_for_embedder
 from ember.project import resolve_project
 from ember.server import BackgroundServer
 from ember.shadow import reads
-from ember.shadow.transcript import by_ids
 from ember.store.driver import connect
+from ember.store.transcript import by_ids
 from ember.testing import Emulator
 from ember.testing.agent import ScriptedAgent, Task
 from ember.testing.shadow import question_of, shadow_replies

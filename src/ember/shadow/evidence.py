@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from ember.memory.models import Evidence
 from ember.shadow.models import FactIn
-from ember.shadow.transcript import Message
+from ember.store.transcript import Message
 
 TARGETS: dict[str, frozenset[str]] = {
     "user-stated": frozenset({"user"}),

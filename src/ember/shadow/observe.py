@@ -39,7 +39,10 @@ from ember.shadow.prefix import Prefix, PrefixBook
 from ember.shadow.runner import RunRecord, RunRequest, ShadowRunner, memories_for_promotion
 from ember.shadow.service import SessionShadow, ShadowService
 from ember.shadow.steward import Steward
-from ember.shadow.transcript import (
+from ember.store.database import Database
+from ember.store.driver import Connection
+from ember.store.registry import Storage
+from ember.store.transcript import (
     Lineage,
     Row,
     by_ids,
@@ -51,9 +54,6 @@ from ember.shadow.transcript import (
     rows_for,
     save_lineage,
 )
-from ember.store.database import Database
-from ember.store.driver import Connection
-from ember.store.registry import Storage
 
 MemoryOpener = Callable[[ProjectRef], HierarchicalMemory | None]
 

@@ -23,7 +23,7 @@ from typing import Any
 from ember.memory.tokens import count_tokens
 from ember.protocols.base import AssembledMessage
 from ember.protocols.tooling import parse_arguments
-from ember.shadow.transcript import Message
+from ember.store.transcript import Message
 
 #: The cold path's page size, in (approximate) tokens.
 PAGE_TOKENS = 12_000

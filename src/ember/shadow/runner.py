@@ -43,10 +43,10 @@ from ember.shadow.models import (
 )
 from ember.shadow.policy import hot_blocker
 from ember.shadow.prefix import Prefix, PrefixBook
-from ember.shadow.transcript import Message, by_ids, unread
 from ember.store.database import Database
 from ember.store.driver import Connection
 from ember.store.registry import Storage
+from ember.store.transcript import Message, by_ids, unread
 
 log = logging.getLogger(__name__)
 

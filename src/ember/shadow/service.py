@@ -39,7 +39,7 @@ from ember.sessions import SessionRegistry
 from ember.shadow.models import Trigger
 from ember.shadow.policy import DEBOUNCE_SECONDS, Backoff
 from ember.shadow.runner import RunRecord, RunRequest, ShadowRunner
-from ember.shadow.transcript import Lineage
+from ember.store.transcript import Lineage
 
 log = logging.getLogger(__name__)
 

@@ -43,10 +43,10 @@ from ember.shadow.models import CallUsage, FactIn, ParsedFact, RunStatus, parse_
 from ember.shadow.policy import Backoff
 from ember.shadow.question import PAGE_TOKENS, cold_pages, cold_prompt, parse_answer
 from ember.shadow.runs import STEWARD_TABLES, Finish
-from ember.shadow.transcript import Message, by_ids, unread
 from ember.store.database import Database
 from ember.store.driver import Connection
 from ember.store.registry import Storage
+from ember.store.transcript import Message, by_ids, unread
 
 log = logging.getLogger(__name__)
 

@@ -35,9 +35,9 @@ from ember.project import ProjectRef
 from ember.protocols.base import TranscriptItem
 from ember.protocols.calls import tool_calls
 from ember.protocols.transcript import item_digest, transcript_items
-from ember.shadow.transcript import by_ids, latest_generation, message_id
 from ember.store.database import Database
 from ember.store.registry import Storage
+from ember.store.transcript import by_ids, latest_generation, message_id
 from ember.traffic.learner import recoveries_to_drop
 from ember.traffic.patterns import (
     RECOVERY_WINDOW,
