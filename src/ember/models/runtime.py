@@ -49,19 +49,19 @@ class Tuning:
     of wall time instead of ~6.0 and 3.5-3.7 (float32, both on two threads, back to back), at
     equal recall@10 on every test set of ``bench/memory_quality.py``.
 
-    ``threads``: one intra-op thread per call. A second one won only back-to-back loops: asks
-    arrive seconds apart, and after an idle pause the second thread had to be woken for each
-    of the graph's parallel operators. Asked that way (``--sections spaced``) one thread is
-    ~6% faster (4.83 against 5.11 ms p50) and uses ~7% less CPU, and it leaves the other core
-    to the search's keyword side and to forwarding. ``parallel_texts``: a bulk call (import,
-    a shadow's facts) embeds that many texts at once instead, each in its own single-threaded
-    call, so a text still gets the same bytes as when it is asked alone.
+    ``threads`` is capped at 2 even on bigger machines: the embedder shares the host with the
+    agents it serves, and a short query gains little past two threads. One thread won a
+    microbenchmark of asks 50 ms apart (5.33 against 5.67 ms p50, ``--sections spaced``) but
+    lost in the proxy itself: +0.53 ms on a new ask's added latency (``bench/memory_ask.py``,
+    paired median) for 5% less CPU, so two it stays. ``parallel_texts``: a bulk call (import,
+    a shadow's facts) embeds that many texts at once, each in its own call, so a text still
+    gets the same bytes as when it is asked alone: 400-450 texts/s against ~340 one by one.
 
     ``spinning`` off matters on a small machine shared with the proxy: spinning intra-op
     threads keep a core busy for a while after every call, stealing it from requests.
     """
 
-    threads: int = 1
+    threads: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))
     parallel_texts: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))
     optimization: Optimization = "all"
     spinning: bool = False
