@@ -28,6 +28,7 @@ from typing import Any, Literal, TypeVar
 
 from ember.errors import StorageError
 from ember.memory import bubbling
+from ember.memory.deferral import Deferral
 from ember.memory.drafting import clean_id, draft, new_id
 from ember.memory.errors import (
     MemoryInputError,
@@ -101,10 +102,11 @@ class HierarchicalMemory:
         self._ranking, self._time_aware = ranking, time_aware
         self._clock = clock
         self._nonempty_at = -NONEMPTY_SECONDS  # when a look last found memories (monotonic)
-        self._share = cpu_share
-        self._deferred = False  # facts stored without vectors while the share was spent
         self._embedder = EmbedderSlot(embedder)
         self._vectors = IndexSlot(self._db, use_vec, self._transact, self._embedder, self._lock)
+        self._deferral = Deferral(
+            cpu_share, self._embed, lambda limit: self._vectors.backfill(limit, limit=limit)
+        )
         self._upkeep = Upkeep(self._fts, self._vectors, bubble_threshold, clock)
         self._finder = Finder(self._snapshot_read, self._fts, self._embedder, self._vectors)
 
@@ -224,13 +226,11 @@ class HierarchicalMemory:
         """Store many facts in one transaction (embedding them in one batch first).
 
         ``background``: nobody waits for these (a shadow's or traffic learning's facts).
-        While memory's CPU share is spent they are stored without vectors — found by their
-        words at once, by their meaning once ``catch_up`` embeds them — instead of taking
-        the forwarding's CPU: under 8 agents whose every turn stated a fact, embedding those
-        facts was 15% of the proxy's samples, more than the asks' searches."""
+        While memory's CPU share is spent they are stored without vectors, found by their
+        words at once and by their meaning once ``catch_up`` embeds them (``deferral.py``)."""
         memories = [self._materialise(item) for item in items]
         texts = [m.content for m in memories]
-        vectors = self._embed_background(texts) if background else self._embed(texts)
+        vectors = self._deferral.embed(texts) if background else self._embed(texts)
         out = self._transact(
             lambda conn, index: self._upkeep.insert_all(
                 conn, index, memories, vectors, items, dedup
@@ -538,36 +538,16 @@ class HierarchicalMemory:
         embedder = self._embedder.get()
         return None if embedder is None else embed(embedder, texts)
 
-    def _embed_background(self, texts: Sequence[str]) -> Vectors | None:
-        if self._share is not None and not self._share.available():
-            self._deferred = True
-            return None
-        started = time.monotonic()
-        try:
-            return self._embed(texts)
-        finally:
-            if self._share is not None:
-                self._share.charge(time.monotonic() - started)
-
     @property
     def deferred(self) -> bool:
         """Whether facts stored while the share was spent still wait for their vectors."""
-        return self._deferred
+        return self._deferral.pending
 
     def catch_up(self, limit: int = 32) -> int:
-        """Embed up to ``limit`` of the facts stored without vectors, if the share allows
-        now; returns how many. A store opened afresh embeds them all when first searched."""
-        if not self._deferred or (self._share is not None and not self._share.available()):
-            return 0
-        started = time.monotonic()
-        try:
-            done = self._vectors.backfill(limit, limit=limit)
-        finally:
-            if self._share is not None:
-                self._share.charge(time.monotonic() - started)
-        if done < limit:
-            self._deferred = False
-        return done
+        """Embed up to ``limit`` of the facts stored without vectors, if memory's CPU share
+        allows now (``deferral.py``); returns how many. A store opened afresh embeds them all
+        when first searched."""
+        return self._deferral.catch_up(limit)
 
     def backfill(self, batch: int = 256, progress: Callable[[int], None] | None = None) -> int:
         """Embed current memories stored without a vector (the embedder was not ready, or

@@ -222,8 +222,12 @@ class MemoryStage(Stage):
             await asyncio.to_thread(store.catch_up)
         except EmberError as exc:
             log.info("memory: facts still wait for their vectors in %s: %s", store.path, exc)
+        except Exception:
+            log.warning("memory: catching up on vectors failed in %s", store.path, exc_info=True)
 
     async def close(self) -> None:
+        # A catch-up under way finishes first (32 texts at most): the stores close after it.
+        await asyncio.gather(*self._catching_up, return_exceptions=True)
         await asyncio.to_thread(self.router.close)
         self.ledger.close()
 
