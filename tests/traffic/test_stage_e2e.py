@@ -39,8 +39,14 @@ def test_a_recovery_seen_in_two_sessions_becomes_one_memory_with_checked_evidenc
 def test_learning_never_changes_what_goes_upstream(make_stack: StackFactory) -> None:
     sent = []
     for learning in (False, True):  # one home: the run that learns comes second
+        # No shadow turn either: a share of 0 still leaves the allowance for short sessions,
+        # and whether its turn lands inside a run depends on timing.
         stack = make_stack(
-            stages="features", shadow="primary", shadow_max_share=0.0, traffic_learning=learning
+            stages="features",
+            shadow="primary",
+            shadow_max_share=0.0,
+            shadow_allowance_tokens=0,
+            traffic_learning=learning,
         )
         session(stack, "aaaaaaaa-0001")
         session(stack, "bbbbbbbb-0002")
