@@ -24,14 +24,6 @@ FEATURES = tuple(
 KNOWN_CROSSINGS = frozenset(
     {
         ("learn/verbosity.py", "shaping"),
-        ("shadow/evidence.py", "memory"),
-        ("shadow/observe.py", "memory"),
-        ("shadow/question.py", "memory"),
-        ("shadow/runner.py", "memory"),
-        ("traffic/learner.py", "memory"),
-        ("traffic/patterns.py", "memory"),
-        ("traffic/sightings.py", "memory"),
-        ("traffic/stage.py", "memory"),
     }
 )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ember.memory.tokens import count_tokens
+from ember.tokens import count_tokens
 
 
 def test_counts() -> None:

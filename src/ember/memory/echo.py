@@ -15,23 +15,12 @@ session is the asking one, or when the ask's conversation holds one of those mes
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
+from ember.facts import EVIDENCE_DIGESTS, SESSION, provenance
 from ember.memory.models import MemoryHit
 
-#: The metadata keys a memory's provenance is kept under.
-SESSION = "session"
-EVIDENCE_DIGESTS = "evidence_digests"
-
-
-def provenance(metadata: Mapping[str, Any], digests: Iterable[str]) -> dict[str, Any]:
-    """``metadata`` with the digests of the memory's evidence messages (sorted, once each)."""
-    out = dict(metadata)
-    found = sorted(set(digests))
-    if found:
-        out[EVIDENCE_DIGESTS] = found
-    return out
+__all__ = ["EVIDENCE_DIGESTS", "SESSION", "not_echoed", "provenance"]
 
 
 def not_echoed(

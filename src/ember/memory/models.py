@@ -18,15 +18,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any
 
-EvidenceKind = Literal["user-stated", "user-accepted", "tool-verified", "observed-outcome"]
-EVIDENCE_KINDS: tuple[EvidenceKind, ...] = (
-    "user-stated",
-    "user-accepted",
-    "tool-verified",
-    "observed-outcome",
-)
+from ember.facts import EVIDENCE_KINDS, Evidence, EvidenceKind, NewMemory
+
+__all__ = [
+    "EVIDENCE_KINDS",
+    "TURN",
+    "Evidence",
+    "EvidenceKind",
+    "Memory",
+    "MemoryFilter",
+    "MemoryHit",
+    "NewMemory",
+    "Scope",
+    "content_hash",
+    "derive_scope",
+    "iso",
+]
 
 
 class Scope(StrEnum):
@@ -130,40 +139,9 @@ class Memory:
         }
 
 
-@dataclass(frozen=True)
-class Evidence:
-    """Why a memory is believed: points at exactly one transcript message or one session."""
-
-    kind: EvidenceKind
-    message_id: str | None = None
-    session_id: str | None = None
-
-    def __post_init__(self) -> None:
-        if (self.message_id is None) == (self.session_id is None):
-            raise ValueError("evidence points at exactly one of message_id or session_id")
-        if self.kind not in EVIDENCE_KINDS:
-            raise ValueError(f"evidence kind must be one of {', '.join(EVIDENCE_KINDS)}")
-
-
 #: The category of a memory that is one turn of a conversation (``ember memory import
 #: --turns``): its reply is the next turn of the same session (``search.merge``).
 TURN = "turn"
-
-
-@dataclass(frozen=True)
-class NewMemory:
-    """What a caller supplies to create a memory; the store fills id, times and hashes."""
-
-    content: str
-    importance: float = 0.5
-    user_id: str | None = None
-    session_id: str | None = None
-    agent_id: str | None = None
-    turn_id: str | None = None
-    category: str | None = None
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-    created_at: float | None = None
-    evidence: tuple[Evidence, ...] = ()
 
 
 @dataclass(frozen=True)

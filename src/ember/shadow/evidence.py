@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ember.memory.models import Evidence
+from ember.facts import Evidence
 from ember.shadow.models import FactIn
 from ember.store.transcript import Message
 

@@ -39,6 +39,7 @@ from typing import Any
 from ember.config import Settings
 from ember.errors import EmberError
 from ember.exchange import OutcomeKind, TaskSet, UpstreamClient
+from ember.facts import MemoryOpener
 from ember.project import ProjectRef, project_from_cli
 from ember.protocols import ADAPTERS
 from ember.protocols.assemble import assemble
@@ -46,7 +47,7 @@ from ember.protocols.base import AssembledMessage, ProtocolAdapter
 from ember.protocols.plain import PATHS
 from ember.sessions import SessionRegistry
 from ember.shadow.models import Trigger
-from ember.shadow.observe import Answered, MemoryOpener, ShadowCore, forwarded
+from ember.shadow.observe import Answered, ShadowCore, forwarded
 from ember.shadow.policy import DEBOUNCE_SECONDS, turn_ended
 from ember.shadow.propose import (
     MEMORY_PROPOSE,

@@ -19,14 +19,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ember.config import Settings
 from ember.exchange import OutcomeKind, TaskSet, UpstreamClient, UrlFor
-from ember.memory.core import HierarchicalMemory
+from ember.facts import MemoryOpener
 from ember.project import ProjectRef
 from ember.protocols.base import AssembledMessage, ProtocolAdapter
 from ember.protocols.transcript import answer_items, transcript_items
@@ -54,8 +54,6 @@ from ember.store.transcript import (
     rows_for,
     save_lineage,
 )
-
-MemoryOpener = Callable[[ProjectRef], HierarchicalMemory | None]
 
 #: Request headers that never belong to a background call (hop-by-hop, framing, and a
 #: WebSocket handshake's own: a shadow call is an HTTP POST even when its session spoke over a

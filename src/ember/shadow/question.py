@@ -20,10 +20,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ember.memory.tokens import count_tokens
 from ember.protocols.base import AssembledMessage
 from ember.protocols.tooling import parse_arguments
 from ember.store.transcript import Message
+from ember.tokens import count_tokens
 
 #: The cold path's page size, in (approximate) tokens.
 PAGE_TOKENS = 12_000

@@ -20,9 +20,7 @@ from typing import Any
 from ember.config import Settings
 from ember.errors import StorageUnavailable
 from ember.exchange import UpstreamClient, UrlFor
-from ember.memory.echo import provenance
-from ember.memory.models import NewMemory
-from ember.memory.tokens import count_tokens
+from ember.facts import NewMemory, provenance
 from ember.prices import PriceTable
 from ember.project import ProjectRef
 from ember.protocols import ADAPTERS
@@ -47,6 +45,7 @@ from ember.store.database import Database
 from ember.store.driver import Connection
 from ember.store.registry import Storage
 from ember.store.transcript import Message, by_ids, unread
+from ember.tokens import count_tokens
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from ember.config import Settings
 from ember.exchange import Exchange, Outcome, Services, Stage, Stopping
+from ember.facts import MemoryOpener
 from ember.prices import PriceTable
 from ember.protocols.prewarm import is_prewarm
-from ember.shadow.observe import Answered, MemoryOpener, ShadowCore, forwarded
+from ember.shadow.observe import Answered, ShadowCore, forwarded
 from ember.shadow.service import ShadowService
 from ember.shadow.steward import Steward
 

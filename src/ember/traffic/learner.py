@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from ember.memory.models import Evidence
+from ember.facts import Evidence
 from ember.traffic.patterns import Category, Observation
 
 #: Sightings before a fact is saved, per category.

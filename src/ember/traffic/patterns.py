@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ember.memory.models import Evidence
+from ember.facts import Evidence
 from ember.traffic.intent import SHELL_TOOLS, command_of, describe, intent_key, path_of
 
 

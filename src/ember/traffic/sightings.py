@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from ember.memory.models import Evidence
+from ember.facts import Evidence
 from ember.store.driver import Connection
 from ember.traffic.learner import MAX_PENDING, MAX_SAVED, MIN_EVIDENCE, Sighting, max_age, sight
 from ember.traffic.patterns import Category, Observation

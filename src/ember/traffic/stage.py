@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,8 +29,7 @@ from ember.bounded import Bounded
 from ember.config import Settings
 from ember.errors import StorageError, StorageUnavailable
 from ember.exchange import Exchange, Outcome, Services, Stage
-from ember.memory.core import HierarchicalMemory
-from ember.memory.models import Evidence, NewMemory
+from ember.facts import Evidence, FactStore, MemoryOpener, NewMemory
 from ember.project import ProjectRef
 from ember.protocols.base import TranscriptItem
 from ember.protocols.calls import tool_calls
@@ -51,7 +50,6 @@ from ember.traffic.sightings import Sightings
 
 log = logging.getLogger(__name__)
 
-MemoryOpener = Callable[[ProjectRef], HierarchicalMemory | None]
 MAX_SESSIONS = 512
 MAX_SEEN = 4_096
 #: How long closing waits for lessons being saved (past it, a save mark may lack its memory).
@@ -263,7 +261,7 @@ def _memory(fact: Observation, evidence: tuple[Evidence, ...], session: str) -> 
     )
 
 
-def _prune_recoveries(store: HierarchicalMemory) -> None:
+def _prune_recoveries(store: FactStore) -> None:
     """At most 15 recovery facts, none older than 21 days (``learner.recoveries_to_drop``)."""
     mine = [
         (m.id, m.created_at)

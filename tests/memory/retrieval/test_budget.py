@@ -16,7 +16,7 @@ from ember.memory.retrieval.budget import (
     MIN_SCORE_FLOOR,
 )
 from ember.memory.retrieval.render import render_line
-from ember.memory.tokens import count_tokens
+from ember.tokens import count_tokens
 
 NOW = 1_790_000_000.0
 

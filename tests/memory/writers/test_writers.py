@@ -9,11 +9,11 @@ import pytest
 
 from ember.memory import Memory
 from ember.memory.models import content_hash
-from ember.memory.tokens import count_tokens
 from ember.memory.writers import WRITERS, export, writer_for
 from ember.memory.writers.base import claude_project_dir, default_dest, render
 from ember.memory.writers.markers import END, START
 from ember.memory.writers.rank import export_score
+from ember.tokens import count_tokens
 
 NOW = 1_790_000_000.0
 DAY = 86400.0

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from ember.memory.models import MemoryHit
 from ember.memory.retrieval.render import render_line, render_lines
-from ember.memory.tokens import count_tokens
+from ember.tokens import count_tokens
 
 MAX_TOKENS_CAP = 1024
 MAX_ITEMS_CAP = 10

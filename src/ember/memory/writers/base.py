@@ -19,9 +19,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ember.memory.models import Memory
-from ember.memory.tokens import count_tokens
 from ember.memory.writers import markers
 from ember.memory.writers.rank import select
+from ember.tokens import count_tokens
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from ember.memory.models import Memory
-from ember.memory.tokens import count_tokens
+from ember.tokens import count_tokens
 
 DECAY_DAYS = 10.0
 
