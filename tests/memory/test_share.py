@@ -3,6 +3,10 @@ up once the flood is over; facts a user saves never wait."""
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from ember.memory import HierarchicalMemory, NewMemory
 from ember.memory.share import CpuShare
 from tests.memory.conftest import HashEmbedder, OpenStore, RawSql
@@ -46,6 +50,20 @@ def test_a_background_fact_under_a_flood_is_stored_at_once_and_embedded_later(
     assert store.catch_up() == 0
     hits = store.search("when do staging deploys go out", fusion="vector", touch=False)
     assert hits and hits[0].memory.id == fact.id  # and now by its meaning too
+
+
+def test_facts_stored_without_vectors_are_said_once_a_minute(
+    open_store: OpenStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    share = CpuShare(0.1, cores=1, clock=_Time())
+    store = open_store(cpu_share=share)
+    _spent(share)
+    with caplog.at_level(logging.WARNING, logger="ember.memory.deferral"):
+        for i in range(3):
+            store.add_many([NewMemory(f"{FACT}, number {i}")], background=True)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and lines[0].startswith("memory: 1 fact(s) stored without")
+    assert "memory_cpu_share" in lines[0]
 
 
 def test_catching_up_is_bounded_and_charged(open_store: OpenStore) -> None:
