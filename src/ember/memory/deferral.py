@@ -16,14 +16,11 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from ember.memory.index.base import Vectors
-from ember.memory.share import CpuShare
+from ember.memory.share import CpuShare, Notice
 
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
-
-#: At most one line this often about facts stored without their vectors.
-REPORT_EVERY = 60.0
 
 
 class Deferral:
@@ -39,27 +36,19 @@ class Deferral:
         """``backfill(limit)`` embeds up to ``limit`` current memories without a vector."""
         self._share, self._embed, self._backfill = share, embed, backfill
         self.pending = False
-        self._unreported = 0
-        self._reported_at: float | None = None
+        self._notice = Notice(log)
 
     def embed(self, texts: Sequence[str]) -> Vectors | None:
         """The texts' vectors, or None (stored without, ``pending``) while the share is spent."""
         if self._share is not None and not self._share.available():
             self.pending = True
-            self._report(len(texts))
+            self._notice.add(
+                len(texts),
+                "fact(s) stored without their vectors for now (memory_cpu_share spent); "
+                "found by their words until the machine has room",
+            )
             return None
         return self._charged(lambda: self._embed(texts))
-
-    def _report(self, count: int) -> None:
-        self._unreported += count
-        now = time.monotonic()
-        if self._reported_at is None or now - self._reported_at >= REPORT_EVERY:
-            log.warning(
-                "memory: %d fact(s) stored without their vectors for now (memory_cpu_share "
-                "spent); found by their words until the machine has room",
-                self._unreported,
-            )
-            self._unreported, self._reported_at = 0, now
 
     def catch_up(self, limit: int) -> int:
         """Embed up to ``limit`` of the facts left without vectors, if the share allows now."""

@@ -21,12 +21,9 @@ import logging
 import time
 from collections.abc import Callable
 
-from ember.memory.share import BURST_SECONDS, CpuShare
+from ember.memory.share import BURST_SECONDS, CpuShare, Notice
 
 log = logging.getLogger(__name__)
-
-#: At most one line this often about asks that went without memories.
-REPORT_EVERY = 60.0
 
 
 class AskGate:
@@ -52,9 +49,7 @@ class AskGate:
         self.busy = 0
         #: asks that went without memories since the process started
         self.turned_away = 0
-        self._clock = clock
-        self._unreported = 0
-        self._reported_at: float | None = None
+        self._notice = Notice(log, clock=clock)
 
     def enter(self) -> bool:
         """Take a search slot; False (counted) when every slot is taken or memory's work of
@@ -65,17 +60,11 @@ class AskGate:
         why = f"all {self.limit} search slots were busy (memory_concurrent_asks)"
         if self.busy < self.limit:
             why = "memory used its share of the CPU (memory_cpu_share)"
-        self._turn_away(self._clock(), why)
+        self.turned_away += 1
+        self._notice.add(1, f"ask(s) went without memories: {why}")
         return False
 
     def leave(self, seconds: float = 0.0) -> None:
         """Give the slot back; ``seconds``: what the search took (charged to the share)."""
         self.busy = max(0, self.busy - 1)
         self.share.charge(seconds)
-
-    def _turn_away(self, now: float, why: str) -> None:
-        self.turned_away += 1
-        self._unreported += 1
-        if self._reported_at is None or now - self._reported_at >= REPORT_EVERY:
-            log.warning("memory: %d ask(s) went without memories: %s", self._unreported, why)
-            self._unreported, self._reported_at = 0, now

@@ -19,6 +19,7 @@ or an agent waiting on a real model makes leave the machine idle, and get the wh
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -31,6 +32,8 @@ BURST_SECONDS = 0.5
 IDLE_FLOOR = 0.25
 #: How often the machine's idle time is read again (``/proc/stat``: ~20 us a read).
 IDLE_EVERY = 0.5
+#: At most one log line this often about work that gave way (asks, fact vectors).
+REPORT_EVERY = 60.0
 
 
 def _cpu_times() -> tuple[float, float] | None:
@@ -75,6 +78,29 @@ class MachineIdle:
                     self._idle = min(1.0, max(0.0, idle / total))
             self._last, self._at = sample, now
             return self._idle
+
+
+class Notice:
+    """Counts what gave way to the share and says so in ``log``, once per ``every`` seconds
+    at most, with the count since the last line: a flood must not become a flood of lines."""
+
+    def __init__(
+        self,
+        log: logging.Logger,
+        every: float = REPORT_EVERY,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._log, self._every, self._clock = log, every, clock
+        self._unreported = 0
+        self._reported_at: float | None = None
+
+    def add(self, count: int, what: str) -> None:
+        """``count`` more of ``what`` (logged as ``memory: <count> <what>``)."""
+        self._unreported += count
+        now = self._clock()
+        if self._reported_at is None or now - self._reported_at >= self._every:
+            self._log.warning("memory: %d %s", self._unreported, what)
+            self._unreported, self._reported_at = 0, now
 
 
 class CpuShare:
