@@ -7,6 +7,7 @@ import logging
 import pytest
 
 from ember.memory.gate import AskGate
+from ember.memory.share import CpuShare
 
 
 def test_asks_past_the_limit_go_on_without_and_are_counted() -> None:
@@ -43,7 +44,8 @@ def test_searches_past_their_share_of_the_cpu_turn_asks_away_until_it_refills(
     """A flood: each search takes 0.1 s; a tenth of one core allows one a second after the
     half second of burst is spent, whatever the free slots."""
     now = [0.0]
-    gate = AskGate(4, 0.1, cores=1, burst=0.5, clock=lambda: now[0])
+    clock = lambda: now[0]  # noqa: E731
+    gate = AskGate(4, CpuShare(0.1, cores=1, burst=0.5, clock=clock), clock=clock)
     searched = 0
     with caplog.at_level(logging.WARNING, logger="ember.memory.gate"):
         for _ in range(30):  # 3 s of asks, one every 0.1 s
@@ -62,7 +64,8 @@ def test_searches_past_their_share_of_the_cpu_turn_asks_away_until_it_refills(
 def test_asks_seconds_apart_never_meet_the_share() -> None:
     """Eight agents, each asking every 5 s, searches of 10 ms: all searched for an hour."""
     now = [0.0]
-    gate = AskGate(2, 0.1, cores=2, clock=lambda: now[0])
+    clock = lambda: now[0]  # noqa: E731
+    gate = AskGate(2, CpuShare(0.1, cores=2, clock=clock), clock=clock)
     for _ in range(3600 // 5 * 8):
         assert gate.enter()
         gate.leave(0.010)

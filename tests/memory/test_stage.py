@@ -9,6 +9,7 @@ from pathlib import Path
 from ember.exchange import Exchange
 from ember.memory.drafting import draft, new_id
 from ember.memory.models import Memory, MemoryHit, NewMemory
+from ember.memory.share import CpuShare
 from ember.memory.stage import MemoryStage, ask_text, search_depth
 from ember.project import ProjectRef
 from ember.protocols import ANTHROPIC
@@ -63,6 +64,7 @@ class _FakeStore:
 class _FakeRouter:
     def __init__(self, store: _FakeStore, path: Path) -> None:
         self.store, self.path = store, path
+        self.share = CpuShare(0.1)  # memory_cpu_share's default, without the idle reading
 
     def path_for(self, project: object) -> Path:
         return self.path

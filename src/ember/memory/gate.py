@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from ember.memory.share import BURST_SECONDS, CpuShare, Notice
+from ember.memory.share import CpuShare, Notice
 
 log = logging.getLogger(__name__)
 
@@ -32,20 +32,14 @@ class AskGate:
     def __init__(
         self,
         limit: int,
-        share: float | CpuShare = 1.0,
+        share: CpuShare | None = None,
         *,
-        cores: int | None = None,
-        burst: float = BURST_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``share``: the process's ``CpuShare`` (the router's, shared with the fact
-        writers), or a fraction of the cores for a bucket of this gate's own."""
+        writers); None: all of every core, so only the slots bound the searches."""
         self.limit = max(1, limit)
-        self.share = (
-            share
-            if isinstance(share, CpuShare)
-            else CpuShare(share, cores=cores, burst=burst, clock=clock)
-        )
+        self.share = share or CpuShare()
         self.busy = 0
         #: asks that went without memories since the process started
         self.turned_away = 0

@@ -39,7 +39,6 @@ from ember.memory.models import MemoryFilter, MemoryHit
 from ember.memory.retrieval.budget import InjectionBudget
 from ember.memory.retrieval.query import MemoryQuery
 from ember.memory.router import MemoryRouter
-from ember.memory.share import CpuShare
 from ember.memory.tools import MEMORY_TOOL_SPECS, MemoryTools
 from ember.models import Embedder, EmbedderLoader, preload_from
 from ember.protocols.base import ProtocolAdapter
@@ -83,10 +82,9 @@ class MemoryStage(Stage):
         self.budget = InjectionBudget(
             settings.memory_budget_tokens, settings.memory_max_items, settings.memory_min_score
         )
-        share = getattr(self.router, "share", None)  # the router's, shared with fact writers
+        # The router's share: searches and the fact writers draw on one budget.
         self.gate = AskGate(
-            settings.memory_concurrent_asks or os.cpu_count() or 1,
-            share if isinstance(share, CpuShare) else settings.memory_cpu_share,
+            settings.memory_concurrent_asks or os.cpu_count() or 1, self.router.share
         )
         self._catching_up: set[asyncio.Task[None]] = set()
 
