@@ -111,10 +111,11 @@ class Settings(BaseModel):
     #: agents' asks (the log says how often). Under overload memory gives way, never the
     #: forwarding of requests. 0: one per CPU core.
     memory_concurrent_asks: int = Field(default=0, ge=0, le=64)
-    #: The share of the machine's CPU time memory searches may take on average when asks
-    #: flood in (0.1 = a tenth of every core; ~30 new asks a second on 2 cores, beyond any
-    #: person or agent fleet asking seconds apart). Past it, asks go on without memories
-    #: until the share has refilled (memory/gate.py): forwarding keeps the rest of the CPU.
+    #: The share of the machine's CPU time memory's own work may take on average: asks'
+    #: searches and the vectors of facts the shadow or traffic learning found (0.1 = a tenth
+    #: of every core, refilled out of idle time, down to a quarter of that on saturated
+    #: cores: memory/share.py). Past it, asks go on without memories and such facts are
+    #: stored without vectors until it has refilled: forwarding keeps the rest of the CPU.
     memory_cpu_share: float = Field(default=0.1, gt=0, le=1)
 
     # -- upstream connections (issue #7; the failures they prevent: ember/proxy/connector.py) --
