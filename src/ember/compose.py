@@ -48,15 +48,15 @@ def build_stages(settings: Settings, storage: Storage) -> list[Stage]:
     memory = MemoryStage(settings, storage) if settings.memory_mode != "off" else None
     if memory is not None:
         stages.append(memory)
-    # Shadow memory after the edits: it records the bytes that actually went upstream, and
-    # hands what it extracts to the same memory stores the memory stage reads.
-    if settings.shadow != "off":
+    # The features that learn come after the edits: they read the exchange as it went
+    # upstream (the kernel's transcript records it once for all of them), and hand what they
+    # find to the same memory stores the memory stage reads.
+    if settings.shadow != "off" or settings.traffic_learning:
         router = (
             memory.router if memory is not None else MemoryRouter(settings, None, storage=storage)
         )
-        stages.append(ShadowStage(settings, memories=router.for_project))
-        # Traffic learning after the shadow stage: its evidence names the transcript rows the
-        # shadow stage has just written for this request.
+        if settings.shadow != "off":
+            stages.append(ShadowStage(settings, memories=router.for_project))
         if settings.traffic_learning:
             stages.append(TrafficStage(settings, memories=router.for_project))
     # TOIN last among the features: it only reads, and sees the request as it goes upstream.

@@ -204,8 +204,8 @@ class Settings(BaseModel):
     # -- traffic learning (issue #11; seed 004 §3.8) ------------------------------------------
     #: Learn facts from the traffic the proxy already sees (a failed tool call and the call
     #: that then worked, commands that work here, the user's standing instructions), with no
-    #: model call. It rides on shadow memory's transcript for its evidence: with
-    #: ``EMBER_SHADOW=off`` nothing is recorded to point at, and it learns nothing.
+    #: model call. Its evidence names rows of the transcript the proxy records (with shadow
+    #: memory on or off).
     traffic_learning: bool = True
     #: TOIN (issue #11; seed 004 §4): observe the structure of tool outputs and re-fetches
     #: passing through the proxy (hashes and counts in stats.db, never values; it never

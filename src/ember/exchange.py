@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ember.protocols.tooling import ToolSpec
     from ember.sessions import SessionRegistry
     from ember.store.registry import Storage
+    from ember.transcripts import Transcripts
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +207,8 @@ class Services:
     #: the provider URL for an adapter, a path and a query string
     url_for: UrlFor | None = None
     tasks: TaskSet = field(default_factory=TaskSet)
+    #: the user's threads, recorded once per exchange for every feature that reads them
+    transcripts: Transcripts | None = None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ from ember.sessions import SessionRegistry
 from ember.shadow.prefix import PrefixBook
 from ember.shadow.runner import RunRecord, RunRequest
 from ember.shadow.service import ShadowService
-from ember.store.transcript import Lineage
 
 S = "sess"
 PROJECT = ProjectRef("/p", "header:x-ember-cwd")
@@ -51,7 +50,7 @@ def service(runner: FakeRunner, wall: Wall | None = None, idle: float = 60.0) ->
         wall=wall or Wall(),
     )
     st = svc.attach(S, PROJECT, "anthropic")
-    st.lineage = Lineage(1, "a", 1, "a", 2)
+    st.generation = 1
     return svc
 
 

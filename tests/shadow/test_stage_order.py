@@ -22,6 +22,7 @@ from ember.proxy.upstream import Upstream
 from ember.sessions import SessionRegistry
 from ember.shadow.stage import ShadowStage
 from ember.store.transcript import latest_generation
+from ember.transcripts import Transcripts
 
 PROJECT = ProjectRef("/home/dev/order", "header:x-ember-cwd")
 
@@ -30,6 +31,14 @@ def exchange(messages: list[dict[str, Any]], settings: Any, session: str = "s1")
     body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": messages})
     return Exchange(
         ANTHROPIC, "/v1/messages", "", {}, JsonDoc(body.encode()), settings, session, PROJECT
+    )
+
+
+def services(settings: Any, storage: Any, upstream: Upstream) -> Services:
+    sessions = SessionRegistry()
+    transcripts = Transcripts(storage, settings.home, sessions)
+    return Services(
+        settings, storage, sessions, upstream, lambda a, p, q: p, transcripts=transcripts
     )
 
 
@@ -45,7 +54,7 @@ async def test_a_late_answer_of_an_older_request_is_not_a_new_generation(tmp_pat
     storage = build_storage(settings)
     stage = ShadowStage(settings)
     upstream = Upstream.from_settings(settings)
-    await stage.start(Services(settings, storage, SessionRegistry(), upstream, lambda a, p, q: p))
+    await stage.start(services(settings, storage, upstream))
     first = [{"role": "user", "content": "one"}]
     second = [
         *first,
@@ -81,7 +90,7 @@ async def test_an_answer_handled_after_the_threads_next_request_queues_no_run(
     storage = build_storage(settings)
     stage = ShadowStage(settings)
     upstream = Upstream.from_settings(settings)
-    await stage.start(Services(settings, storage, SessionRegistry(), upstream, lambda a, p, q: p))
+    await stage.start(services(settings, storage, upstream))
     first = [{"role": "user", "content": "one"}]
     second = [
         *first,
@@ -116,7 +125,7 @@ async def test_two_answers_handled_at_once_record_the_thread_once(
     storage = build_storage(settings)
     stage = ShadowStage(settings)
     upstream = Upstream.from_settings(settings)
-    await stage.start(Services(settings, storage, SessionRegistry(), upstream, lambda a, p, q: p))
+    await stage.start(services(settings, storage, upstream))
     # The project is touched once already (another session), as on a running proxy.
     other = exchange([{"role": "user", "content": "hello"}], settings, session="s0")
     await stage.on_request(other)
@@ -129,7 +138,7 @@ async def test_two_answers_handled_at_once_record_the_thread_once(
             time.sleep(0.3)  # the other answer's rows are written meanwhile
         return latest_generation(conn, session_id)
 
-    monkeypatch.setattr("ember.shadow.observe.latest_generation", slow_second_lookup)
+    monkeypatch.setattr("ember.transcripts.latest_generation", slow_second_lookup)
     first = [{"role": "user", "content": "one"}]
     second = [
         *first,

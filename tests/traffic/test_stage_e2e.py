@@ -55,8 +55,17 @@ def test_learning_never_changes_what_goes_upstream(make_stack: StackFactory) -> 
     assert sent[0] == sent[1]
 
 
-def test_nothing_is_learned_without_a_transcript_to_point_at(make_stack: StackFactory) -> None:
+def test_traffic_learning_works_with_shadow_memory_off(make_stack: StackFactory) -> None:
+    """The transcript its evidence points at is the kernel's, not shadow memory's: switching
+    the shadow off used to switch traffic learning off with it, silently."""
     stack = make_stack(stages="features", shadow="off")
     session(stack, "aaaaaaaa-0001")
     session(stack, "bbbbbbbb-0002")
-    assert traffic_memories(stack.home) == []
+    recovery = [m for m in traffic_memories(stack.home) if m[1] == "error_recovery"]
+    assert len(recovery) == 1
+    evidence = tool_evidence(stack.home, recovery[0][0])
+    assert [(kind, text) for kind, text, _ in evidence] == [
+        ("tool_result", "12 passed in 0.4s")
+    ] * 2
+    # and no shadow ran: nothing went upstream but the client's own six requests
+    assert len(stack.emulator.requests) == 6

@@ -35,6 +35,7 @@ from ember.proxy.upstream import Upstream, forward_headers
 from ember.proxy.websocket import serve as serve_websocket
 from ember.sessions import SessionRegistry
 from ember.store.registry import Storage, storage_for
+from ember.transcripts import Transcripts
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +102,15 @@ class ProxyApp:
 
     async def startup(self) -> None:
         await self.upstream.start()
+        transcripts = Transcripts(self.storage, self.settings.home, self.sessions)
         services = Services(
-            self.settings, self.storage, self.sessions, self.upstream, self._url, self.tasks
+            self.settings,
+            self.storage,
+            self.sessions,
+            self.upstream,
+            self._url,
+            self.tasks,
+            transcripts,
         )
         await self.pipeline.start(services)
         self.ready = True

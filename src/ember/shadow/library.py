@@ -59,6 +59,7 @@ from ember.shadow.propose import (
 from ember.shadow.runner import RunRecord
 from ember.store.accounting import ExchangeRecord
 from ember.store.registry import Storage, storage_for
+from ember.transcripts import Transcripts
 
 __all__ = [
     "MEMORY_PROPOSE",
@@ -175,8 +176,16 @@ class ShadowLibrary:
         self.storage = storage or storage_for(settings)
         self.sessions = SessionRegistry()
         self.tasks = TaskSet()
+        transcripts = Transcripts(self.storage, settings.home, self.sessions)
         self.core = ShadowCore(
-            settings, self.storage, upstream, self._url, self.sessions, self.tasks, memories
+            settings,
+            self.storage,
+            upstream,
+            self._url,
+            self.sessions,
+            self.tasks,
+            transcripts,
+            memories,
         )
         self._on_close = on_close
         self._started = False
@@ -305,7 +314,7 @@ class ShadowLibrary:
         key = thread_key(session_id, thread)
         service = self.core.service
         st = service.state(key)
-        if st is None or st.lineage is None:
+        if st is None or st.generation is None:
             return None
         service.trigger(key, "manual", delay=0.0)
         service.kick(key)

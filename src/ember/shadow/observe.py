@@ -5,23 +5,21 @@ both see the same thing — a request of the user's thread, the exact bytes that
 the answer — and must do the same with it, or the two modes drift apart:
 - ``begin``: a new request of the thread (a user message, or the agent going on) makes the
   recorded prefix stale: queued and running shadow work is cancelled at once;
-- ``answered``: the request's new messages and the answer go to the transcript, the prefix is
-  noted (the exact bytes, the answer, the credentials: in memory, for the cache TTL) and the
-  triggers fire: a finished turn, a failed one, a restarted history.
+- ``answered``/``noted``: once the request's new messages and the answer are in the transcript
+  (``ember.transcripts``, the kernel's: the proxy records each exchange once for every feature),
+  the prefix is noted (the exact bytes, the answer, the credentials: in memory, for the cache
+  TTL) and the triggers fire: a finished turn, a failed one, a restarted history.
 
-Answers are handled after the client has them, in any order: each request is numbered by
-``begin``, and an answer older than one already recorded is ignored (its history is held by
-the newer one; recording it would look like a restarted history).
+Answers are handled after the client has them, in any order: an answer older than one already
+recorded is skipped by the transcript, and a prefix older than one already noted is not noted.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ember.config import Settings
@@ -29,7 +27,6 @@ from ember.exchange import OutcomeKind, TaskSet, UpstreamClient, UrlFor
 from ember.facts import MemoryOpener
 from ember.project import ProjectRef
 from ember.protocols.base import AssembledMessage, ProtocolAdapter
-from ember.protocols.transcript import answer_items, transcript_items
 from ember.sessions import SessionRegistry
 from ember.shadow import backlog, cursors, runs
 from ember.shadow.budget import NOTHING
@@ -42,18 +39,8 @@ from ember.shadow.steward import Steward
 from ember.store.database import Database
 from ember.store.driver import Connection
 from ember.store.registry import Storage
-from ember.store.transcript import (
-    Lineage,
-    Row,
-    by_ids,
-    insert_rows,
-    latest_generation,
-    load_lineage,
-    place,
-    position_digests,
-    rows_for,
-    save_lineage,
-)
+from ember.store.transcript import by_ids
+from ember.transcripts import Recorded, Transcripts, Turn
 
 #: Request headers that never belong to a background call (hop-by-hop, framing, and a
 #: WebSocket handshake's own: a shadow call is an HTTP POST even when its session spoke over a
@@ -133,10 +120,13 @@ class ShadowCore:
         url_for: UrlFor,
         sessions: SessionRegistry,
         tasks: TaskSet,
+        transcripts: Transcripts,
         memories: MemoryOpener | None = None,
     ) -> None:
         self.settings = settings
         self.memories = memories
+        self.transcripts = transcripts
+        transcripts.before_first_record(_first_touch)
         promote = self._promote if memories is not None else None
         runner = ShadowRunner(
             settings, storage, upstream, url_for, PrefixBook(), settings.price_table(), promote
@@ -155,7 +145,6 @@ class ShadowCore:
             after_run=self._steward_after if self.steward is not None else None,
         )
         self._ticker: asyncio.Task[None] | None = None
-        self._started: set[Path] = set()
         #: when each project's forgotten backlogs were last looked for (monotonic seconds)
         self._swept: dict[str, float] = {}
 
@@ -176,21 +165,27 @@ class ShadowCore:
     # -- a request, and its answer -----------------------------------------------------------
 
     def begin(self, session_id: str, project: ProjectRef, protocol: str) -> int:
-        """A new request of the thread: cancel its shadow work; returns the request's number."""
+        """A new request of the thread (numbered by the proxy's transcript, or here in
+        library mode): cancel its shadow work; returns the request's number."""
+        self.cancel(session_id, project, protocol)
+        return self.transcripts.begin(session_id)
+
+    def cancel(self, session_id: str, project: ProjectRef, protocol: str) -> None:
         self.service.cancel(session_id)
-        st = self.service.attach(session_id, project, protocol)
-        st.issued += 1
-        return st.issued
+        self.service.attach(session_id, project, protocol)
 
     async def answered(self, a: Answered) -> None:
-        """Record the exchange, note the prefix, fire the trigger it calls for. Answers of a
-        session are handled one at a time: two handled at once would both see no lineage yet
-        and record the thread twice, the second copy as a new generation."""
-        service = self.service
-        st = service.attach(a.session_id, a.project, a.adapter.name)
-        async with st.recording:
-            await self._handle(a, st)
-        service.kick(a.session_id)
+        """Record the exchange (library mode: nobody recorded it yet), then ``noted``."""
+        turn = Turn(a.session_id, a.project, a.adapter, a.body, a.answer, a.seq)
+        await self.noted(a, await self.transcripts.record(turn))
+
+    async def noted(self, a: Answered, recorded: Recorded | None) -> None:
+        """The exchange is in the transcript (``recorded``; None: a newer request of the
+        thread was recorded first): note the prefix, fire the trigger it calls for."""
+        st = self.service.attach(a.session_id, a.project, a.adapter.name)
+        if recorded is not None:
+            self._handle(a, st, recorded)
+        self.service.kick(a.session_id)
         self._maybe_sweep(a)
 
     def _maybe_sweep(self, a: Answered) -> None:
@@ -218,77 +213,33 @@ class ShadowCore:
             req = RunRequest(b.session_id, b.generation, project, "backlog", protocol)
             await self.service.run_detached(req)
 
-    async def _handle(self, a: Answered, st: SessionShadow) -> None:
+    def _handle(self, a: Answered, st: SessionShadow, recorded: Recorded) -> None:
         service = self.service
-        if a.seq and a.seq <= st.recorded_seq:
-            return  # a newer request of the thread was recorded first (see the module)
-        st.recorded_seq = max(st.recorded_seq, a.seq)
-        # The client had this answer and the thread's next request already arrived (and
-        # cancelled the session's shadow work): this turn's end must not queue a run now, or
-        # it would fork the session in the middle of that next turn. Its own end triggers.
-        overtaken = bool(a.seq) and a.seq < st.issued
-        ended = await self._record(a, st)
-        if a.kind == "ok" and a.answer is not None and a.sent:
+        st.generation = recorded.generation
+        newest = not a.seq or a.seq >= st.noted_seq
+        st.noted_seq = max(st.noted_seq, a.seq)
+        if a.kind == "ok" and a.answer is not None and a.sent and newest:
             service.runner.prefixes.note(self._prefix(a, st))
-        if ended is not None:
-            service.trigger(a.session_id, "generation-ended", generation=ended)
-        elif overtaken:
+        if recorded.ended is not None:
+            service.trigger(a.session_id, "generation-ended", generation=recorded.ended)
+        elif recorded.overtaken:
+            # The client had this answer and the thread's next request already arrived (and
+            # cancelled the session's shadow work): this turn's end must not queue a run
+            # now, or it would fork the session in the middle of that next turn. Its own
+            # end triggers.
             pass
         elif a.kind == "ok" and turn_ended(a.answer):
             service.trigger(a.session_id, "turn-ended")
         elif a.kind not in ("ok", "cancelled"):
             service.trigger(a.session_id, "turn-failed")
 
-    async def _record(self, a: Answered, st: SessionShadow) -> int | None:
-        """Write the request's new messages and the answer, and where the session's transcript
-        now stands (with the project: a restarted proxy continues the session instead of
-        starting a generation); returns the generation that just ended, when this request
-        started a new one."""
-        db = self.database(a.project)
-        if db.path not in self._started:
-            # First touch of this project by this process: runs a dead process left open are
-            # closed, and the activation watermark is set before the first message is
-            # recorded (history from before shadow memory was enabled is never read).
-            self._started.add(db.path)
-            await db.awrite(_first_touch, label="shadow")
-        latest = 0
-        if st.lineage is None:
-            st.lineage, latest = await db.aread(lambda c: _known(c, a.session_id))
-        before = st.lineage
-        offset = _continuation_offset(a.body, before)
-        # Read from the last message the thread's previous request held: what comes before it
-        # is recorded already, unless this request does not extend that one (then re-read).
-        hint = max(0, before.request_count - 1) if before and not offset else 0
-        items = transcript_items(a.adapter, a.body, from_position=hint)
-        digests = position_digests(items)
-        if offset and before is not None:  # only the new items came: after what is recorded
-            items = [dataclasses.replace(i, position=i.position + offset) for i in items]
-            generation, start = before.generation, offset
-        else:
-            generation, start = place(before, digests, latest)
-            if start < hint:  # a new generation: every message of it is recorded
-                items = transcript_items(a.adapter, a.body)
-                digests = position_digests(items)
-        count = a.adapter.message_count(a.body) + offset
-        answer = answer_items(a.adapter, a.answer, count) if a.answer else []
-        rows = rows_for(a.session_id, generation, [*items, *answer], start)
-        recorded = max([count, *(x.position + 1 for x in answer)])
-        if offset and before is not None:
-            lineage = dataclasses.replace(before, recorded=recorded)
-        else:
-            first, last = (digests[0], digests[-1]) if digests else ("", "")
-            lineage = Lineage(generation, first, len(digests), last, recorded)
-        st.lineage = lineage
-        await db.awrite(lambda c: _write(c, a.session_id, rows, lineage), label="transcript")
-        return before.generation if before and generation != before.generation else None
-
     def _prefix(self, a: Answered, st: SessionShadow) -> Prefix:
-        assert a.answer is not None and st.lineage is not None
+        assert a.answer is not None and st.generation is not None
         usage = a.answer.usage
         return Prefix(
             session_id=a.session_id,
             project_key=str(self.database(a.project).path),
-            generation=st.lineage.generation,
+            generation=st.generation,
             adapter=a.adapter,
             path=a.path,
             query=a.query,
@@ -341,23 +292,8 @@ class ShadowCore:
 
 
 def _first_touch(conn: Connection) -> None:
+    """Runs a dead process left open are closed, and the activation watermark is set before
+    the first message this process records (history from before shadow memory was enabled
+    is never read)."""
     runs.close_interrupted(conn)
     cursors.activate(conn)
-
-
-def _known(conn: Connection, session_id: str) -> tuple[Lineage | None, int]:
-    """(the session's stored lineage, its highest recorded generation)."""
-    return load_lineage(conn, session_id), latest_generation(conn, session_id)
-
-
-def _write(conn: Connection, session_id: str, rows: Sequence[Row], lineage: Lineage) -> None:
-    if rows:
-        insert_rows(conn, rows)
-    save_lineage(conn, session_id, lineage)
-
-
-def _continuation_offset(body: Any, lineage: Lineage | None) -> int:
-    """A Responses request that continues a stored response (``previous_response_id``, as
-    Codex does over WebSocket) sends only its new items: they follow what is recorded."""
-    cont = isinstance(body, dict) and bool(body.get("previous_response_id"))
-    return lineage.recorded if cont and lineage is not None else 0

@@ -39,7 +39,6 @@ from ember.sessions import SessionRegistry
 from ember.shadow.models import Trigger
 from ember.shadow.policy import DEBOUNCE_SECONDS, Backoff
 from ember.shadow.runner import RunRecord, RunRequest, ShadowRunner
-from ember.store.transcript import Lineage
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +55,8 @@ class SessionShadow:
 
     project: ProjectRef
     protocol: str
-    lineage: Lineage | None = None
+    #: the thread's current transcript generation (None until its first answer is recorded)
+    generation: int | None = None
     #: runs waiting, by generation (an ended generation keeps its own until it is read)
     pending: dict[int, Trigger] = field(default_factory=dict)
     due_at: float = 0.0
@@ -64,13 +64,9 @@ class SessionShadow:
     request: RunRequest | None = None
     backoff: dict[int, Backoff] = field(default_factory=dict)
     idle_fired: bool = False
-    #: requests of the thread numbered as they arrived, and the newest whose answer was
-    #: recorded: answers are handled after the client has them, in any order
-    issued: int = 0
-    recorded_seq: int = 0
-    #: answers of the session are handled one at a time: two handled at once would both see
-    #: no lineage yet and record the thread twice, the second copy as a new generation
-    recording: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: the number of the newest request whose prefix was noted: answers are handled after
+    #: the client has them, in any order, and an older prefix must not replace a newer one
+    noted_seq: int = 0
     #: what the session's latest finished run left (library mode's ``run_now`` returns it)
     last_record: RunRecord | None = None
 
@@ -128,11 +124,11 @@ class ShadowService:
         (default: once the session has been quiet ``idle_seconds``; an ended generation,
         whose prefix is gone anyway, after ``DEBOUNCE_SECONDS``)."""
         st = self.state(session_id)
-        if st is None or st.lineage is None:
+        if st is None or st.generation is None:
             return
         if delay is None:
             delay = DEBOUNCE_SECONDS if reason == "generation-ended" else self.idle_seconds
-        st.pending[st.lineage.generation if generation is None else generation] = reason
+        st.pending[st.generation if generation is None else generation] = reason
         st.due_at = self.clock() + delay
         self.tasks.spawn(self._later(session_id, delay), name=f"shadow-wait:{session_id}")
 
@@ -144,7 +140,7 @@ class ShadowService:
         """Start the pending run if it is due (``now``: whenever it was due) and the session
         is quiet."""
         st = self.state(session_id)
-        if st is None or not st.pending or st.lineage is None:
+        if st is None or not st.pending or st.generation is None:
             return
         # (a timer may fire a hair early on the loop's clock: 50 ms of slack)
         early = not now and self.clock() + 0.05 < st.due_at
@@ -198,7 +194,7 @@ class ShadowService:
         self.runner.prefixes.drop(session_id)
         if st is None:
             return
-        current = st.lineage.generation if st.lineage is not None else None
+        current = st.generation
         st.pending = {g: r for g, r in st.pending.items() if g != current}
         st.idle_fired = False
         if st.request is not None:
@@ -209,7 +205,7 @@ class ShadowService:
     def reads(self, session_id: str, generation: int) -> bool:
         """Whether a live session of this process will read ``generation`` itself."""
         st = self.state(session_id)
-        return st is not None and st.lineage is not None and st.lineage.generation == generation
+        return st is not None and st.generation == generation
 
     async def run_detached(self, req: RunRequest) -> None:
         """One run of a session no live session holds (a forgotten backlog), in a slot like
@@ -241,8 +237,8 @@ class ShadowService:
         )
         for sid in due:
             st = self.state(sid)
-            if st is not None and st.lineage is not None:  # what starts it now is the stop
-                st.pending[st.lineage.generation] = "stopping"
+            if st is not None and st.generation is not None:  # what starts it now is the stop
+                st.pending[st.generation] = "stopping"
             self.kick(sid, now=True)
         deadline = self.clock() + seconds
         while self.clock() < deadline and not skipped() and self._running(due):
@@ -257,7 +253,7 @@ class ShadowService:
         """A trigger waits, or the session's prefix is still hot (its last messages may be
         unread: the run finds out, and does nothing when they are not)."""
         st = self.state(session_id)
-        if st is None or st.lineage is None:
+        if st is None or st.generation is None:
             return False
         return bool(st.pending) or self.runner.prefixes.get(session_id) is not None
 

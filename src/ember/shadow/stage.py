@@ -4,8 +4,9 @@ On the session's own thread only (never a title request or a sub-agent: the shad
 from the conversation the user is having), it hands each request and answer to the shared
 machinery (``ember.shadow.observe``, which library mode uses too):
 - a new request cancels the session's shadow work at once;
-- every answer records the transcript, notes the prefix (the exact bytes sent, the answer,
-  the credentials, in memory for the cache TTL) and fires the triggers.
+- every answer is recorded in the transcript (the kernel's ``Services.transcripts``, once per
+  exchange for every feature that reads it); the stage notes the prefix (the exact bytes
+  sent, the answer, the credentials, in memory for the cache TTL) and fires the triggers.
 Fail open: whatever goes wrong here is logged and the user's request is untouched.
 """
 
@@ -19,6 +20,7 @@ from ember.protocols.prewarm import is_prewarm
 from ember.shadow.observe import Answered, ShadowCore, forwarded
 from ember.shadow.service import ShadowService
 from ember.shadow.steward import Steward
+from ember.transcripts import Transcripts
 
 __all__ = ["MemoryOpener", "ShadowStage", "forwarded"]
 
@@ -30,11 +32,14 @@ class ShadowStage(Stage):
         self.settings = settings
         self.memories = memories
         self.core: ShadowCore | None = None
+        self.transcripts: Transcripts | None = None
 
     async def start(self, services: Services) -> None:
         if self.settings.shadow == "off" or services.upstream is None:
             return
         assert services.sessions is not None and services.url_for is not None
+        assert services.transcripts is not None
+        self.transcripts = services.transcripts
         self.core = ShadowCore(
             self.settings,
             services.storage,
@@ -42,6 +47,7 @@ class ShadowStage(Stage):
             services.url_for,
             services.sessions,
             services.tasks,
+            services.transcripts,
             self.memories,
         )
         self.core.start()
@@ -61,16 +67,22 @@ class ShadowStage(Stage):
     async def on_request(self, ex: Exchange) -> None:
         """Any new request of the session's own thread (a user message, or the agent going
         on) makes the recorded prefix stale: queued and running shadow work is cancelled."""
-        if self.core is not None and ex.is_main_thread and ex.project is not None:
-            ex.state[self.name] = self.core.begin(ex.session_id, ex.project, ex.adapter.name)
+        if self.core is None or self.transcripts is None:
+            return
+        if ex.is_main_thread and ex.project is not None:
+            self.transcripts.begin_exchange(ex)
+            self.core.cancel(ex.session_id, ex.project, ex.adapter.name)
 
     async def on_response(self, ex: Exchange, outcome: Outcome) -> None:
-        if self.core is None or not ex.is_main_thread or ex.project is None:
+        if self.core is None or self.transcripts is None:
+            return
+        if not ex.is_main_thread or ex.project is None:
             return
         if is_prewarm(ex.adapter.name, ex.body):
             return  # a cache prewarm (Codex's socket opener) is no turn: nothing to record
+        recorded = await self.transcripts.of_exchange(ex, outcome)
         body = outcome.conversation(ex)
-        await self.core.answered(
+        await self.core.noted(
             Answered(
                 session_id=ex.session_id,
                 project=ex.project,
@@ -82,8 +94,9 @@ class ShadowStage(Stage):
                 sent=outcome.sent,
                 answer=outcome.message,
                 kind=outcome.kind,
-                seq=ex.state.get(self.name, 0),
-            )
+                seq=self.transcripts.begin_exchange(ex),
+            ),
+            recorded,
         )
 
     async def wind_down(self, stopping: Stopping) -> None:

@@ -1,11 +1,12 @@
 """The proxy side of traffic learning: watch each answered request of the user's thread.
 
-Runs after the shadow stage, which has just written the request's messages into the
-transcript: each tool result and user message is then a transcript row whose id the
-evidence names. Evidence is checked against those rows before anything is saved (a pointer
-to a row that is not there, of another session, or of the wrong kind is dropped; a fact left
-without evidence is not saved): fail closed for data, fail open for the request — nothing
-here can change or fail the user's request.
+Each answered request is in the transcript first (the kernel's ``Services.transcripts``,
+shared with shadow memory and recorded once per exchange, whether shadow memory is on or
+off): each tool result and user message is then a transcript row whose id the evidence
+names. Evidence is checked against those rows before anything is saved (a pointer to a row
+that is not there, of another session, or of the wrong kind is dropped; a fact left without
+evidence is not saved): fail closed for data, fail open for the request — nothing here can
+change or fail the user's request.
 
 Sightings are counted in the project's own database (``sightings``), not in this process: a
 lesson seen once in each of two sessions is saved even when each ran through its own proxy.
@@ -36,7 +37,7 @@ from ember.protocols.calls import tool_calls
 from ember.protocols.transcript import item_digest, transcript_items
 from ember.store.database import Database
 from ember.store.registry import Storage
-from ember.store.transcript import by_ids, latest_generation, message_id
+from ember.store.transcript import by_ids, message_id
 from ember.traffic.learner import recoveries_to_drop
 from ember.traffic.patterns import (
     RECOVERY_WINDOW,
@@ -47,6 +48,7 @@ from ember.traffic.patterns import (
     states_a_preference,
 )
 from ember.traffic.sightings import Sightings
+from ember.transcripts import Transcripts
 
 log = logging.getLogger(__name__)
 
@@ -79,11 +81,17 @@ class TrafficStage(Stage):
         self.memories = memories
         self.sightings = sightings if sightings is not None else Sightings()
         self.storage: Storage | None = None
+        self.transcripts: Transcripts | None = None
         self._books: Bounded[tuple[str, str], _Book] = Bounded(MAX_SESSIONS)
         self._saving: set[asyncio.Task[None]] = set()
 
     async def start(self, services: Services) -> None:
         self.storage = services.storage
+        self.transcripts = services.transcripts
+
+    async def on_request(self, ex: Exchange) -> None:
+        if self.transcripts is not None:
+            self.transcripts.begin_exchange(ex)
 
     async def settle(self) -> None:
         while self._saving:
@@ -104,7 +112,7 @@ class TrafficStage(Stage):
         try:
             # A WebSocket continuation carries only its new items; the transcript (and the
             # ids evidence names) count positions in the whole conversation.
-            await self._learn(ex, outcome.conversation(ex), ex.project)
+            await self._learn(ex, outcome, ex.project)
         except StorageUnavailable:  # the database said so itself, once
             pass
         except Exception:  # fail open: learning never touches the user's request
@@ -116,14 +124,16 @@ class TrafficStage(Stage):
         self._books.put(key, book)
         return book
 
-    async def _learn(self, ex: Exchange, body: Any, project: ProjectRef) -> None:
-        if self.storage is None:
+    async def _learn(self, ex: Exchange, outcome: Outcome, project: ProjectRef) -> None:
+        if self.storage is None or self.transcripts is None:
             return
+        recorded = await self.transcripts.of_exchange(ex, outcome)
+        if recorded is None:
+            return  # not recorded (an older answer, a prewarm): no rows to point at
         db = self.storage.database(project.db_path(self.settings.home))
         session = ex.session_id
-        generation = await db.aread(lambda c: latest_generation(c, session))
-        if not generation:
-            return  # no transcript (shadow off): no evidence to point at
+        generation = recorded.generation
+        body = outcome.conversation(ex)
         items = transcript_items(ex.adapter, body)
         ids = {
             id(i): message_id(session, generation, i.position, i.part, item_digest(i))
