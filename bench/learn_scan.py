@@ -10,7 +10,7 @@ a grep re-run with a bigger ``head``). Then, in a fresh child process each:
 - ``scan``: ``ember learn``'s whole offline path — discovery, the Claude reader, loop
   detection per session and the digest under its 80k-token budget (``pipeline.fold`` + build);
 - ``verbosity``: ``ember learn --verbosity``'s path — the same reader, each session's messages
-  folded into the verbosity signals and the baseline (``run.verbosity_of``).
+  folded into the verbosity signals and the baseline (``shaping.from_logs.verbosity_of``).
 
 Reports MB/s and the child's peak RSS (``ru_maxrss``) next to its RSS after imports, so the
 memory the scan itself added is visible. Goal: >= 20 MB/s and a peak under 200 MB.
@@ -162,7 +162,7 @@ def child(mode: str, folder: Path) -> None:
     from ember.learn.logs import Scan, readers, sources
     from ember.learn.logs.discovery import scan
     from ember.learn.pipeline import analyse, fold
-    from ember.learn.run import verbosity_of
+    from ember.shaping.from_logs import verbosity_of
 
     baseline = _rss_mb()
     start = time.perf_counter()

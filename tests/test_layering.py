@@ -18,14 +18,9 @@ FEATURES = tuple(
         if p.is_dir() and (p / "__init__.py").exists() and p.name not in PLATFORM
     )
 )
-#: Feature-to-feature imports that exist today, by (module, the feature it imports). Issue #21
-#: moves what they share below the features; this list only ever shrinks: a new crossing
-#: fails, and so does an entry that is gone (remove it, so it cannot come back unnoticed).
-KNOWN_CROSSINGS = frozenset(
-    {
-        ("learn/verbosity.py", "shaping"),
-    }
-)
+#: Feature-to-feature imports allowed, by (module, the feature it imports): none. Issue #21
+#: moved what features shared below them (kernel modules, ``Services``); a new crossing fails.
+KNOWN_CROSSINGS: frozenset[tuple[str, str]] = frozenset()
 
 
 def imports_of(path: Path) -> set[str]:

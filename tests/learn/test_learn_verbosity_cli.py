@@ -12,7 +12,7 @@ from ember.learn.logs.base import LogSource
 from ember.learn.logs.claude import ClaudeReader
 from ember.learn.logs.codex import CodexReader
 from ember.learn.model import SNIPPET_CHARS, ScanStats
-from ember.learn.run import verbosity_of
+from ember.shaping.from_logs import verbosity_of
 from tests.learn.test_learn_cli import ember_home, files_of, home, invoke
 
 __all__ = ["home"]  # the fixture, shared with the end-to-end learn tests

@@ -256,9 +256,8 @@ def _learn_verbosity(
 ) -> None:
     from ember.cli import learn_report as out
     from ember.learn.logs import scan
-    from ember.learn.run import verbosity_of
-    from ember.learn.verbosity import save_verbosity, shaping_started
     from ember.shaping.files import ShapingFiles, learned_level, read_json
+    from ember.shaping.from_logs import save_verbosity, shaping_started, verbosity_of
 
     files = ShapingFiles(settings.home)
     if apply:

@@ -16,8 +16,8 @@ import click
 if TYPE_CHECKING:
     from ember.learn.logs import Scan
     from ember.learn.pipeline import LearnResult
-    from ember.learn.run import VerbosityRun
     from ember.learn.writeback import WritebackPlan
+    from ember.shaping.from_logs import VerbosityRun
 
 #: Baseline strata shown in text (all are in --json and in the file).
 STRATA_SHOWN = 8

@@ -3,7 +3,7 @@
 ``logs`` reads every agent's format into one model (``model``); ``loops`` finds repeated calls
 and measures their waste; ``digest`` builds what the model reads; ``analyze`` makes the one
 model call; ``pipeline`` ties them together for ``ember learn``; ``markers`` and ``writeback``
-put the lessons into marker blocks of the agents' own files; ``verbosity`` turns the logs'
-interrupts and fast skips into a verbosity level and an output baseline; ``toin`` observes
-tool outputs in the proxy (observation only).
+put the lessons into marker blocks of the agents' own files; ``toin`` observes tool outputs in
+the proxy (observation only). ``ember learn --verbosity`` hands the same sessions to output
+shaping (``ember.shaping.from_logs``): no feature imports another.
 """

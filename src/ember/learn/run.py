@@ -1,5 +1,6 @@
 """What ``ember learn`` does after the scan: which files it writes, what it already learned,
-and the verbosity pass — the parts the CLI and the demo share.
+— the parts the CLI and the demo share. (The verbosity pass over the same sessions is
+shaping's: ``ember.shaping.from_logs``.)
 
 Where lessons go (``write_targets``): ``--target FILE`` is exactly one file. Otherwise each
 agent whose sessions were read gets its own default file in the project root
@@ -17,13 +18,10 @@ model call: a file with broken markers stops the run before anything is spent.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from ember.learn.model import Message, SessionData
-from ember.learn.verbosity import VerbosityReport, learn_verbosity
 from ember.learn.writeback import (
     AGENT_FILES,
     CLAUDE_SHARED,
@@ -35,10 +33,8 @@ from ember.learn.writeback import (
 
 __all__ = [
     "Target",
-    "VerbosityRun",
     "learned_text",
     "plan_targets",
-    "verbosity_of",
     "write_targets",
 ]
 
@@ -103,39 +99,3 @@ def plan_targets(
         )
         for t in targets
     ]
-
-
-@dataclass(frozen=True)
-class _Turns:
-    """A session as ``learn_verbosity`` reads it: its messages."""
-
-    messages: Sequence[Message]
-
-
-@dataclass
-class VerbosityRun:
-    """The verbosity report, and what the logs could not tell: ``silent`` counts per agent the
-    sessions that held no messages (their format logs none ember reads), ``dropped`` the
-    messages past a session's cap."""
-
-    report: VerbosityReport
-    silent: Counter[str] = field(default_factory=Counter)
-    dropped: int = 0
-
-
-def verbosity_of(sessions: Iterable[SessionData], shaped_since: float | None) -> VerbosityRun:
-    """Fold ``sessions`` (streamed: each is dropped once read) into a verbosity report."""
-    silent: Counter[str] = Counter()
-    dropped = 0
-
-    def with_messages() -> Iterator[_Turns]:
-        nonlocal dropped
-        for session in sessions:
-            dropped += session.turns_dropped
-            if session.turns:
-                yield _Turns(session.turns)
-            else:
-                silent[session.agent] += 1
-
-    report = learn_verbosity(with_messages(), shaped_since=shaped_since)
-    return VerbosityRun(report, silent, dropped)

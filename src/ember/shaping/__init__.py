@@ -3,10 +3,11 @@ prompt cache (issue #3; seed 004 section 2).
 
 Pure policies -- ``policy`` (turn kinds, effort ranks, safety rules), ``verbosity`` (the
 constant level texts), ``strata`` (strata and holdout arms), ``controller`` (AIMD), ``signals``
-(interrupts, fast skips, asks for detail), ``levels`` (level resolution), ``stats`` and
-``savings`` (confidence bands, the ledger), ``echo`` -- are kept apart from the code that edits
-requests (``apply``) or does I/O (``files``, ``recorder``). ``stage.ShapingStage`` wires them
-into the proxy.
+(interrupts, fast skips, asks for detail), ``levels`` (level resolution), ``savings``
+(confidence bands, the ledger), ``echo`` -- are kept apart from the code that edits requests
+(``apply``) or does I/O (``files``, ``recorder``). ``stage.ShapingStage`` wires them into the
+proxy; ``from_logs`` learns a level and a baseline from agents' logs (``ember learn
+--verbosity``).
 """
 
 from __future__ import annotations

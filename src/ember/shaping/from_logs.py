@@ -19,6 +19,9 @@ kind, input bucket, model family, tools), the counterfactual ``ember output-savi
 shaped answers against. Only answers from before shaping first answered a request count: a
 baseline made of shaped answers would make every saving look like zero.
 
+``ember learn`` reads the logs (``ember.learn.logs``) and hands the sessions to ``verbosity_of``;
+this module knows them only through the protocols below, so neither feature imports the other.
+
 It is written into ``verbosity.json`` through shaping's own file API, under shaping's lock.
 The file's baseline also holds what the proxy recorded while shaping was off, so this run's
 contribution is kept apart (``learned.baseline``) and swapped, not added: learning twice from
@@ -29,7 +32,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -221,6 +225,51 @@ def learn_verbosity(
                     tool_pending = False
     report.level = recommend_level(report.signals)
     return report
+
+
+class ReadSession(Protocol):
+    """One session as a log reader hands it over (``ember.learn.model.SessionData``)."""
+
+    @property
+    def agent(self) -> str: ...
+    @property
+    def turns(self) -> Sequence[LogMessage]: ...
+    @property
+    def turns_dropped(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class _Turns:
+    messages: Sequence[LogMessage]
+
+
+@dataclass
+class VerbosityRun:
+    """The verbosity report, and what the logs could not tell: ``silent`` counts per agent the
+    sessions that held no messages (their format logs none ember reads), ``dropped`` the
+    messages past a session's cap."""
+
+    report: VerbosityReport
+    silent: Counter[str] = field(default_factory=Counter)
+    dropped: int = 0
+
+
+def verbosity_of(sessions: Iterable[ReadSession], shaped_since: float | None) -> VerbosityRun:
+    """Fold ``sessions`` (streamed: each is dropped once read) into a verbosity report."""
+    silent: Counter[str] = Counter()
+    dropped = 0
+
+    def with_messages() -> Iterator[_Turns]:
+        nonlocal dropped
+        for session in sessions:
+            dropped += session.turns_dropped
+            if session.turns:
+                yield _Turns(session.turns)
+            else:
+                silent[session.agent] += 1
+
+    report = learn_verbosity(with_messages(), shaped_since=shaped_since)
+    return VerbosityRun(report, silent, dropped)
 
 
 # --- the shaping file ------------------------------------------------------------------------

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from ember.learn.verbosity import (
+from ember.shaping.files import ShapingFiles
+from ember.shaping.from_logs import (
     MAX_LEARNED_LEVEL,
     VerbosityReport,
     learn_verbosity,
     save_verbosity,
     shaping_started,
 )
-from ember.shaping.files import ShapingFiles
 from ember.shaping.recorder import SavingsRecorder, read_state
 from ember.strata import stratum_key
 
