@@ -1,9 +1,8 @@
-"""Where the app is built: which stages, in which order, sharing which services.
+"""Where the app is built: the registered features' stages (``ember.features``, in their
+order), accounting last so it sees the final outcome, one storage and one session registry.
 
-The only module that knows both the proxy and the features. Order matters for the cache:
-stages that edit stable content (the system tail) run before stages that edit volatile content
-(the latest user turn), and accounting runs last so it sees the final outcome. A new feature
-adds its stage here; nothing in the proxy changes.
+The proxy imports no feature and no feature imports the proxy; a new feature registers itself
+and nothing here or in the proxy changes. Library mode (``shadow_library``) is built here too.
 """
 
 from __future__ import annotations
@@ -14,17 +13,14 @@ from collections.abc import Callable, Sequence
 from ember.accounting import AccountingStage
 from ember.config import Settings
 from ember.exchange import Stage
-from ember.learn.toin.stage import ToinStage
+from ember.features import Composition
+from ember.features import stages as feature_stages
 from ember.memory.router import MemoryRouter
-from ember.memory.stage import MemoryStage
 from ember.proxy.app import ProxyApp
 from ember.proxy.upstream import Upstream
 from ember.sessions import SessionRegistry
 from ember.shadow.library import ShadowLibrary
-from ember.shadow.stage import ShadowStage
-from ember.shaping.stage import ShapingStage
 from ember.store.registry import Storage, storage_for
-from ember.traffic.stage import TrafficStage
 
 StageFactory = Callable[[Settings, Storage], list[Stage]]
 
@@ -39,30 +35,9 @@ def build_storage(settings: Settings) -> Storage:
 
 
 def build_stages(settings: Settings, storage: Storage) -> list[Stage]:
-    """The feature stages ``settings`` enable, in order (accounting comes after them)."""
-    stages: list[Stage] = []
-    # Output shaping first: it edits the stable system tail. It is there even with
-    # EMBER_OUTPUT_SHAPING=false, to record the unshaped baseline (it edits nothing then).
-    stages.append(ShapingStage(settings))
-    # Memory next: it edits the tail of the latest user ask (auto_tail) or offers its tools.
-    memory = MemoryStage(settings, storage) if settings.memory_mode != "off" else None
-    if memory is not None:
-        stages.append(memory)
-    # The features that learn come after the edits: they read the exchange as it went
-    # upstream (the kernel's transcript records it once for all of them), and hand what they
-    # find to the same memory stores the memory stage reads.
-    if settings.shadow != "off" or settings.traffic_learning:
-        router = (
-            memory.router if memory is not None else MemoryRouter(settings, None, storage=storage)
-        )
-        if settings.shadow != "off":
-            stages.append(ShadowStage(settings, memories=router.for_project))
-        if settings.traffic_learning:
-            stages.append(TrafficStage(settings, memories=router.for_project))
-    # TOIN last among the features: it only reads, and sees the request as it goes upstream.
-    if settings.toin:
-        stages.append(ToinStage(storage))
-    return stages
+    """The stages of the registered features (``ember.features``) that ``settings`` enable,
+    in order (accounting comes after them)."""
+    return feature_stages(Composition(settings, storage))
 
 
 def build_app(

@@ -34,6 +34,11 @@ class ConfigError(EmberError):
         super().__init__(f"{key}: {problem}")
 
 
+class FeatureError(EmberError):
+    """A registered feature (``ember.features``) cannot be loaded, or takes a name already
+    taken; the message names its reference and what to do."""
+
+
 class ProjectError(EmberError):
     """The project a request belongs to cannot be resolved or opened."""
 

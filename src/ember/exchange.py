@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: The public part (README, Adding a feature); the rest is internal.
+__all__ = ["Exchange", "Outcome", "Services", "Stage", "Stopping"]
+
 #: How an exchange ended. ``ok``: a whole answer. ``upstream_error``: the provider answered
 #: with an error (an error status, or a 200 JSON body holding one). ``stream_error``: an error
 #: event inside a stream that had begun with 200. ``cut``: a stream or body that ended before

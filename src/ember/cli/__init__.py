@@ -18,16 +18,12 @@ from ember import __version__
 from ember.cli.demo import demo
 from ember.cli.dev import dev
 from ember.cli.doctor import doctor
-from ember.cli.learn import learn
-from ember.cli.memory import memory
-from ember.cli.output_savings import output_savings
 from ember.cli.proxy import proxy
 from ember.cli.setup import setup
-from ember.cli.shadow import shadow
 from ember.cli.stats import stats
-from ember.cli.toin import toin
 from ember.cli.wrap import wrap
 from ember.errors import EmberError
+from ember.features import commands as feature_commands
 from ember.store.driver import errors
 from ember.store.home import describe_os_error
 
@@ -53,14 +49,25 @@ cli.add_command(proxy)
 cli.add_command(dev)
 cli.add_command(demo)
 cli.add_command(stats)
-cli.add_command(memory)
-cli.add_command(output_savings)
 cli.add_command(doctor)
 cli.add_command(wrap)
 cli.add_command(setup)
-cli.add_command(shadow)
-cli.add_command(learn)
-cli.add_command(toin)
+
+
+def _add_feature_commands() -> None:
+    """Each feature's own commands (``ember.features``: memory, output-savings, shadow,
+    learn, toin, and any installed feature's). A feature that cannot be loaded is said on
+    stderr and the other commands still work (``ember proxy`` refuses to start with it)."""
+    try:
+        found = feature_commands()
+    except EmberError as exc:
+        click.echo(f"ember: warning: {exc}", err=True)
+        return
+    for command in found:
+        cli.add_command(command)
+
+
+_add_feature_commands()
 
 
 def main() -> None:

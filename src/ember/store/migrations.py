@@ -13,10 +13,13 @@ came to disagree about what a database contains.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ember.store.driver import Connection, complete_statement
+
+#: The public part (README, Adding a feature); the rest is internal.
+__all__ = ["Migration", "Schema"]
 
 
 @dataclass(frozen=True)
@@ -25,17 +28,41 @@ class Migration:
     sql: str
 
 
-@dataclass(frozen=True)
 class Schema:
-    """The ordered migrations of one kind of database (``project``, ``stats``)."""
+    """The ordered migrations of one kind of database (``project``, ``stats``).
 
-    name: str
-    migrations: tuple[Migration, ...]
+    ``migrations`` may be given as a function, called once on first use: the lists ember
+    ships are put together from the registered features (``ember.features``), which must not
+    be imported while ``ember.store`` itself is (a feature imports the store)."""
 
-    def __post_init__(self) -> None:
-        names = [m.name for m in self.migrations]
-        if len(names) != len(set(names)):
-            raise ValueError(f"schema {self.name}: duplicate migration names in {names}")
+    def __init__(
+        self,
+        name: str,
+        migrations: Sequence[Migration] | Callable[[], Sequence[Migration]],
+    ) -> None:
+        self.name = name
+        self._source = migrations
+        self._resolved: tuple[Migration, ...] | None = None
+        if not callable(migrations):
+            self._resolved = _checked(name, migrations)
+
+    @property
+    def migrations(self) -> tuple[Migration, ...]:
+        if self._resolved is None:
+            source = self._source
+            assert callable(source)
+            self._resolved = _checked(self.name, source())
+        return self._resolved
+
+    def __repr__(self) -> str:
+        return f"Schema({self.name!r})"
+
+
+def _checked(name: str, migrations: Sequence[Migration]) -> tuple[Migration, ...]:
+    names = [m.name for m in migrations]
+    if len(names) != len(set(names)):
+        raise ValueError(f"schema {name}: duplicate migration names in {names}")
+    return tuple(migrations)
 
 
 def applied_migrations(conn: Connection) -> list[str]:

@@ -1,0 +1,154 @@
+"""A feature is one unit: its stages, its tables and its commands, registered together.
+
+The app, the database schemas and the CLI iterate over the registered features instead of
+naming them: adding a feature touches its own folder and one line here (or, for a feature
+shipped by another package, one entry point), never the proxy, the store or the CLI.
+
+Registration is by reference (``"package.module:ATTRIBUTE"``), resolved on first use: the kernel
+imports no feature, and a feature's module imports nothing heavy at the top (its stages and
+commands are built by functions it names).
+
+- ``BUILTIN``: ember's own, in pipeline order.
+- Entry points of the group ``ember.features`` (``[project.entry-points."ember.features"]`` in
+  a package's ``pyproject.toml``): a third-party feature, after the builtins. Its name must be
+  new: a feature cannot replace another one by taking its name.
+
+Order matters for the prompt cache: stages that edit stable content (the system tail) run
+before stages that edit volatile content (the latest user turn), and the features that only
+learn run after every edit, so they read the request as it went upstream. Accounting is the
+kernel's and always runs last (``ember.compose``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any
+
+from ember.errors import FeatureError
+
+if TYPE_CHECKING:
+    import click
+
+    from ember.config import Settings
+    from ember.exchange import Stage
+    from ember.store.migrations import Migration
+    from ember.store.registry import Storage
+
+log = logging.getLogger(__name__)
+
+#: The public part (README, Adding a feature); the rest is internal.
+__all__ = ["ENTRY_POINT_GROUP", "Composition", "Feature", "registered"]
+
+ENTRY_POINT_GROUP = "ember.features"
+
+#: ember's own features, in pipeline order.
+BUILTIN: tuple[str, ...] = (
+    "ember.shaping.feature:FEATURE",
+    "ember.memory.feature:FEATURE",
+    "ember.shadow.feature:FEATURE",
+    "ember.traffic.feature:FEATURE",
+    "ember.learn.feature:FEATURE",
+)
+
+
+@dataclass
+class Composition:
+    """What the features share while the app is built: the settings, the storage, and what
+    one feature offers the others by name (memory offers ``memories``, the
+    ``ember.facts.MemoryOpener`` facts are stored through). Features run in order, so a
+    feature finds what an earlier one offered; ``fallbacks`` build what nobody offered."""
+
+    settings: Settings
+    storage: Storage
+    offered: dict[str, Any] = field(default_factory=dict)
+    fallbacks: dict[str, Callable[[Composition], Any]] = field(default_factory=dict)
+
+    def offer(self, name: str, value: Any) -> None:
+        self.offered[name] = value
+
+    def get(self, name: str) -> Any:
+        """What was offered as ``name`` (built by its fallback the first time, when nobody
+        offered it); raises ``KeyError`` when nothing can provide it."""
+        if name not in self.offered:
+            self.offered[name] = self.fallbacks[name](self)
+        return self.offered[name]
+
+
+def _no_stages(comp: Composition) -> Sequence[Stage]:
+    return ()
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One feature as the app, the schemas and the CLI see it."""
+
+    name: str
+    #: the feature's stages for ``comp.settings`` (none when the settings switch it off)
+    stages: Callable[[Composition], Sequence[Stage]] = _no_stages
+    #: migrations of the project database (``ember.db``) and of the home's ``stats.db``,
+    #: appended after the kernel's and the earlier features' (names never change)
+    project_migrations: Callable[[], Sequence[Migration]] = tuple
+    stats_migrations: Callable[[], Sequence[Migration]] = tuple
+    #: the feature's CLI commands, built when the CLI is
+    commands: Callable[[], Sequence[click.Command]] = tuple
+
+
+def resolve(reference: str) -> Feature:
+    """The ``Feature`` a ``"module:attribute"`` reference names; ``FeatureError`` saying which
+    reference is wrong and why."""
+    module_name, _, attribute = reference.partition(":")
+    try:
+        found = getattr(importlib.import_module(module_name), attribute or "FEATURE")
+    except (ImportError, AttributeError) as exc:
+        raise FeatureError(
+            f"feature {reference!r} cannot be loaded: {exc}; reinstall or uninstall the "
+            "package that declares it"
+        ) from exc
+    if not isinstance(found, Feature):
+        raise FeatureError(f"feature {reference!r} is a {type(found).__name__}, not a Feature")
+    return found
+
+
+def _installed() -> list[str]:
+    return [f"{ep.value}" for ep in entry_points(group=ENTRY_POINT_GROUP)]
+
+
+@cache
+def registered() -> tuple[Feature, ...]:
+    """Every feature, builtins first, then installed ones (entry points) by name."""
+    features = [resolve(r) for r in BUILTIN]
+    taken = {f.name for f in features}
+    for reference in sorted(_installed()):
+        feature = resolve(reference)
+        if feature.name in taken:
+            raise FeatureError(
+                f"feature {reference!r} is named {feature.name!r}, like one already "
+                "registered: rename it (a feature cannot replace another)"
+            )
+        taken.add(feature.name)
+        features.append(feature)
+    return tuple(features)
+
+
+def migrations(database: str) -> tuple[Migration, ...]:
+    """The features' migrations of ``database`` (``project`` or ``stats``), in order."""
+    out: list[Migration] = []
+    for feature in registered():
+        part = feature.project_migrations if database == "project" else feature.stats_migrations
+        out.extend(part())
+    return tuple(out)
+
+
+def stages(comp: Composition) -> list[Stage]:
+    """Every registered feature's stages for ``comp.settings``, in order."""
+    return [stage for feature in registered() for stage in feature.stages(comp)]
+
+
+def commands() -> list[click.Command]:
+    """Every registered feature's CLI commands."""
+    return [command for feature in registered() for command in feature.commands()]

@@ -1,0 +1,40 @@
+"""Shadow memory as one feature: its stage (``EMBER_SHADOW``), its tables in the project
+database (runs, proposals, cursors, spend; and, for now, the transcript's, whose recording is
+the kernel's: ``ember.transcripts``), and ``ember shadow``. Facts it promotes go into the
+``memories`` another feature offers (``ember.memory.feature``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ember.features import Composition, Feature
+
+if TYPE_CHECKING:
+    import click
+
+    from ember.exchange import Stage
+    from ember.store.migrations import Migration
+
+
+def _stages(comp: Composition) -> Sequence[Stage]:
+    if comp.settings.shadow == "off":
+        return ()
+    from ember.shadow.stage import ShadowStage
+
+    return (ShadowStage(comp.settings, memories=comp.get("memories")),)
+
+
+def _project_migrations() -> Sequence[Migration]:
+    from ember.shadow.schema import SHADOW
+
+    return SHADOW
+
+
+def _commands() -> Sequence[click.Command]:
+    from ember.cli.shadow import shadow
+
+    return (shadow,)
+
+
+FEATURE = Feature("shadow", _stages, project_migrations=_project_migrations, commands=_commands)

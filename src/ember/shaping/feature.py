@@ -1,0 +1,30 @@
+"""Output shaping as one feature: its stage, first in the pipeline (it edits the stable system
+tail; present even with ``EMBER_OUTPUT_SHAPING=false``, to record the unshaped baseline, editing
+nothing), and ``ember output-savings``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ember.features import Composition, Feature
+
+if TYPE_CHECKING:
+    import click
+
+    from ember.exchange import Stage
+
+
+def _stages(comp: Composition) -> Sequence[Stage]:
+    from ember.shaping.stage import ShapingStage
+
+    return (ShapingStage(comp.settings),)
+
+
+def _commands() -> Sequence[click.Command]:
+    from ember.cli.output_savings import output_savings
+
+    return (output_savings,)
+
+
+FEATURE = Feature("shaping", _stages, commands=_commands)

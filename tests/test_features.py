@@ -1,0 +1,168 @@
+"""Features as units: the app, the schemas and the CLI are put together from the registered
+features, and a feature another package ships plugs in through an entry point — its stage
+runs in the real ``ember proxy``, its table is created in the project database, its command is
+in ``ember --help`` — without a line of ember changing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ember.features import BUILTIN, ENTRY_POINT_GROUP, Feature, registered, resolve
+from ember.server import BackgroundServer
+from ember.store.driver import connect
+from ember.store.schema import PROJECT, STATS
+from ember.testing import Emulator
+from tests.proxy.subprocess_proxy import proxy_process
+from tests.traffic.conversation import db_path, send
+
+PLUGIN = '''
+"""A feature another package ships: it counts the answered requests of each project."""
+
+import click
+
+from ember.exchange import Stage
+from ember.features import Feature
+from ember.store.migrations import Migration
+
+
+class Counting(Stage):
+    name = "hello"
+
+    async def start(self, services):
+        self.storage = services.storage
+        self.home = services.settings.home
+
+    async def on_response(self, ex, outcome):
+        if ex.project is not None:
+            db = self.storage.database(ex.project.db_path(self.home))
+            await db.awrite(
+                lambda c: c.execute("INSERT INTO hello_seen (status) VALUES (?)", (outcome.status,))
+            )
+
+
+@click.command("hello")
+def hello():
+    """Say that the feature is there."""
+    click.echo("hello from a third-party feature")
+
+
+FEATURE = Feature(
+    "{name}",
+    stages=lambda comp: (Counting(),),
+    project_migrations=lambda: (
+        Migration("hello_0001_seen", "CREATE TABLE hello_seen (status INTEGER NOT NULL);"),
+    ),
+    commands=lambda: (hello,),
+)
+'''
+
+
+def install_plugin(root: Path, name: str = "hello") -> dict[str, str]:
+    """A package on ``sys.path`` with the dist-info metadata pip writes: the same lookup
+    (``importlib.metadata.entry_points``) finds it as finds a pip-installed one. Returns the
+    environment a subprocess needs to see it."""
+    root.mkdir(parents=True)
+    (root / "ember_hello.py").write_text(PLUGIN.replace("{name}", name), encoding="utf-8")
+    info = root / "ember_hello-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ember-hello\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\n{name} = ember_hello:FEATURE\n")
+    path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
+    return {"PYTHONPATH": path}
+
+
+def tables_created(migrations: object) -> set[str]:
+    import re
+
+    sql = " ".join(m.sql for m in migrations)  # type: ignore[attr-defined]
+    return set(re.findall(r"CREATE TABLE (?:IF NOT EXISTS )?(\w+)", sql))
+
+
+def ember(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, **env}
+    cmd = [sys.executable, "-m", "ember", *args]
+    return subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=60)
+
+
+def test_the_builtin_features_come_in_pipeline_order() -> None:
+    assert [f.name for f in registered()[: len(BUILTIN)]] == [
+        "shaping",
+        "memory",
+        "shadow",
+        "traffic",
+        "learn",
+    ]
+
+
+def test_the_schemas_are_the_kernels_then_each_features_in_order() -> None:
+    """The order a new database is built in: a migration may rely on an earlier one."""
+    from ember.store.schema.accounting import ACCOUNTING
+
+    expected = list(ACCOUNTING)
+    for feature in registered():
+        expected.extend(feature.project_migrations())
+    assert list(PROJECT.migrations) == expected
+    assert {"memories", "shadow_memory_runs", "traffic_sightings"} <= tables_created(
+        PROJECT.migrations
+    )
+    assert "toin_patterns" in tables_created(STATS.migrations)
+    assert "toin_patterns" not in tables_created(PROJECT.migrations)
+
+
+def test_a_reference_that_is_not_a_feature_is_refused_with_what_it_is() -> None:
+    from ember.errors import FeatureError
+
+    with pytest.raises(FeatureError, match="is a str, not a Feature"):
+        resolve("ember.features:ENTRY_POINT_GROUP")
+    with pytest.raises(FeatureError, match="cannot be loaded"):
+        resolve("ember_no_such_module:FEATURE")
+    assert isinstance(resolve(BUILTIN[0]), Feature)
+
+
+def test_a_third_party_feature_plugs_into_the_real_proxy_and_cli(tmp_path: Path) -> None:
+    env = install_plugin(tmp_path / "site")
+    listed = ember("--help", env=env)
+    assert listed.returncode == 0 and "hello" in listed.stdout
+    said = ember("hello", env=env)
+    assert said.stdout.strip() == "hello from a third-party feature"
+
+    home = tmp_path / "home"
+    with (
+        BackgroundServer(Emulator()) as upstream,
+        proxy_process(home, upstream.url, env=env) as (
+            _,
+            url,
+        ),
+    ):
+        send(url, "aaaaaaaa-0001", [{"role": "user", "content": "Run the tests."}])
+        send(url, "aaaaaaaa-0001", [{"role": "user", "content": "And lint."}])
+    # its table is in the project database, next to ember's, and its stage filled it
+    conn = connect(db_path(home), readonly=True).conn
+    try:
+        seen = [r[0] for r in conn.execute("SELECT status FROM hello_seen")]
+        accounted = conn.execute(
+            "SELECT COUNT(*) FROM exchanges WHERE origin = 'client'"
+        ).fetchone()[0]
+    finally:
+        conn.close()
+    assert seen == [200, 200]
+    assert accounted == 2  # the kernel's accounting still ran, after the feature
+
+
+def test_a_feature_cannot_take_a_builtin_name(tmp_path: Path) -> None:
+    env = install_plugin(tmp_path / "site", name="memory")
+    listed = ember("--help", env=env)
+    assert listed.returncode == 0  # the other commands still work...
+    assert "feature 'ember_hello:FEATURE' is named 'memory'" in listed.stderr  # ...and it says
+    refused = pytest.raises(RuntimeError, match="a feature cannot replace another")
+    with (
+        BackgroundServer(Emulator()) as upstream,
+        refused,
+        proxy_process(tmp_path / "home", upstream.url, env=env),
+    ):
+        pass
