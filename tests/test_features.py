@@ -8,10 +8,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from ember.config import load_settings
+from ember.errors import ConfigError
 from ember.features import BUILTIN, ENTRY_POINT_GROUP, Feature, registered, resolve
 from ember.server import BackgroundServer
 from ember.store.driver import connect
@@ -24,10 +27,18 @@ PLUGIN = '''
 """A feature another package ships: it counts the answered requests of each project."""
 
 import click
+from pydantic import BaseModel, ConfigDict, Field
 
+from ember.config import load_settings
 from ember.exchange import Stage
 from ember.features import Feature
 from ember.store.migrations import Migration
+
+
+class HelloSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    greeting: str = "hello"
+    times: int = Field(default=1, ge=1)
 
 
 class Counting(Stage):
@@ -48,7 +59,8 @@ class Counting(Stage):
 @click.command("hello")
 def hello():
     """Say that the feature is there."""
-    click.echo("hello from a third-party feature")
+    section = load_settings().section("{name}")
+    click.echo(" ".join([section.greeting] * section.times) + " from a third-party feature")
 
 
 FEATURE = Feature(
@@ -58,6 +70,7 @@ FEATURE = Feature(
         Migration("hello_0001_seen", "CREATE TABLE hello_seen (status INTEGER NOT NULL);"),
     ),
     commands=lambda: (hello,),
+    settings=HelloSettings,
 )
 '''
 
@@ -166,3 +179,52 @@ def test_a_feature_cannot_take_a_builtin_name(tmp_path: Path) -> None:
         proxy_process(tmp_path / "home", upstream.url, env=env),
     ):
         pass
+
+
+@pytest.fixture
+def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The plugin installed in this process too (the registry is read afresh)."""
+    site = tmp_path / "site"
+    install_plugin(site)
+    monkeypatch.syspath_prepend(str(site))
+    registered.cache_clear()
+    yield site
+    sys.modules.pop("ember_hello", None)
+    registered.cache_clear()
+
+
+def test_a_features_section_comes_from_the_file_and_the_environment(
+    plugin: Path, tmp_path: Path
+) -> None:
+    assert load_settings(env={}, home=tmp_path).section("hello").greeting == "hello"
+    config = tmp_path / "config.toml"
+    config.write_text('port = 9000\n[hello]\ngreeting = "hey"\ntimes = 2\n')
+    from_file = load_settings(config, env={}).section("hello")
+    assert (from_file.greeting, from_file.times) == ("hey", 2)
+    # the environment wins over the file, key by key, as for every setting
+    both = load_settings(config, env={"EMBER_HELLO_GREETING": "hi"}).section("hello")
+    assert (both.greeting, both.times) == ("hi", 2)
+
+
+def test_a_features_bad_or_unknown_setting_says_where_and_what_was_meant(
+    plugin: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(
+        ConfigError, match=r"EMBER_HELLO_GRETING: .*Did you mean EMBER_HELLO_GREETING"
+    ):
+        load_settings(env={"EMBER_HELLO_GRETING": "hi"}, home=tmp_path)
+    with pytest.raises(ConfigError, match=r"EMBER_HELLO_TIMES: .*greater than or equal to 1"):
+        load_settings(env={"EMBER_HELLO_TIMES": "0"}, home=tmp_path)
+    config = tmp_path / "config.toml"
+    config.write_text("[hello]\ngretting = 1\n")
+    with pytest.raises(ConfigError, match=r"config.toml: hello.gretting: .*Did you mean greeting"):
+        load_settings(config, env={})
+    config.write_text("[helo]\ngreeting = 1\n")
+    with pytest.raises(ConfigError, match=r"config.toml: helo: .*Did you mean hello"):
+        load_settings(config, env={})
+
+
+def test_the_cli_command_of_a_feature_reads_its_section(tmp_path: Path) -> None:
+    env = install_plugin(tmp_path / "site")
+    said = ember("hello", env={**env, "EMBER_HELLO_GREETING": "hi", "EMBER_HELLO_TIMES": "2"})
+    assert said.stdout.strip() == "hi hi from a third-party feature"

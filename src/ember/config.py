@@ -12,15 +12,15 @@ quietly meaning "closed" would hide a setting the user believes is on.
 
 from __future__ import annotations
 
-import difflib
 import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from ember import sections as feature_sections
 from ember.errors import ConfigError
 from ember.prices import Price, PriceTable
 
@@ -247,24 +247,45 @@ class Settings(BaseModel):
     def projects_dir(self) -> Path:
         return self.home / "projects"
 
+    #: the sections of features that declare settings (``ember.sections``), set by
+    #: ``load_settings``; a section nothing set is the feature model's defaults
+    _sections: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
+
+    def section(self, feature: str) -> Any:
+        """The settings of ``feature`` (``Feature.settings``), as loaded with these."""
+        found = self._sections.get(feature)
+        if found is None:
+            model = feature_sections.models().get(feature)
+            if model is None:
+                raise KeyError(f"feature {feature!r} declares no settings")
+            found = self._sections[feature] = model()
+        return found
+
 
 _FIELDS = set(Settings.model_fields)
 _ENV_ONLY_SKIP = {"prices"}  # tables live in the file only
 
 
-def _suggest(name: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(name, choices, n=1)
-    return f" Did you mean {close[0]}?" if close else ""
+_suggest = feature_sections.suggest
+#: What a source gave: core values, each section's values, and where each key was written.
+_Read = tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, str]]
 
 
-def _from_env(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+def _from_env(env: Mapping[str, str], sections: feature_sections.Models) -> _Read:
     values: dict[str, Any] = {}
+    by_section: dict[str, dict[str, Any]] = {}
     origin: dict[str, str] = {}
-    known = sorted(ENV_PREFIX + f.upper() for f in _FIELDS - _ENV_ONLY_SKIP)
+    of_sections = feature_sections.env_names(sections, ENV_PREFIX)
+    known = sorted([*(ENV_PREFIX + f.upper() for f in _FIELDS - _ENV_ONLY_SKIP), *of_sections])
     for key, raw in env.items():
         if not key.startswith(ENV_PREFIX) or key in _META_ENV:
             continue
         field = key[len(ENV_PREFIX) :].lower()
+        if key in of_sections and field not in _FIELDS:
+            name, part = of_sections[key]
+            by_section.setdefault(name, {})[part] = raw
+            origin[f"{name}.{part}"] = key
+            continue
         if field not in _FIELDS or field in _ENV_ONLY_SKIP:
             raise ConfigError(
                 key,
@@ -272,23 +293,29 @@ def _from_env(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
             )
         values[field] = raw
         origin[field] = key
-    return values, origin
+    return values, by_section, origin
 
 
-def _from_file(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
+def _from_file(path: Path, sections: feature_sections.Models) -> _Read:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise ConfigError(str(path), "config file not found; check --config/EMBER_CONFIG") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(path), f"not valid TOML: {exc}") from exc
+    known = sorted(_FIELDS | set(sections))
     for key in data:
-        if key not in _FIELDS:
+        if key not in _FIELDS and key not in sections:
             raise ConfigError(
                 f"{path.name}: {key}",
-                "unknown key." + _suggest(key, sorted(_FIELDS)) + " Remove it or fix the spelling.",
+                "unknown key." + _suggest(key, known) + " Remove it or fix the spelling.",
             )
-    return data, {k: f"{path.name}: {k}" for k in data}
+    by_section = feature_sections.from_file(data, sections, path.name)
+    core = {k: v for k, v in data.items() if k in _FIELDS}
+    origin = {k: f"{path.name}: {k}" for k in core}
+    for name, table in by_section.items():
+        origin.update({f"{name}.{k}": f"{path.name}: {name}.{k}" for k in table})
+    return core, by_section, origin
 
 
 def _config_path(explicit: Path | None, env: Mapping[str, str], home: Path) -> Path | None:
@@ -310,16 +337,24 @@ def load_settings(
     ``overrides`` are command-line values; ``None`` means "flag not given".
     """
     env = os.environ if env is None else env
-    env_values, env_origin = _from_env(env)
+    sections = feature_sections.models()
+    env_values, env_sections, env_origin = _from_env(env, sections)
     flags = {k: v for k, v in overrides.items() if v is not None}
     home = Path(flags.get("home") or env_values.get("home") or "~/.ember").expanduser()
     path = _config_path(config_file, env, home)
-    file_values, file_origin = _from_file(path) if path is not None else ({}, {})
+    file_values, file_sections, file_origin = (
+        _from_file(path, sections) if path is not None else ({}, {}, {})
+    )
     origin = {**file_origin, **env_origin, **{k: "--" + k.replace("_", "-") for k in flags}}
     # Validate the file and environment on their own first: a bad EMBER_PORT is an error even
     # when --port overrides it today, because it would silently apply the day the flag is gone.
     _validated({**file_values, **env_values}, {**file_origin, **env_origin})
-    return _validated({**file_values, **env_values, **flags}, origin)
+    settings = _validated({**file_values, **env_values, **flags}, origin)
+    merged = {
+        name: {**file_sections.get(name, {}), **env_sections.get(name, {})} for name in sections
+    }
+    settings._sections.update(feature_sections.validated(sections, merged, origin))
+    return settings
 
 
 def _validated(values: dict[str, Any], origin: dict[str, str]) -> Settings:

@@ -33,6 +33,7 @@ from ember.errors import FeatureError
 
 if TYPE_CHECKING:
     import click
+    from pydantic import BaseModel
 
     from ember.config import Settings
     from ember.exchange import Stage
@@ -96,6 +97,9 @@ class Feature:
     stats_migrations: Callable[[], Sequence[Migration]] = tuple
     #: the feature's CLI commands, built when the CLI is
     commands: Callable[[], Sequence[click.Command]] = tuple
+    #: its settings (a pydantic model): the file's ``[name]`` table and ``EMBER_NAME_FIELD``
+    #: variables, read as ``settings.section(name)`` (``ember.sections``)
+    settings: type[BaseModel] | None = None
 
 
 def resolve(reference: str) -> Feature:
@@ -121,6 +125,8 @@ def _installed() -> list[str]:
 @cache
 def registered() -> tuple[Feature, ...]:
     """Every feature, builtins first, then installed ones (entry points) by name."""
+    from ember.config import Settings
+
     features = [resolve(r) for r in BUILTIN]
     taken = {f.name for f in features}
     for reference in sorted(_installed()):
@@ -129,6 +135,11 @@ def registered() -> tuple[Feature, ...]:
             raise FeatureError(
                 f"feature {reference!r} is named {feature.name!r}, like one already "
                 "registered: rename it (a feature cannot replace another)"
+            )
+        if feature.settings is not None and feature.name in Settings.model_fields:
+            raise FeatureError(
+                f"feature {reference!r} is named {feature.name!r}, like a setting: its "
+                f"section [{feature.name}] would be that setting; rename it"
             )
         taken.add(feature.name)
         features.append(feature)

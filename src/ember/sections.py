@@ -1,0 +1,89 @@
+"""A feature's own settings: a section of the one configuration, read like the rest.
+
+A feature that declares ``Feature.settings`` (a pydantic model) gets it from the same sources,
+with the same precedence and the same errors as every other setting:
+
+- in the TOML file, a table named after the feature: ``[hello]`` then ``greeting = "hi"``;
+- in the environment, ``EMBER_<FEATURE>_<FIELD>``: ``EMBER_HELLO_GREETING=hi``.
+
+An unknown key in a section, or an ``EMBER_*`` variable that names nothing, stops start-up with
+a message naming where it was written and the closest known name; a bad value names the key
+too. A stage reads its section with ``settings.section("hello")``: the feature's model, with
+its defaults when nothing was set.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from ember.errors import ConfigError
+
+#: A section's model, by feature name.
+Models = Mapping[str, type[BaseModel]]
+
+
+def models() -> dict[str, type[BaseModel]]:
+    """The registered features that declare settings (imported here, on first use: the
+    registry imports the features, which import the configuration)."""
+    from ember.features import registered
+
+    return {f.name: f.settings for f in registered() if f.settings is not None}
+
+
+def env_names(sections: Models, prefix: str) -> dict[str, tuple[str, str]]:
+    """``EMBER_HELLO_GREETING -> ("hello", "greeting")`` for every field of every section."""
+    return {
+        f"{prefix}{name.upper()}_{field.upper()}": (name, field)
+        for name, model in sections.items()
+        for field in model.model_fields
+    }
+
+
+def suggest(name: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(name, choices, n=1)
+    return f" Did you mean {close[0]}?" if close else ""
+
+
+def from_file(data: Mapping[str, Any], sections: Models, file: str) -> dict[str, dict[str, Any]]:
+    """Each section's table of the file; ``ConfigError`` for a key no field has."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, model in sections.items():
+        table = data.get(name)
+        if table is None:
+            continue
+        if not isinstance(table, dict):
+            raise ConfigError(f"{file}: {name}", f"must be a table ([{name}]), not a value")
+        for key in table:
+            if key not in model.model_fields:
+                known = sorted(model.model_fields)
+                raise ConfigError(
+                    f"{file}: {name}.{key}",
+                    "unknown key." + suggest(key, known) + " Remove it or fix the spelling.",
+                )
+        out[name] = dict(table)
+    return out
+
+
+def validated(
+    sections: Models, values: Mapping[str, Mapping[str, Any]], origin: Mapping[str, str]
+) -> dict[str, BaseModel]:
+    """Every section's model from ``values`` (defaults for what is unset); a bad value is a
+    ``ConfigError`` naming where it was written (``origin``: ``"hello.greeting" -> place``)."""
+    out: dict[str, BaseModel] = {}
+    for name, model in sections.items():
+        given = values.get(name, {})
+        try:
+            out[name] = model(**given)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = str(err["loc"][0]) if err["loc"] else ""
+            key = f"{name}.{field}" if field else name
+            problem = err["msg"]
+            if "input" in err and not isinstance(err["input"], dict):
+                problem += f"; got {err['input']!r}"
+            raise ConfigError(origin.get(key, key), problem) from exc
+    return out
