@@ -10,9 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ember.shaping.files import ShapingFiles
 from ember.shaping.recorder import SavingsRecorder
+from ember.shaping.state import ShapingState
 from ember.stats import Z95
+from ember.store.registry import Storage
 
 EMBER = str(Path(sys.executable).with_name("ember"))
 ASK = "new_ask|8k-32k|claude-sonnet|tools"
@@ -34,7 +35,8 @@ def fill(home: Path) -> None:
     """Known samples: a baseline of 100/200/300 (mean 200), shaped 150/170 on day 1 and
     220/240 on day 2, holdout 200/240."""
     now = [DAY1]
-    rec = SavingsRecorder(ShapingFiles(home), clock=lambda: now[0])
+    storage = Storage(home, vec=False)  # the home's stats.db, closed before the CLI reads it
+    rec = SavingsRecorder(ShapingState(home, storage.stats), clock=lambda: now[0])
     for x in (100, 200, 300):
         rec.record_baseline(ASK, x)
     rec.flush()  # the baseline is in force from here on
@@ -46,6 +48,7 @@ def fill(home: Path) -> None:
     rec.record("control", ASK, 200, None)
     rec.record("control", ASK, 240, None)
     rec.flush()
+    storage.close()
 
 
 def test_help_explains_both_numbers_and_the_holdout(tmp_path: Path) -> None:
@@ -99,11 +102,12 @@ def test_text_labels_both_numbers_and_charts_a_loss_as_a_loss(tmp_path: Path) ->
     assert "-" * 10 in day2 and "█" not in day2 and "-60" in day2
 
 
-def test_a_corrupt_ledger_is_reported_with_its_path(tmp_path: Path) -> None:
-    files = ShapingFiles(tmp_path)
-    files.directory.mkdir(parents=True)
-    files.ledger.write_text("{oops")
+def test_a_corrupt_ledger_of_before_is_reported_with_its_path(tmp_path: Path) -> None:
+    """A home whose proxy has not run since the upgrade: the report reads the old file."""
+    old = ShapingState(tmp_path, None).legacy("ledger")
+    old.parent.mkdir(parents=True)
+    old.write_text("{oops")
     r = run(tmp_path)
     assert r.returncode == 1
-    assert str(files.ledger) in r.stderr and "Move the file aside" in r.stderr
+    assert str(old) in r.stderr and "Move the file aside" in r.stderr
     assert "Traceback" not in r.stderr

@@ -13,6 +13,7 @@ from ember.learn.logs.claude import ClaudeReader
 from ember.learn.logs.codex import CodexReader
 from ember.learn.model import SNIPPET_CHARS, ScanStats
 from ember.shaping.from_logs import verbosity_of
+from ember.store.driver import connect
 from tests.learn.test_learn_cli import ember_home, files_of, home, invoke
 
 __all__ = ["home"]  # the fixture, shared with the end-to-end learn tests
@@ -113,6 +114,15 @@ def test_codex_turn_aborted_is_an_interrupt_of_the_answer(tmp_path: Path) -> Non
     assert run.report.baseline_answers == 25 and not run.silent
 
 
+def stored_verbosity(stats_db: Path) -> Any:
+    conn = connect(stats_db, readonly=True).conn
+    try:
+        row = conn.execute("SELECT doc FROM shaping_state WHERE name = 'verbosity'").fetchone()
+    finally:
+        conn.close()
+    return json.loads(row[0])
+
+
 def test_fixture_logs_dry_run(home: Path) -> None:
     before = files_of(home)
     result = invoke(home, "--verbosity")  # no model, no key needed
@@ -121,8 +131,8 @@ def test_fixture_logs_dry_run(home: Path) -> None:
     assert "sessions give no verbosity signals" in out
     assert "gemini x3, grok x2, opencode x3" in out
     assert "Recommended level: none yet" in out
-    assert "Dry run: nothing was written" in out and "verbosity.json" in out
-    assert files_of(home) == before and not (ember_home(home) / "shaping").exists()
+    assert "Dry run: nothing was written" in out and "shaping_state 'verbosity'" in out
+    assert files_of(home) == before and not (ember_home(home) / "stats.db").exists()
     report = json.loads(invoke(home, "--verbosity", "--json").output)["verbosity"]
     assert report["new_asks"] > 0 and report["level"] is None
     assert report["baseline_answers"] > 0 and report["baseline"]
@@ -138,15 +148,15 @@ def test_interrupts_raise_the_level_to_3_and_apply_saves_it(home: Path, tmp_path
     assert "30 new asks, 30 interrupted (100%)" in dry.output  # tool interrupts not counted
     assert "Recommended level: 3 (learning never recommends above 3)" in dry.output
     assert "30 answers in 1 strata" in dry.output
-    assert not (ember_home(home) / "shaping").exists()
+    assert not (ember_home(home) / "stats.db").exists()
 
     applied = invoke(home, *args, "--apply", "--json")
     assert applied.exit_code == 0, applied.output
     report = json.loads(applied.output)
-    saved = ember_home(home) / "shaping" / "verbosity.json"
-    assert report["written"] == [str(saved)]
+    saved = ember_home(home) / "stats.db"
+    assert report["written"] == [f"{saved} (shaping_state 'verbosity')"]
     assert report["verbosity"]["level"] == 3 and report["verbosity"]["interrupts"] == 30
-    data = json.loads(saved.read_text())
+    data = stored_verbosity(saved)
     assert data["level"] == 3 and data["learned"]["baseline_answers"] == 30
     ((n, mean, _m2),) = data["baseline"].values()
     assert (n, mean) == (30, 900)

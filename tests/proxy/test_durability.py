@@ -14,9 +14,10 @@ import pytest
 
 from ember.project import resolve_project
 from ember.server import BackgroundServer
-from ember.shaping.files import ShapingFiles
 from ember.shaping.recorder import read_state
+from ember.shaping.state import ShapingState
 from ember.store.driver import connect
+from ember.store.registry import Storage
 from ember.testing import Emulator
 from ember.testing.load import LoadPlan, run_agents
 from tests.conftest import StackFactory
@@ -46,7 +47,11 @@ def rows_and_check(home: Path) -> tuple[int, str]:
 
 
 def shaped_outcomes(home: Path) -> int:
-    ledger = read_state(ShapingFiles(home)).ledger
+    storage = Storage(home, vec=False)  # after the proxy stopped: the only owner
+    try:
+        ledger = read_state(ShapingState(home, storage.stats)).ledger
+    finally:
+        storage.close()
     return sum(s.n for s in ledger.treatment.values())
 
 

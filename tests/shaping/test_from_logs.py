@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from ember.shaping.files import ShapingFiles
 from ember.shaping.from_logs import (
     MAX_LEARNED_LEVEL,
     VerbosityReport,
@@ -23,6 +22,7 @@ from ember.shaping.from_logs import (
 )
 from ember.shaping.recorder import SavingsRecorder, read_state
 from ember.strata import stratum_key
+from tests.shaping.conftest import StateFor
 
 T0 = 1_790_000_000.0
 LONG = "word " * 600  # ~750 tokens: a skim takes ~47 s
@@ -175,8 +175,10 @@ ASK = "new_ask|8k-32k|claude-sonnet|tools"
 CONT = "mechanical_continuation|<2k|claude-sonnet|tools"
 
 
-def test_saved_through_shapings_files_the_proxy_reads_level_and_baseline(tmp_path: Path) -> None:
-    files = ShapingFiles(tmp_path)
+def test_saved_through_shapings_state_the_proxy_reads_level_and_baseline(
+    tmp_path: Path, state_for: StateFor
+) -> None:
+    files = state_for(tmp_path)
     rec = SavingsRecorder(files)
     rec.record_baseline(CONT, 90)  # the proxy, shaping off
     rec.flush()
@@ -192,8 +194,10 @@ def test_saved_through_shapings_files_the_proxy_reads_level_and_baseline(tmp_pat
     assert state.baseline[ASK].n == 3 and state.baseline[CONT].n == 2
 
 
-def test_learning_again_swaps_its_own_part_instead_of_adding_it(tmp_path: Path) -> None:
-    files = ShapingFiles(tmp_path)
+def test_learning_again_swaps_its_own_part_instead_of_adding_it(
+    tmp_path: Path, state_for: StateFor
+) -> None:
+    files = state_for(tmp_path)
     rec = SavingsRecorder(files)
     for x in (50, 70):
         rec.record_baseline(ASK, x)  # the proxy's share of the same stratum
@@ -208,25 +212,29 @@ def test_learning_again_swaps_its_own_part_instead_of_adding_it(tmp_path: Path) 
     assert b.m2 == pytest.approx(sum((x - b.mean) ** 2 for x in (50, 70, 400)))
 
 
-def test_no_level_keeps_the_one_already_learned(tmp_path: Path) -> None:
-    files = ShapingFiles(tmp_path)
+def test_no_level_keeps_the_one_already_learned(tmp_path: Path, state_for: StateFor) -> None:
+    files = state_for(tmp_path)
     save_verbosity(files, _report_with({}, level=2))
     save_verbosity(files, _report_with({ASK: [10]}, level=None))
     assert read_state(files).learned_level == 2
 
 
-def test_an_unreadable_file_is_set_aside_not_overwritten(tmp_path: Path) -> None:
-    files = ShapingFiles(tmp_path)
+def test_an_unreadable_file_is_set_aside_not_overwritten(
+    tmp_path: Path, state_for: StateFor
+) -> None:
+    files = state_for(tmp_path)
     files.directory.mkdir(parents=True)
-    files.verbosity.write_text("{not json")
+    files.legacy("verbosity").write_text("{not json")  # a file of before the database
     save_verbosity(files, _report_with({ASK: [10]}))
     kept = list(files.directory.glob("verbosity.json.bad-*"))
     assert len(kept) == 1 and kept[0].read_text() == "{not json"
     assert read_state(files).baseline[ASK].n == 1
 
 
-def test_shaping_start_comes_from_the_ledger_and_is_remembered(tmp_path: Path) -> None:
-    files = ShapingFiles(tmp_path)
+def test_shaping_start_comes_from_the_ledger_and_is_remembered(
+    tmp_path: Path, state_for: StateFor
+) -> None:
+    files = state_for(tmp_path)
     assert shaping_started(files) is None
     rec = SavingsRecorder(files, clock=lambda: 1_796_000_000.0 + 3600)  # 2026-11-30
     rec.record("treatment", ASK, 100, None)
@@ -236,12 +244,17 @@ def test_shaping_start_comes_from_the_ledger_and_is_remembered(tmp_path: Path) -
     report = _report_with({})
     report.shaped_since = start
     save_verbosity(files, report)
-    files.ledger.unlink()  # the ledger's window moved on; the date is still known
+    db = files._database() if files._database is not None else None
+    assert db is not None
+    db.write(lambda c: c.execute("DELETE FROM shaping_state WHERE name = 'ledger'"))
+    # the ledger's window moved on; the date is still known
     assert shaping_started(files) == start
 
 
-def test_output_savings_estimates_against_the_learned_baseline(tmp_path: Path) -> None:
-    files = ShapingFiles(tmp_path)
+def test_output_savings_estimates_against_the_learned_baseline(
+    tmp_path: Path, state_for: StateFor
+) -> None:
+    files = state_for(tmp_path)
     save_verbosity(files, _report_with({ASK: [300, 320, 340]}))
     rec = SavingsRecorder(files)
     for x in (100, 120, 140):

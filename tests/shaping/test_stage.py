@@ -4,6 +4,7 @@ rule, signals wired to the controller, bounded state. (Through the real proxy: t
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from ember.protocols.jsonedit import JsonDoc
 from ember.shaping.controller import ControllerState, Signal
 from ember.shaping.stage import ShapingNote, ShapingStage
 from ember.shaping.verbosity import steering_text
+from ember.store.registry import Storage
 
 SYSTEM = [
     {"type": "text", "text": "You are a coding agent.", "cache_control": {"type": "ephemeral"}}
@@ -58,10 +60,22 @@ def settings(tmp_path: Path) -> Settings:
     return load_settings(env={"EMBER_HOME": str(tmp_path)})
 
 
+_OPENED: list[Storage] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_storages() -> Iterator[None]:
+    yield
+    while _OPENED:
+        _OPENED.pop().close()
+
+
 class Driver:
     def __init__(self, settings: Settings, **stage_options: Any) -> None:
         self.clock = Clock()
-        self.stage = ShapingStage(settings, clock=self.clock, **stage_options)
+        storage = Storage(settings.home, vec=False)  # the home's stats.db, as the proxy's
+        _OPENED.append(storage)
+        self.stage = ShapingStage(settings, storage=storage, clock=self.clock, **stage_options)
         self.settings = settings
 
     async def send(
@@ -159,7 +173,7 @@ async def test_env_level_wins_and_level_zero_sends_no_block(tmp_path: Path) -> N
     assert sent["system"] == SYSTEM and (note.level, note.source) == (0, "env")
 
 
-async def test_learned_level_from_verbosity_json(tmp_path: Path) -> None:
+async def test_learned_level_from_a_verbosity_json_of_before(tmp_path: Path) -> None:
     (tmp_path / "shaping").mkdir()
     (tmp_path / "shaping" / "verbosity.json").write_text('{"level": 3}')
     d = Driver(load_settings(env={"EMBER_HOME": str(tmp_path), "EMBER_OUTPUT_AUTOTUNE": "0"}))
@@ -241,10 +255,9 @@ async def test_interrupts_raise_the_level_after_three_in_a_row(settings: Setting
         assert note.signal == Signal.TOO_MUCH
     assert d.stage.controller is not None and d.stage.controller.level == 3
     await d.answer(ex)
-    path = settings.home / "shaping" / "controller.json"
-    assert not path.exists()  # never written per answer: at the periodic flush, or on close
-    await d.stage.close()
-    assert json.loads(path.read_text())["level"] == 3
+    assert d.stage.state.read("controller") is None  # never written per answer: at the
+    await d.stage.close()  # periodic flush, or on close
+    assert d.stage.state.read("controller")["level"] == 3
 
 
 async def test_a_reply_faster_than_reading_is_a_fast_skip_and_a_slow_one_is_not(
@@ -298,7 +311,7 @@ async def test_shaping_off_forwards_untouched_and_feeds_the_baseline(tmp_path: P
     assert ex.doc.to_bytes() == json.dumps(payload).encode() and note.arm == "off"
     await d.answer(ex, text="x" * 400)
     await d.stage.close()
-    baseline = json.loads((tmp_path / "shaping" / "verbosity.json").read_text())["baseline"]
+    baseline = d.stage.state.read("verbosity")["baseline"]
     assert baseline == {note.stratum: [1, 101.0, 0.0]}
 
 
@@ -332,6 +345,5 @@ async def test_echo_is_sampled_by_time_under_heavy_traffic(settings: Settings) -
         _, _, ex = await d.send(body(ask(echoed)))
         await d.answer(ex, text=echoed)
     d.stage.recorder.flush()
-    echo = d.stage.recorder.files.ledger.read_text()
-    stats = json.loads(echo)["echo"]
+    stats = d.stage.state.read("ledger")["echo"]
     assert sum(v[0] for v in stats.values()) == 2  # the first and the last were measured

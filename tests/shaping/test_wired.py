@@ -16,7 +16,6 @@ import pytest
 import ember.testing.prompt_anthropic as prompt_anthropic
 from ember.config import load_settings
 from ember.shaping.controller import Signal
-from ember.shaping.files import ShapingFiles
 from ember.shaping.recorder import read_state
 from ember.shaping.stage import ShapingStage
 from ember.strata import assign_arm
@@ -115,12 +114,12 @@ def test_holdout_sessions_are_forwarded_byte_for_byte_and_both_arms_recorded(
     while (recorded := _recorded(stage)) < 30 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert recorded == 30
-    ledger = read_state(ShapingFiles(stage.settings.home)).ledger
+    ledger = read_state(stage.state).ledger
     assert ledger.control and ledger.treatment
 
 
 def _recorded(stage: ShapingStage) -> int:
-    ledger = read_state(ShapingFiles(stage.settings.home)).ledger
+    ledger = read_state(stage.state).ledger
     return sum(s.n for s in ledger.treatment.values()) + sum(s.n for s in ledger.control.values())
 
 
@@ -172,7 +171,7 @@ def test_signals_from_a_real_session_reach_the_controller_file(
             history.append({"role": "assistant", "content": msg.content[0].text})  # type: ignore[union-attr]
             stack.settle()
     assert stage.controller is not None and stage.controller.level == 1
-    saved = json.loads((stage.settings.home / "shaping" / "controller.json").read_text())
+    saved = stage.state.read("controller")
     assert saved["level"] == 1 and saved["cooldown"] == 5
     assert Signal.TOO_LITTLE.value == "too_little"
 
@@ -205,7 +204,7 @@ def test_a_stream_that_failed_midway_is_not_learned_from_as_an_answer(
     assert not failed.answer.handed_back and not failed.usage_known
     assert answered.answer is not None and answered.answer.outcome == "ok"
     stage.recorder.flush()
-    ledger = read_state(ShapingFiles(stage.settings.home)).ledger
+    ledger = read_state(stage.state).ledger
     recorded = sum(s.n for s in ledger.treatment.values())
     recorded += sum(s.n for s in ledger.control.values())
     assert recorded == 1  # the answer that came through, not the failed one

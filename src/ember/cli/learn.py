@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -14,15 +15,17 @@ from ember.cli import access
 from ember.cli.options import config_option, json_option
 from ember.learn.cli_backend import CLI_COMMANDS, DEFAULT_IDLE_TIMEOUT, DEFAULT_WALL_TIMEOUT
 from ember.learn.model import LearnError
+from ember.store.registry import stats_db_path
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from ember.config import Settings
     from ember.learn.analyze import Backend
     from ember.learn.logs import Scan
     from ember.learn.logs.base import LogReader, Progress
     from ember.learn.pipeline import LearnResult
+    from ember.shaping.state import ShapingState
 
 # The pipeline (and the provider SDKs it needs) is imported when `ember learn` runs, not when
 # `ember` starts: every other command, `ember proxy` first, would pay ~2 s and ~70 MB for it.
@@ -143,7 +146,7 @@ def learn(
     --verbosity: no model call. Interrupted answers and replies faster than an answer could
     be read (Claude Code and Codex logs) give the output verbosity level (never above 3) and
     the baseline `ember output-savings` measures against; --apply saves both in
-    $EMBER_HOME/shaping/verbosity.json.
+    $EMBER_HOME/stats.db.
 
     \b
     Examples:
@@ -256,28 +259,45 @@ def _learn_verbosity(
 ) -> None:
     from ember.cli import learn_report as out
     from ember.learn.logs import scan
-    from ember.shaping.files import ShapingFiles, learned_level, read_json
     from ember.shaping.from_logs import save_verbosity, shaping_started, verbosity_of
+    from ember.shaping.state import learned_level
 
-    files = ShapingFiles(settings.home)
+    path = stats_db_path(settings.home)
     if apply:
-        access.writable(settings.home, files.verbosity)  # before the scan, not after it
-    access.folders(settings.home, files.verbosity)
-    since = shaping_started(files)
-    run = _with_progress(
-        found, as_json, lambda progress: verbosity_of(scan(available, found, only, progress), since)
-    )
-    if found.sessions == 0:
-        raise LearnError(_nothing_read(found, only))
-    try:
-        current = learned_level(read_json(files.verbosity))
-    except ValueError:
-        current = None
-    written = save_verbosity(files, run.report) if apply else None
+        access.writable(settings.home, path)  # before the scan, not after it
+    access.folders(settings.home, path)
+    with _shaping_state(settings, path, apply) as state:
+        since = shaping_started(state)
+        run = _with_progress(
+            found,
+            as_json,
+            lambda progress: verbosity_of(scan(available, found, only, progress), since),
+        )
+        if found.sessions == 0:
+            raise LearnError(_nothing_read(found, only))
+        try:
+            current = learned_level(state.read("verbosity"))
+        except ValueError:
+            current = None
+        written = save_verbosity(state, run.report) if apply else None
     if as_json:
         click.echo(json.dumps(out.verbosity_json(found, run, written, current), indent=2))
     else:
-        out.print_verbosity(found, run, files.verbosity, written, current)
+        out.print_verbosity(found, run, state.where("verbosity"), written, current)
+
+
+@contextlib.contextmanager
+def _shaping_state(settings: Settings, path: Path, write: bool) -> Iterator[ShapingState]:
+    """Shaping's state in the home's stats.db, opened for the command (a dry run on a home
+    without one creates nothing and reads what files of before hold)."""
+    from ember.shaping.state import ShapingState
+    from ember.store.schema import STATS
+
+    if not write and not access.existing(settings.home, path):
+        yield ShapingState(settings.home, None)
+        return
+    with access.database(path, STATS) as db:
+        yield ShapingState(settings.home, lambda: db)
 
 
 def _backend(

@@ -168,7 +168,7 @@ def print_writeback(
 
 
 def verbosity_json(
-    found: Scan, run: VerbosityRun, written: Path | None, current: int | None
+    found: Scan, run: VerbosityRun, written: str | None, current: int | None
 ) -> dict[str, Any]:
     report = run.report
     return {
@@ -186,12 +186,12 @@ def verbosity_json(
                 for key, s in sorted(report.baseline.items())
             },
         },
-        "written": [str(written)] if written else [],
+        "written": [written] if written else [],
     }
 
 
 def print_verbosity(
-    found: Scan, run: VerbosityRun, target: Path, written: Path | None, current: int | None
+    found: Scan, run: VerbosityRun, target: str, written: str | None, current: int | None
 ) -> None:
     echo = click.echo
     report, s = run.report, run.report.signals

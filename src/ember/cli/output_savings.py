@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -11,10 +12,12 @@ import click
 from ember.cli import access
 from ember.cli.options import config_option, json_option
 from ember.config import Settings, load_settings
-from ember.shaping.files import ShapingFiles
 from ember.shaping.recorder import StoredState, read_state
 from ember.shaping.savings import DayBucket, SavingsReport, build_report
+from ember.shaping.state import ShapingState
 from ember.stats import Interval, SavingsEstimate
+from ember.store.registry import stats_db_path
+from ember.store.schema import STATS
 
 HOLDOUT_HINT = (
     "To measure instead of estimate, leave a share of sessions unshaped: "
@@ -48,10 +51,10 @@ def _estimate_json(label: str, est: SavingsEstimate) -> dict[str, Any]:
     }
 
 
-def report_json(report: SavingsReport, settings: Settings, files: ShapingFiles) -> dict[str, Any]:
+def report_json(report: SavingsReport, settings: Settings, state: ShapingState) -> dict[str, Any]:
     return {
-        "ledger": str(files.ledger),
-        "baseline": str(files.verbosity),
+        "ledger": state.where("ledger"),
+        "baseline": state.where("verbosity"),
         "holdout": settings.output_holdout,
         "estimated": _estimate_json("estimated", report.estimated),
         "measured": _estimate_json("measured", report.measured),
@@ -114,8 +117,8 @@ def chart_lines(days: list[tuple[str, DayBucket]], limit: int = CHART_DAYS) -> l
     return lines
 
 
-def report_text(report: SavingsReport, settings: Settings, files: ShapingFiles) -> list[str]:
-    lines = [f"ember output-savings  ({files.ledger})", ""]
+def report_text(report: SavingsReport, settings: Settings, state: ShapingState) -> list[str]:
+    lines = [f"ember output-savings  ({state.where('ledger')})", ""]
     lines.append("estimated  (shaped output vs the unshaped baseline: a counterfactual)")
     lines.append("  " + (_band(report.estimated) if report.estimated.strata else BASELINE_HINT))
     lines.append("measured   (shaped vs holdout sessions sent unshaped, same strata)")
@@ -151,19 +154,24 @@ def output_savings(as_json: bool, config_file: Path | None) -> None:
                only within strata (turn kind, input size, model family, tools) seen in both.
 
     Also the echo ratio (how much of each answer repeats its context) and a chart of
-    estimated savings per day. Reads $EMBER_HOME/shaping/; the proxy need not run.
+    estimated savings per day. Reads $EMBER_HOME/stats.db; the proxy need not run.
     """
     settings = load_settings(config_file)
-    files = ShapingFiles(settings.home)
-    access.folders(settings.home, files.ledger)  # a home that is a file: one line, not a traceback
-    try:
-        state: StoredState = read_state(files)
-    except ValueError as exc:
-        raise click.ClickException(
-            f"{exc}. Move the file aside; the proxy starts a fresh one."
-        ) from exc
-    report = build_report(state.ledger, state.baseline)
+    path = stats_db_path(settings.home)
+    access.folders(settings.home, path)  # a home that is a file: one line, not a traceback
+    with contextlib.ExitStack() as opened:
+        db = None
+        if access.existing(settings.home, path):  # a read creates nothing
+            db = opened.enter_context(access.database(path, STATS))
+        state = ShapingState(settings.home, (lambda: db) if db is not None else None)
+        try:
+            stored: StoredState = read_state(state)
+        except ValueError as exc:
+            raise click.ClickException(
+                f"{exc}. Move the file aside; the proxy starts a fresh one."
+            ) from exc
+    report = build_report(stored.ledger, stored.baseline)
     if as_json:
-        click.echo(json.dumps(report_json(report, settings, files), indent=2))
+        click.echo(json.dumps(report_json(report, settings, state), indent=2))
         return
-    click.echo("\n".join(report_text(report, settings, files)))
+    click.echo("\n".join(report_text(report, settings, state)))

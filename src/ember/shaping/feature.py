@@ -13,12 +13,19 @@ if TYPE_CHECKING:
     import click
 
     from ember.exchange import Stage
+    from ember.store.migrations import Migration
 
 
 def _stages(comp: Composition) -> Sequence[Stage]:
     from ember.shaping.stage import ShapingStage
 
-    return (ShapingStage(comp.settings),)
+    return (ShapingStage(comp.settings, storage=comp.storage),)
+
+
+def _stats_migrations() -> Sequence[Migration]:
+    from ember.shaping.state import SHAPING
+
+    return SHAPING
 
 
 def _commands() -> Sequence[click.Command]:
@@ -27,4 +34,4 @@ def _commands() -> Sequence[click.Command]:
     return (output_savings,)
 
 
-FEATURE = Feature("shaping", _stages, commands=_commands)
+FEATURE = Feature("shaping", _stages, stats_migrations=_stats_migrations, commands=_commands)

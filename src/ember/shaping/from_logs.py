@@ -22,10 +22,10 @@ baseline made of shaped answers would make every saving look like zero.
 ``ember learn`` reads the logs (``ember.learn.logs``) and hands the sessions to ``verbosity_of``;
 this module knows them only through the protocols below, so neither feature imports the other.
 
-It is written into ``verbosity.json`` through shaping's own file API, under shaping's lock.
-The file's baseline also holds what the proxy recorded while shaping was off, so this run's
-contribution is kept apart (``learned.baseline``) and swapped, not added: learning twice from
-the same logs leaves the baseline as it was.
+It is written into shaping's ``verbosity`` document (``state.ShapingState``, in ``stats.db``)
+in one write transaction. Its baseline also holds what the proxy recorded while shaping was
+off, so this run's contribution is kept apart (``learned.baseline``) and swapped, not added:
+learning twice from the same logs leaves the baseline as it was.
 """
 
 from __future__ import annotations
@@ -36,13 +36,12 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Protocol
 
-from ember.shaping.files import ShapingFiles, read_json, set_aside, write_json
 from ember.shaping.policy import TurnKind, classify_turn
 from ember.shaping.savings import Ledger, Strata, strata_from_json, strata_to_json
 from ember.shaping.signals import PreviousAnswer, asks_for_more, fast_skip
+from ember.shaping.state import ShapingState
 from ember.stats import RunningStats
 from ember.strata import BYTES_PER_TOKEN, stratum_key
 
@@ -282,23 +281,23 @@ def _day_start(day: str) -> float | None:
         return None
 
 
-def shaping_started(files: ShapingFiles) -> float | None:
-    """When shaping first answered a request, as far as the files remember: the earlier of
+def shaping_started(state: ShapingState) -> float | None:
+    """When shaping first answered a request, as far as its state remembers: the earlier of
     the first shaped day in the savings ledger and the date a previous run recorded (the
     ledger keeps a window of days, so its first day can move later)."""
     found: list[float] = []
     try:
-        data = read_json(files.ledger)
+        data = state.read("ledger")
         ledger = Ledger() if data is None else Ledger.from_json(data)
         days = [d for d, b in ledger.days.items() if b.treatment_requests]
         start = _day_start(min(days)) if days else None
         if start is not None:
             found.append(start)
-        learned = (read_json(files.verbosity) or {}).get("learned", {})
+        learned = (state.read("verbosity") or {}).get("learned", {})
         since = learned.get("shaped_since") if isinstance(learned, dict) else None
         if isinstance(since, int | float) and not isinstance(since, bool):
             found.append(float(since))
-    except (ValueError, AttributeError, OSError) as exc:
+    except (ValueError, AttributeError) as exc:  # a document of before, not what we write
         log.warning("cannot tell when shaping started: %s", exc)
     return min(found) if found else None
 
@@ -333,16 +332,12 @@ def swap_baseline(current: Strata, old: Mapping[str, RunningStats], new: Strata)
     return out
 
 
-def save_verbosity(files: ShapingFiles, report: VerbosityReport, now: float | None = None) -> Path:
-    """Write the level (when there is one) and the baseline into ``verbosity.json``, under
-    shaping's lock, keeping every key this module does not own. An unreadable file is set
-    aside (kept for inspection), not overwritten."""
-    with files.locked():
-        try:
-            raw = read_json(files.verbosity)
-        except ValueError as exc:
-            set_aside(files.verbosity, str(exc))
-            raw = None
+def save_verbosity(state: ShapingState, report: VerbosityReport, now: float | None = None) -> str:
+    """Write the level (when there is one) and the baseline into the ``verbosity`` document,
+    in one write transaction, keeping every key this module does not own; returns where."""
+    where = state.where("verbosity")
+
+    def change(raw: Any) -> dict[str, Any]:
         data: dict[str, Any] = raw if isinstance(raw, dict) else {}
         prior = data.get("learned")
         learned: dict[str, Any] = prior if isinstance(prior, dict) else {}
@@ -350,7 +345,7 @@ def save_verbosity(files: ShapingFiles, report: VerbosityReport, now: float | No
             current = strata_from_json(data.get("baseline", {}))
             old = strata_from_json(learned.get("baseline", {}))
         except ValueError as exc:
-            log.warning("%s: baseline unreadable (%s); replaced", files.verbosity, exc)
+            log.warning("%s: baseline unreadable (%s); replaced", where, exc)
             current, old = {}, {}
         out = {**data, "baseline": strata_to_json(swap_baseline(current, old, report.baseline))}
         if report.level is not None:
@@ -360,5 +355,7 @@ def save_verbosity(files: ShapingFiles, report: VerbosityReport, now: float | No
             "at": time.time() if now is None else now,
             "baseline": strata_to_json(report.baseline),
         }
-        write_json(files.verbosity, out)
-    return files.verbosity
+        return out
+
+    state.update("verbosity", change)
+    return where

@@ -6,7 +6,7 @@ Precedence, first present wins, and the answer says which one it was:
    said so; nothing learned may override an explicit choice;
 2. ``controller`` -- the AIMD controller's state, once it has observed a user turn (only with
    ``EMBER_OUTPUT_AUTOTUNE`` on);
-3. ``learned`` -- the ``level`` in ``verbosity.json`` (written by ``ember learn --verbosity``);
+3. ``learned`` -- the ``level`` of the ``verbosity`` document (``ember learn --verbosity``);
 4. ``default`` -- level 2.
 
 The resolved level reaches a session only when it starts or once its cache is cold; the

@@ -3,15 +3,16 @@ timer (``ShapingStage`` flushes whatever is pending every ``MIN_FLUSH_INTERVAL``
 the report never lags far behind the traffic and a ``kill -9`` loses at most that window.
 
 Invariants:
-- Writes are deltas merged into the file under the shaping lock (read, merge, write), so
-  several proxies sharing ``$EMBER_HOME`` add up instead of overwriting each other.
-- The baseline file (``verbosity.json``) is re-read on every flush, before anything is written.
-  ``ember learn --verbosity`` rewrites that file in place; without the re-read a newly learned
+- Writes are deltas merged into the stored documents in one write transaction each
+  (``state.ShapingState.update``), so several proxies sharing ``$EMBER_HOME`` add up instead
+  of overwriting each other.
+- The baseline (the ``verbosity`` document) is re-read on every flush, before anything is
+  written. ``ember learn --verbosity`` rewrites it; without the re-read a newly learned
   baseline would wait for a restart, and worse, a flush would write the stale in-memory
   baseline over the one just learned.
 - A flush that fails keeps its delta for the next one; nothing recorded is dropped silently.
-- ``record*`` runs on the event loop and only touches memory; ``flush`` does the file work and
-  is meant to run in a worker thread.
+- ``record*`` runs on the event loop and only touches memory; ``flush`` does the database
+  work and is meant to run in a worker thread.
 """
 
 from __future__ import annotations
@@ -23,21 +24,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ember.shaping.files import ShapingFiles, learned_level, read_json, set_aside, write_json
+from ember.errors import StorageError
 from ember.shaping.savings import Ledger, Strata, strata_from_json, strata_to_json
+from ember.shaping.state import ShapingState, learned_level
 from ember.stats import RunningStats
 
 log = logging.getLogger(__name__)
 
 FLUSH_EVERY = 25
-#: Under heavy traffic "every 25" would rewrite the files many times a second; a flush is then
+#: Under heavy traffic "every 25" would write many times a second; a flush is then
 #: also held until this many seconds passed since the last one (nothing is lost meanwhile).
 MIN_FLUSH_INTERVAL = 2.0
 
 
 @dataclass(frozen=True)
 class StoredState:
-    """What the shaping files hold, read in one go (for reports and the stage's start-up)."""
+    """What shaping keeps, read in one go (for reports and the stage's start-up)."""
 
     ledger: Ledger
     baseline: Strata
@@ -48,36 +50,34 @@ def _day(ts: float) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(ts))
 
 
-def _read_verbosity(files: ShapingFiles) -> tuple[dict[str, Any], Strata]:
-    """The raw ``verbosity.json`` object and its parsed baseline; raises ``ValueError``."""
-    data = read_json(files.verbosity)
+def _verbosity(data: Any, where: str) -> tuple[dict[str, Any], Strata]:
+    """A ``verbosity`` document and its parsed baseline; raises ``ValueError``."""
     if data is None:
         return {}, {}
     if not isinstance(data, dict):
-        raise ValueError(f"{files.verbosity}: expected a JSON object")
+        raise ValueError(f"{where}: expected a JSON object")
     return data, strata_from_json(data.get("baseline", {}))
 
 
-def _read_ledger(files: ShapingFiles) -> Ledger:
-    data = read_json(files.ledger)
+def _ledger(data: Any) -> Ledger:
     return Ledger() if data is None else Ledger.from_json(data)
 
 
-def read_state(files: ShapingFiles) -> StoredState:
-    """Read-only view for ``ember output-savings``; raises ``ValueError`` naming a bad file."""
-    raw, baseline = _read_verbosity(files)
-    return StoredState(_read_ledger(files), baseline, learned_level(raw))
+def read_state(state: ShapingState) -> StoredState:
+    """Read-only view for ``ember output-savings``; raises ``ValueError`` naming what is bad."""
+    raw, baseline = _verbosity(state.read("verbosity"), state.where("verbosity"))
+    return StoredState(_ledger(state.read("ledger")), baseline, learned_level(raw))
 
 
 class SavingsRecorder:
     def __init__(
         self,
-        files: ShapingFiles,
+        state: ShapingState,
         flush_every: int = FLUSH_EVERY,
         clock: Callable[[], float] = time.time,
         min_interval: float = MIN_FLUSH_INTERVAL,
     ) -> None:
-        self.files = files
+        self.state = state
         self.flush_every = flush_every
         self.clock = clock
         self.min_interval = min_interval
@@ -91,12 +91,12 @@ class SavingsRecorder:
         self.reload()
 
     def reload(self) -> None:
-        """Re-read the baseline and learned level (a bad file is logged and ignored here;
-        it is only set aside when this recorder has something to write into it)."""
+        """Re-read the baseline and learned level (what cannot be read is logged and
+        ignored here)."""
         try:
-            raw, baseline = _read_verbosity(self.files)
-        except (ValueError, OSError) as exc:
-            log.warning("ignoring %s: %s", self.files.verbosity, exc)
+            raw, baseline = _verbosity(self.state.read("verbosity"), self.state.where("verbosity"))
+        except (ValueError, OSError, StorageError) as exc:
+            log.warning("ignoring the verbosity state: %s", exc)
             return
         self.baseline, self.learned_level = baseline, learned_level(raw)
 
@@ -138,46 +138,67 @@ class SavingsRecorder:
             return pending, delta
 
     def _give_back(self, pending: Ledger, delta: Strata) -> None:
+        """A failed flush's outcomes back into the pending ones; still ``pending``, so the
+        stage's periodic flush tries them again even when no new outcome arrives."""
         with self._mutex:
+            if not pending.empty or delta:
+                self._count = max(self._count, 1)
             self._pending = pending.merged(self._pending)
             for k, v in delta.items():
                 current = self._baseline_delta.get(k, RunningStats())
                 self._baseline_delta[k] = v.merged(current)
 
     def flush(self) -> None:
-        """Merge what was recorded since the last flush into the files (blocking I/O)."""
+        """Merge what was recorded since the last flush into the stored documents (blocking:
+        run it in a worker thread)."""
         pending, delta = self._take()
         self._last_flush = self.clock()
         if pending.empty and not delta:
             return
         try:
-            with self.files.locked():
-                self._flush_baseline(delta)
-                if not pending.empty:
-                    self._flush_ledger(pending)
-        except OSError:
+            self._flush_baseline(delta)
+            if not pending.empty:
+                self.state.update(
+                    "ledger", lambda doc: _ledger_or_new(doc).merged(pending).to_json()
+                )
+                pending = Ledger()
+        except (OSError, StorageError):
             self._give_back(pending, delta)
             raise
 
     def _flush_baseline(self, delta: Strata) -> None:
-        try:
-            raw, baseline = _read_verbosity(self.files)
-        except ValueError as exc:
-            if not delta:
-                log.warning("ignoring %s: %s", self.files.verbosity, exc)
-                return
-            set_aside(self.files.verbosity, str(exc))
-            raw, baseline = {}, {}
-        if delta:
+        where = self.state.where("verbosity")
+        if not delta:
+            self.reload()
+            return
+        seen: list[tuple[dict[str, Any], Strata]] = []
+
+        def merge(doc: Any) -> dict[str, Any]:
+            try:
+                raw, baseline = _verbosity(doc, where)
+            except ValueError as exc:
+                log.warning("%s unreadable (%s); its baseline starts afresh", where, exc)
+                raw, baseline = {}, {}
             for k, v in delta.items():
                 baseline[k] = baseline[k].merged(v) if k in baseline else v
-            write_json(self.files.verbosity, {**raw, "baseline": strata_to_json(baseline)})
+            seen[:] = [(raw, baseline)]
+            return {**raw, "baseline": strata_to_json(baseline)}
+
+        self.state.update("verbosity", merge)
+        delta.clear()  # written: a later failure must not give it back twice
+        raw, baseline = seen[0]
         self.baseline, self.learned_level = baseline, learned_level(raw)
 
-    def _flush_ledger(self, pending: Ledger) -> None:
-        try:
-            stored = _read_ledger(self.files)
-        except ValueError as exc:
-            set_aside(self.files.ledger, str(exc))
-            stored = Ledger()
-        write_json(self.files.ledger, stored.merged(pending).to_json())
+
+def _adding(pending: Ledger) -> Callable[[Any], Any]:
+    """The change that adds ``pending`` to a stored ledger document."""
+    return lambda doc: _ledger_or_new(doc).merged(pending).to_json()
+
+
+def _ledger_or_new(doc: Any) -> Ledger:
+    """The stored ledger; a document that is not one starts afresh (logged)."""
+    try:
+        return _ledger(doc)
+    except ValueError as exc:
+        log.warning("the savings ledger was unreadable (%s); it starts afresh", exc)
+        return Ledger()

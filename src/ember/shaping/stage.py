@@ -32,12 +32,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ember.config import Settings
+from ember.errors import StorageError
 from ember.exchange import Exchange, Outcome, Services, Stage
 from ember.protocols.base import AssembledMessage
 from ember.shaping.apply import apply_effort, apply_verbosity
 from ember.shaping.controller import MAX_AUTO_LEVEL, ControllerState, Signal, observe
 from ember.shaping.echo import ECHO_NGRAM, context_text, echo_ratio
-from ember.shaping.files import ShapingFiles, load_controller, save_controller
 from ember.shaping.levels import ResolvedLevel, resolve_level
 from ember.shaping.policy import (
     TurnKind,
@@ -49,6 +49,9 @@ from ember.shaping.policy import (
 from ember.shaping.recorder import MIN_FLUSH_INTERVAL, SavingsRecorder
 from ember.shaping.sessions import DEFAULT_CAPACITY, RequestNote, SessionBook, SessionState
 from ember.shaping.signals import PreviousAnswer, detect_signal
+from ember.shaping.state import ShapingState, load_controller, save_controller
+from ember.store.database import Database
+from ember.store.registry import Storage
 from ember.strata import assign_arm, stratum_key
 
 log = logging.getLogger(__name__)
@@ -87,27 +90,37 @@ class ShapingStage(Stage):
         self,
         settings: Settings,
         *,
+        storage: Storage | None = None,
         clock: Callable[[], float] = time.monotonic,
         recorder: SavingsRecorder | None = None,
         capacity: int = DEFAULT_CAPACITY,
     ) -> None:
         self.settings = settings
         self.clock = clock
-        self.files = ShapingFiles(settings.home)
-        self.recorder = recorder or SavingsRecorder(self.files)
+        #: the home's stats.db holds shaping's state; until the app hands its storage over
+        #: (``start``), what is read comes from the files of before (if any)
+        self.storage = storage
+        self.state = ShapingState(settings.home, self._stats)
+        self.recorder = recorder or SavingsRecorder(self.state)
         self.sessions = SessionBook(capacity=capacity)
         self.controller: ControllerState | None = None
         if settings.output_autotune:
-            self.controller = load_controller(self.files)
+            self.controller = load_controller(self.state)
         self._controller_dirty = False
         #: models for which an effort change was seen to cost the cache (routing stopped)
         self.effort_disabled: set[str] = set()
         self._last_echo = float("-inf")
         self._flusher: asyncio.Task[None] | None = None
 
+    def _stats(self) -> Database | None:
+        return self.storage.stats() if self.storage is not None else None
+
     async def start(self, services: Services) -> None:
         if services.sessions is not None:  # share the proxy's book of sessions
             self.sessions = SessionBook(services.sessions)
+        if self.storage is None:
+            self.storage = services.storage
+            await asyncio.to_thread(self._load)
         self._flusher = asyncio.create_task(self._flush_periodically(), name="shaping-flush")
 
     async def _flush_periodically(self) -> None:
@@ -165,7 +178,7 @@ class ShapingStage(Stage):
         return assign_arm(session_id, self.settings.output_holdout)
 
     def resolve_level(self) -> ResolvedLevel:
-        """env > controller > learned ``verbosity.json`` > default 2, with its source."""
+        """env > controller > learned level (``verbosity``) > default 2, with its source."""
         controller = self.controller.level if self.controller is not None else None
         return resolve_level(self.settings.verbosity_level, controller, self.recorder.learned_level)
 
@@ -312,10 +325,16 @@ class ShapingStage(Stage):
             await self._flush()
         await self._save_controller()
 
+    def _load(self) -> None:
+        """What is stored, now that the database is there."""
+        self.recorder.reload()
+        if self.settings.output_autotune and self.controller is None:
+            self.controller = load_controller(self.state)
+
     async def _flush(self) -> None:
         try:
             await asyncio.to_thread(self.recorder.flush)
-        except OSError as exc:
+        except (OSError, StorageError) as exc:
             log.warning("could not write the savings ledger (kept for the next flush): %s", exc)
 
     async def _save_controller(self) -> None:
@@ -323,8 +342,8 @@ class ShapingStage(Stage):
             return
         self._controller_dirty = False
         try:
-            await asyncio.to_thread(save_controller, self.files, self.controller)
-        except OSError as exc:
+            await asyncio.to_thread(save_controller, self.state, self.controller)
+        except (OSError, StorageError) as exc:
             log.warning("could not save the verbosity controller state: %s", exc)
 
     async def close(self) -> None:
