@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ember.protocols import ANTHROPIC
+from ember.protocols import ANTHROPIC, edits
 from ember.protocols.jsonedit import JsonDoc
 from ember.protocols.sse import SSEParser
 
@@ -71,7 +71,7 @@ def test_reads_system_ask_and_tool_results() -> None:
 
 def test_append_user_tail_adds_a_block_after_the_clients_cache_breakpoint() -> None:
     doc = _doc(CLAUDE_CODE_TURN)
-    ANTHROPIC.append_user_tail(doc, 0, "[memory]")
+    edits.append_user_tail(ANTHROPIC, doc, 0, "[memory]")
     sent = json.loads(doc.to_bytes())
     content = sent["messages"][0]["content"]
     assert content[0] == CLAUDE_CODE_TURN["messages"][0]["content"][0]  # untouched, breakpoint kept
@@ -80,7 +80,7 @@ def test_append_user_tail_adds_a_block_after_the_clients_cache_breakpoint() -> N
 
 def test_append_user_tail_to_string_content_keeps_the_text_as_its_own_block() -> None:
     doc = _doc({"model": "m", "messages": [{"role": "user", "content": "hello"}]})
-    ANTHROPIC.append_user_tail(doc, 0, "x")
+    edits.append_user_tail(ANTHROPIC, doc, 0, "x")
     assert json.loads(doc.to_bytes())["messages"][0]["content"] == [
         {"type": "text", "text": "hello"},
         {"type": "text", "text": "x"},
@@ -101,12 +101,12 @@ def test_append_user_tail_to_string_content_keeps_the_text_as_its_own_block() ->
         ),
     ],
 )
-def test_append_system_tail(system: object, expected: object) -> None:
+def test_a_system_block_goes_after_the_last_system_block(system: object, expected: object) -> None:
     body: dict[str, object] = {"model": "m", "messages": []}
     if system is not None:
         body["system"] = system
     doc = _doc(body)
-    ANTHROPIC.append_system_tail(doc, "tail")
+    edits.put_system_block(ANTHROPIC, doc, "<t>", "</t>", "tail")
     assert json.loads(doc.to_bytes())["system"] == expected
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from ember.protocols import OPENAI_CHAT, OPENAI_RESPONSES
+from ember.protocols import OPENAI_CHAT, OPENAI_RESPONSES, edits
 from ember.protocols.jsonedit import JsonDoc
 from ember.protocols.sse import iter_events
 from tests.client_fixtures import load_scenario
@@ -30,14 +30,11 @@ def test_chat_reads_system_user_and_tool_results() -> None:
     assert (r.tool_use_id, r.content) == ("c1", "a.py\nb.py")
 
 
-def test_chat_system_tail_goes_to_the_last_developer_message_only() -> None:
+def test_chat_system_block_goes_to_the_developer_message_and_stays_a_string() -> None:
     doc = JsonDoc(json.dumps(CHAT).encode())
-    OPENAI_CHAT.append_system_tail(doc, "tail")
+    edits.put_system_block(OPENAI_CHAT, doc, "<t>", "</t>", "<t>tail</t>")
     sent = json.loads(doc.to_bytes())
-    assert sent["messages"][0]["content"] == [
-        {"type": "text", "text": "be terse"},
-        {"type": "text", "text": "tail"},
-    ]
+    assert sent["messages"][0]["content"] == "be terse\n\n<t>tail</t>"
     assert sent["messages"][1:] == CHAT["messages"][1:]
 
 
@@ -142,7 +139,7 @@ def test_responses_reads_instructions_user_and_outputs() -> None:
 
 def test_responses_string_input_becomes_one_user_item_on_edit() -> None:
     doc = JsonDoc(b'{"model":"gpt-5","input":"hi"}')
-    OPENAI_RESPONSES.append_user_tail(doc, 0, "mem")
+    edits.append_user_tail(OPENAI_RESPONSES, doc, 0, "mem")
     assert json.loads(doc.to_bytes())["input"] == [
         {
             "role": "user",
@@ -154,9 +151,9 @@ def test_responses_string_input_becomes_one_user_item_on_edit() -> None:
     ]
 
 
-def test_responses_system_tail_appends_to_instructions() -> None:
+def test_responses_system_block_appends_to_instructions() -> None:
     doc = JsonDoc(json.dumps(RESPONSES).encode())
-    OPENAI_RESPONSES.append_system_tail(doc, "tail")
+    edits.put_system_block(OPENAI_RESPONSES, doc, "<t>", "</t>", "tail")
     assert json.loads(doc.to_bytes())["instructions"] == "You are Codex.\n\ntail"
 
 

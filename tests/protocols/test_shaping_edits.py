@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ember.protocols import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES
+from ember.protocols import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, edits
 from ember.protocols.base import find_region, structured_error, with_region
 from ember.protocols.jsonedit import JsonDoc
 
@@ -135,7 +135,9 @@ def test_cache_ttl() -> None:
 
 def test_anthropic_effort_edits_never_create_and_never_touch_thinking_type() -> None:
     bare = doc({"model": "m", "messages": []})
-    assert not ANTHROPIC.set_effort(bare, "low") and not ANTHROPIC.set_thinking_budget(bare, 1)
+    assert not edits.set_effort(ANTHROPIC, bare, "low") and not edits.set_thinking_budget(
+        ANTHROPIC, bare, 1
+    )
     assert not bare.edited
     d = doc(
         {
@@ -144,28 +146,28 @@ def test_anthropic_effort_edits_never_create_and_never_touch_thinking_type() -> 
         }
     )
     assert ANTHROPIC.effort_fields(d.value).thinking_budget == 9000
-    assert ANTHROPIC.set_effort(d, "low") and ANTHROPIC.set_thinking_budget(d, 1024)
+    assert edits.set_effort(ANTHROPIC, d, "low") and edits.set_thinking_budget(ANTHROPIC, d, 1024)
     assert sent(d) == {
         "output_config": {"effort": "low"},
         "thinking": {"type": "enabled", "budget_tokens": 1024},
     }
-    assert not ANTHROPIC.set_verbosity(d, "low")
+    assert not edits.set_verbosity(ANTHROPIC, d, "low")
 
 
 def test_chat_effort_edits_the_field_it_reads_only() -> None:
     d = doc({"reasoning_effort": "high", "reasoning": {"effort": "low"}})
     assert OPENAI_CHAT.effort_fields(d.value).effort == "high"
-    assert OPENAI_CHAT.set_effort(d, "medium")
+    assert edits.set_effort(OPENAI_CHAT, d, "medium")
     assert sent(d) == {"reasoning_effort": "medium", "reasoning": {"effort": "low"}}
-    assert not OPENAI_CHAT.set_effort(doc({"model": "gpt-5"}), "low")
+    assert not edits.set_effort(OPENAI_CHAT, doc({"model": "gpt-5"}), "low")
 
 
 def test_responses_verbosity_is_created_without_touching_text_format() -> None:
     d = doc({"text": {"format": {"type": "json_schema"}}})
-    assert OPENAI_RESPONSES.set_verbosity(d, "low")
+    assert edits.set_verbosity(OPENAI_RESPONSES, d, "low")
     assert d.to_bytes() == b'{"text": {"format": {"type": "json_schema"},"verbosity":"low"}}'
     created = doc({"model": "gpt-5"})
-    assert OPENAI_RESPONSES.set_verbosity(created, "low")
+    assert edits.set_verbosity(OPENAI_RESPONSES, created, "low")
     assert sent(created) == {"model": "gpt-5", "text": {"verbosity": "low"}}
     assert not OPENAI_RESPONSES.effort_fields({"text": "odd"}).verbosity_creatable
 
@@ -179,27 +181,27 @@ def test_anthropic_block_goes_after_the_last_system_block_keeping_breakpoints() 
         b'"messages":[]}'
     )
     d = JsonDoc(raw)
-    assert ANTHROPIC.put_system_block(d, OPEN, CLOSE, BLOCK)
+    assert edits.put_system_block(ANTHROPIC, d, OPEN, CLOSE, BLOCK)
     assert d.to_bytes() == (
         b'{"system":[{"type":"text","text":"a","cache_control":{"type":"ephemeral"}},'
         b'{"type":"text","text":"<x>be brief</x>"}],"messages":[]}'
     )
     again = JsonDoc(d.to_bytes())
-    assert not ANTHROPIC.put_system_block(again, OPEN, CLOSE, BLOCK)  # idempotent, no edit
-    assert ANTHROPIC.owned_system_block(again.value, OPEN, CLOSE) == BLOCK
-    assert ANTHROPIC.put_system_block(again, OPEN, CLOSE, "<x>terser</x>")
+    assert not edits.put_system_block(ANTHROPIC, again, OPEN, CLOSE, BLOCK)  # idempotent, no edit
+    assert edits.owned_system_block(ANTHROPIC, again.value, OPEN, CLOSE) == BLOCK
+    assert edits.put_system_block(ANTHROPIC, again, OPEN, CLOSE, "<x>terser</x>")
     assert sent(again)["system"][-1] == {"type": "text", "text": "<x>terser</x>"}
 
 
 def test_anthropic_string_or_missing_system() -> None:
     d = doc({"system": "sys", "messages": []})
-    ANTHROPIC.put_system_block(d, OPEN, CLOSE, BLOCK)
+    edits.put_system_block(ANTHROPIC, d, OPEN, CLOSE, BLOCK)
     assert sent(d)["system"] == [{"type": "text", "text": "sys"}, {"type": "text", "text": BLOCK}]
     d = doc({"messages": []})
-    ANTHROPIC.put_system_block(d, OPEN, CLOSE, BLOCK)
+    edits.put_system_block(ANTHROPIC, d, OPEN, CLOSE, BLOCK)
     assert sent(d)["system"] == [{"type": "text", "text": BLOCK}]
     d = doc({"system": 7})
-    assert not ANTHROPIC.put_system_block(d, OPEN, CLOSE, BLOCK) and not d.edited
+    assert not edits.put_system_block(ANTHROPIC, d, OPEN, CLOSE, BLOCK) and not d.edited
 
 
 def test_chat_block_goes_to_the_head_system_message() -> None:
@@ -212,27 +214,27 @@ def test_chat_block_goes_to_the_head_system_message() -> None:
         ]
     }
     d = doc(body)
-    assert OPENAI_CHAT.put_system_block(d, OPEN, CLOSE, BLOCK)
+    assert edits.put_system_block(OPENAI_CHAT, d, OPEN, CLOSE, BLOCK)
     out = sent(d)["messages"]
     assert out[1]["content"] == [{"type": "text", "text": "rules"}, {"type": "text", "text": BLOCK}]
     assert [out[0], out[2], out[3]] == [body["messages"][i] for i in (0, 2, 3)]
-    assert not OPENAI_CHAT.put_system_block(
-        doc({"messages": [{"role": "user", "content": "x"}]}), OPEN, CLOSE, BLOCK
+    assert not edits.put_system_block(
+        OPENAI_CHAT, doc({"messages": [{"role": "user", "content": "x"}]}), OPEN, CLOSE, BLOCK
     )
     d = doc({"messages": [{"role": "user", "content": "x"}, {"role": "system", "content": "s"}]})
-    OPENAI_CHAT.put_system_block(d, OPEN, CLOSE, BLOCK)
+    edits.put_system_block(OPENAI_CHAT, d, OPEN, CLOSE, BLOCK)
     assert sent(d)["messages"][1]["content"] == "s\n\n" + BLOCK
 
 
 def test_responses_block_goes_to_instructions() -> None:
     d = doc({"instructions": "be good", "input": "hi"})
-    OPENAI_RESPONSES.put_system_block(d, OPEN, CLOSE, BLOCK)
+    edits.put_system_block(OPENAI_RESPONSES, d, OPEN, CLOSE, BLOCK)
     assert sent(d)["instructions"] == "be good\n\n" + BLOCK
     d = doc({"input": "hi"})
-    OPENAI_RESPONSES.put_system_block(d, OPEN, CLOSE, BLOCK)
+    edits.put_system_block(OPENAI_RESPONSES, d, OPEN, CLOSE, BLOCK)
     assert sent(d) == {"input": "hi", "instructions": BLOCK}
     d = doc({"instructions": [{"role": "system", "content": "x"}]})
-    assert not OPENAI_RESPONSES.put_system_block(d, OPEN, CLOSE, BLOCK) and not d.edited
+    assert not edits.put_system_block(OPENAI_RESPONSES, d, OPEN, CLOSE, BLOCK) and not d.edited
 
 
 def test_responses_continuation_gets_the_block_only_in_its_own_instructions() -> None:
@@ -240,12 +242,14 @@ def test_responses_continuation_gets_the_block_only_in_its_own_instructions() ->
     developer item (Codex's continuation opens with one) or in a new ``instructions`` would be
     a second copy in the model's prompt."""
     d = doc({"previous_response_id": "resp_1", "input": [{"role": "user", "content": "more"}]})
-    assert not OPENAI_RESPONSES.put_system_block(d, OPEN, CLOSE, BLOCK) and not d.edited
+    assert not edits.put_system_block(OPENAI_RESPONSES, d, OPEN, CLOSE, BLOCK) and not d.edited
     developer = {"role": "developer", "content": [{"type": "input_text", "text": "skills"}]}
     d = doc(
         {"previous_response_id": "resp_1", "input": [developer, {"role": "user", "content": "x"}]}
     )
-    assert not OPENAI_RESPONSES.put_system_block(d, OPEN, CLOSE, BLOCK) and not d.edited
+    assert not edits.put_system_block(OPENAI_RESPONSES, d, OPEN, CLOSE, BLOCK) and not d.edited
     d = doc({"previous_response_id": "resp_1", "instructions": "be good", "input": "more"})
-    assert OPENAI_RESPONSES.put_system_block(d, OPEN, CLOSE, BLOCK)  # its own prompt: as always
+    assert edits.put_system_block(
+        OPENAI_RESPONSES, d, OPEN, CLOSE, BLOCK
+    )  # its own prompt: as always
     assert sent(d)["instructions"] == "be good\n\n" + BLOCK

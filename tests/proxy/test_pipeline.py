@@ -8,6 +8,7 @@ import anthropic
 import httpx2
 
 from ember.exchange import Exchange, Outcome, Stage
+from ember.protocols import edits
 from ember.testing import Reply
 from tests.conftest import StackFactory
 
@@ -22,7 +23,7 @@ class TailStage(Stage):
     name = "tail"
 
     async def on_request(self, ex: Exchange) -> None:
-        ex.adapter.append_system_tail(ex.doc, "EMBER TAIL")
+        edits.put_system_block(ex.adapter, ex.doc, "<t>", "</t>", "EMBER TAIL")
 
 
 class Recorder(Stage):
@@ -39,7 +40,7 @@ class Broken(Stage):
     name = "broken"
 
     async def on_request(self, ex: Exchange) -> None:
-        ex.adapter.append_system_tail(ex.doc, "half-done edit")
+        edits.put_system_block(ex.adapter, ex.doc, "<t>", "</t>", "half-done edit")
         raise RuntimeError("bug in a feature")
 
     async def on_response(self, ex: Exchange, outcome: Outcome) -> None:

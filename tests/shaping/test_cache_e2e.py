@@ -14,7 +14,7 @@ import anthropic
 import openai
 import pytest
 
-from ember.protocols import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES
+from ember.protocols import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, edits
 from ember.shaping.verbosity import CLOSE_TAG, OPEN_TAG
 from ember.testing.agent import ScriptedAgent, TurnUsage, session_tasks
 from tests.conftest import Stack, StackFactory
@@ -60,7 +60,7 @@ def test_claude_code_session_keeps_99_percent_of_cache_reads(
 
     # and shaping really was on: one identical block on every request, effort lowered
     sent = [r.json() for r in shaped_stack.emulator.requests if r.path == "/v1/messages"]
-    blocks = {ANTHROPIC.owned_system_block(b, OPEN_TAG, CLOSE_TAG) for b in sent}
+    blocks = {edits.owned_system_block(ANTHROPIC, b, OPEN_TAG, CLOSE_TAG) for b in sent}
     assert len(blocks) == 1 and None not in blocks
     if "output_config" in options:
         kinds = [t.kind for t in on]
@@ -86,7 +86,7 @@ def test_chat_completions_session_keeps_99_percent_of_cache_reads(
     assert sum(results[False]) > 0
     assert sum(results[True]) >= 0.99 * sum(results[False])
     sent = [r.json() for r in stack.emulator.requests if r.path == "/v1/chat/completions"]
-    assert len({OPENAI_CHAT.owned_system_block(b, OPEN_TAG, CLOSE_TAG) for b in sent}) == 1
+    assert len({edits.owned_system_block(OPENAI_CHAT, b, OPEN_TAG, CLOSE_TAG) for b in sent}) == 1
     assert {b["reasoning_effort"] for b in sent} == {"high", "low"}
 
 
@@ -103,7 +103,9 @@ def test_responses_session_keeps_99_percent_of_cache_reads(make_stack: StackFact
     assert sum(results[False]) > 0
     assert sum(results[True]) >= 0.99 * sum(results[False])
     sent = [r.json() for r in stack.emulator.requests if r.path == "/v1/responses"]
-    assert len({OPENAI_RESPONSES.owned_system_block(b, OPEN_TAG, CLOSE_TAG) for b in sent}) == 1
+    assert (
+        len({edits.owned_system_block(OPENAI_RESPONSES, b, OPEN_TAG, CLOSE_TAG) for b in sent}) == 1
+    )
     assert {b["reasoning"]["effort"] for b in sent} == {"high", "low"}
     # gpt-5: verbosity created on tool-result turns only, never on asks
     assert {b.get("text", {}).get("verbosity") for b in sent} == {None, "low"}

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ember.protocols import ANTHROPIC
+from ember.protocols.edits import owned_system_block
 from ember.proxy.app import ProxyApp
 from ember.shaping.stage import ShapingStage
 from ember.shaping.verbosity import CLOSE_TAG, LEVEL_NAMES, OPEN_TAG
@@ -49,7 +50,7 @@ def shaping_summary(
     # The client's own requests (not the shadow's read of the session when the proxy stopped).
     sent = [r.json() for r in emulator.requests if r.path == "/v1/messages"]
     sent = [b for b in sent if question_of(b) is None]
-    blocks = [ANTHROPIC.owned_system_block(b, OPEN_TAG, CLOSE_TAG) for b in sent]
+    blocks = [owned_system_block(ANTHROPIC, b, OPEN_TAG, CLOSE_TAG) for b in sent]
     client_system = system_prompt(agent.cwd)
     asked = str((agent.output_config or {}).get("effort"))
     return ShapingSummary(

@@ -41,6 +41,7 @@ from ember.memory.retrieval.query import MemoryQuery
 from ember.memory.router import MemoryRouter
 from ember.memory.tools import MEMORY_TOOL_SPECS, MemoryTools
 from ember.models import Embedder, EmbedderLoader, preload_from
+from ember.protocols import edits
 from ember.protocols.base import ProtocolAdapter
 from ember.protocols.tooling import TOOLING
 from ember.protocols.transcript import item_digest, transcript_items
@@ -146,7 +147,7 @@ class MemoryStage(Stage):
         live = [e for e in entries if digests.get(e.message_index) == e.message_digest]
         for e in live:
             if e.block:
-                adapter.append_user_tail(ex.doc, e.message_index, e.block)
+                edits.append_user_tail(adapter, ex.doc, e.message_index, e.block)
         if not new_ask or ask is None or is_compaction(adapter.user_text(body, ask)):
             return  # a compaction's instructions are the client's, not an ask of the user's
         # From here on a failure costs only this ask's new block: the replays above stay, so
@@ -162,7 +163,7 @@ class MemoryStage(Stage):
             log.warning("memory: no injection for this ask of session %s: %s", ex.session_id, exc)
             return
         if entry.block:
-            adapter.append_user_tail(ex.doc, ask, entry.block)
+            edits.append_user_tail(adapter, ex.doc, ask, entry.block)
         ex.state[self.name] = entry
 
     async def _retrieve(

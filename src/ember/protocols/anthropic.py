@@ -18,17 +18,17 @@ from ember.protocols.base import (
     AssembledMessage,
     Block,
     EffortFields,
+    ParamPaths,
     PartKind,
+    TextSlot,
     ToolResult,
     Usage,
     as_int,
     as_str,
-    find_region,
     not_an_object,
-    replace_region,
     text_of,
 )
-from ember.protocols.jsonedit import JsonDoc, dumps
+from ember.protocols.jsonedit import dumps
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -195,30 +195,8 @@ class AnthropicAdapter(AdapterBase):
                 ]
         return tools, turns
 
-    def append_system_tail(self, doc: JsonDoc, text: str) -> None:
-        """Add a text block after the last system block; every existing block (and its
-        ``cache_control``) keeps its bytes. A string system becomes one text block first."""
-        block = {"type": "text", "text": text}
-        system = doc.value.get("system")
-        if system is None:
-            doc.set_key([], "system", [block])
-        elif isinstance(system, str):
-            doc.replace(["system"], [{"type": "text", "text": system}, block])
-        else:
-            doc.append(["system"], block)
-
-    def append_user_tail(self, doc: JsonDoc, index: int, text: str) -> None:
-        """Add a new text block after the client's last block of message ``index``.
-
-        The client's own block is never edited: Claude Code marks its ``cache_control`` there,
-        and moving or dropping that breakpoint would cost the whole session its cache.
-        """
-        block = {"type": "text", "text": text}
-        content = doc.value["messages"][index].get("content")
-        if isinstance(content, str):
-            doc.replace(["messages", index, "content"], [{"type": "text", "text": content}, block])
-        else:
-            doc.append(["messages", index, "content"], block)
+    def user_slot(self, body: Any, index: int) -> TextSlot:
+        return TextSlot(("messages", index, "content"), body["messages"][index].get("content"))
 
     def usage(self, raw: Any) -> Usage:
         if not isinstance(raw, dict):
@@ -313,68 +291,33 @@ class AnthropicAdapter(AdapterBase):
             else None,
         )
 
-    def set_effort(self, doc: JsonDoc, value: str) -> bool:
-        """Replace ``output_config.effort`` when the client sent one; never create it."""
-        if self.effort_fields(doc.value).effort is None:
-            return False
-        doc.replace(["output_config", "effort"], value)
-        return True
+    def param_paths(self, body: Any) -> ParamPaths:
+        """Effort and thinking budget only where the client sent them; Anthropic has no
+        verbosity parameter."""
+        fields = self.effort_fields(body)
+        return ParamPaths(
+            effort=("output_config", "effort") if fields.effort is not None else None,
+            thinking_budget=(
+                ("thinking", "budget_tokens") if fields.thinking_budget is not None else None
+            ),
+        )
 
-    def set_thinking_budget(self, doc: JsonDoc, tokens: int) -> bool:
-        """Replace ``thinking.budget_tokens`` when present; ``thinking.type`` is never touched."""
-        if self.effort_fields(doc.value).thinking_budget is None:
-            return False
-        doc.replace(["thinking", "budget_tokens"], tokens)
-        return True
+    def system_slot(self, body: Any, *, inherits_system: bool = True) -> TextSlot | None:
+        """The ``system`` field (created when absent; a string becomes one text block first,
+        which the API treats as the same prompt). Its blocks, and the ``cache_control``
+        breakpoints on them, keep their bytes."""
+        system = body.get("system") if isinstance(body, dict) else None
+        if system is None or isinstance(system, str | list):
+            return TextSlot(("system",), system)
+        return None
 
-    def set_verbosity(self, doc: JsonDoc, value: str) -> bool:
-        """Anthropic has no verbosity parameter."""
-        return False
-
-    def owned_system_block(self, body: Any, open_tag: str, close_tag: str) -> str | None:
-        """The text of ember's region in the system prompt, if one is there."""
+    def system_texts(self, body: Any) -> list[str]:
+        """The system prompt's texts, last block first."""
         system = body.get("system") if isinstance(body, dict) else None
         texts: list[Any] = [system]
         if isinstance(system, list):
-            texts = [b.get("text") for b in system if isinstance(b, dict)]
-        for text in reversed(texts):
-            if isinstance(text, str) and (span := find_region(text, open_tag, close_tag)):
-                return text[span[0] : span[1]]
-        return None
-
-    def put_system_block(
-        self,
-        doc: JsonDoc,
-        open_tag: str,
-        close_tag: str,
-        block: str,
-        *,
-        inherits_system: bool = True,
-    ) -> bool:
-        """Put ember's block after the last system block, or replace ember's region where one
-        is already there (so shaping a shaped body changes nothing). Existing blocks, and the
-        ``cache_control`` breakpoints on them, keep their bytes; a string system becomes one
-        text block first, which the API treats as the same prompt."""
-        system = doc.value.get("system")
-        if system is None:
-            doc.set_key([], "system", [{"type": "text", "text": block}])
-            return True
-        if isinstance(system, str):
-            if find_region(system, open_tag, close_tag) is not None:
-                return replace_region(doc, ["system"], system, open_tag, close_tag, block)
-            doc.replace(
-                ["system"], [{"type": "text", "text": system}, {"type": "text", "text": block}]
-            )
-            return True
-        if not isinstance(system, list):
-            return False
-        for i in range(len(system) - 1, -1, -1):
-            b = system[i]
-            text = b.get("text") if isinstance(b, dict) else None
-            if isinstance(text, str) and find_region(text, open_tag, close_tag) is not None:
-                return replace_region(doc, ["system", i, "text"], text, open_tag, close_tag, block)
-        doc.append(["system"], {"type": "text", "text": block})
-        return True
+            texts = [b.get("text") for b in reversed(system) if isinstance(b, dict)]
+        return [t for t in texts if isinstance(t, str)]
 
 
 def _block_from_json(b: dict[str, Any]) -> Block:

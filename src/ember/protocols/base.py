@@ -206,6 +206,38 @@ class StreamAssembler(Protocol):
     def result(self) -> AssembledMessage: ...
 
 
+@dataclass(frozen=True)
+class TextSlot:
+    """Where a piece of a request's prompt text lives, as the edits of ``protocols.edits`` see
+    it: the adapter says where, the edit is written once for every wire format.
+
+    ``value`` is what is at ``path``: a string, a list of parts, or None (absent: an edit may
+    create it there). ``part_type`` is the type of a text part in such a list (``text``,
+    ``input_text``). ``joins``: a string gets more text after a blank line and stays a string
+    (OpenAI instructions and system messages: some compatible servers refuse part lists
+    there); otherwise it becomes a list of parts, the client's text first, unchanged.
+    ``message_role``: the string is a whole input (Responses ``input: "..."``), so its parts
+    become one message of this role."""
+
+    path: tuple[str | int, ...]
+    value: Any
+    part_type: str = "text"
+    joins: bool = False
+    message_role: str | None = None
+
+
+@dataclass(frozen=True)
+class ParamPaths:
+    """Where each effort-like parameter is written (None: nowhere; the edit then does not
+    happen). A path is given only where writing cannot add a parameter the request must not
+    have: effort and thinking budgets only where the client sent them (a model that does not
+    take them answers 400), a verbosity where the wire format has a place for one."""
+
+    effort: tuple[str | int, ...] | None = None
+    thinking_budget: tuple[str | int, ...] | None = None
+    verbosity: tuple[str | int, ...] | None = None
+
+
 class ProtocolAdapter(Protocol):
     """Everything ember needs to know about one wire format; all methods are pure."""
 
@@ -243,9 +275,9 @@ class ProtocolAdapter(Protocol):
         a session as ``[user ask, system note]``: the ask is still the turn the model answers)."""
         ...
 
-    def append_system_tail(self, doc: JsonDoc, text: str) -> None: ...
-
-    def append_user_tail(self, doc: JsonDoc, index: int, text: str) -> None: ...
+    def user_slot(self, body: Any, index: int) -> TextSlot:
+        """Where the content of message ``index`` is (``edits.append_user_tail``)."""
+        ...
 
     def parse_response(self, body: Any) -> AssembledMessage: ...
 
@@ -269,25 +301,17 @@ class ProtocolAdapter(Protocol):
 
     def effort_fields(self, body: Any) -> EffortFields: ...
 
-    def set_effort(self, doc: JsonDoc, value: str) -> bool: ...
+    def param_paths(self, body: Any) -> ParamPaths: ...
 
-    def set_thinking_budget(self, doc: JsonDoc, tokens: int) -> bool: ...
+    def system_slot(self, body: Any, *, inherits_system: bool = True) -> TextSlot | None:
+        """Where ember's block goes at the tail of the system prompt (None: nowhere it could
+        go without shifting the client's prefix). ``inherits_system`` False: the request
+        continues a response that had no system prompt in its input (only the Responses API
+        has continuations)."""
+        ...
 
-    def set_verbosity(self, doc: JsonDoc, value: str) -> bool: ...
-
-    def owned_system_block(self, body: Any, open_tag: str, close_tag: str) -> str | None: ...
-
-    def put_system_block(
-        self,
-        doc: JsonDoc,
-        open_tag: str,
-        close_tag: str,
-        block: str,
-        *,
-        inherits_system: bool = True,
-    ) -> bool:
-        """``inherits_system`` False: the request continues a response that had no system
-        prompt in its input (only the Responses API has continuations)."""
+    def system_texts(self, body: Any) -> list[str]:
+        """The texts of the system prompt, in the order ember's block is looked for."""
         ...
 
 

@@ -17,19 +17,19 @@ from ember.protocols.base import (
     AssembledMessage,
     Block,
     EffortFields,
+    ParamPaths,
     PartKind,
+    TextSlot,
     ToolResult,
     Usage,
     as_int,
     as_str,
-    find_region,
     not_an_object,
     part_kinds,
-    replace_region,
     structured_error,
     text_of,
 )
-from ember.protocols.jsonedit import JsonDoc, dumps
+from ember.protocols.jsonedit import dumps
 
 _TEXT_PARTS = ("text", "input_text")
 _SYSTEM_ROLES = ("system", "developer")
@@ -201,17 +201,8 @@ class OpenAIChatAdapter(OpenAIAdapterBase):
                 tools.append(text_of(m.get("content"), _TEXT_PARTS))
         return tools, turns
 
-    def append_system_tail(self, doc: JsonDoc, text: str) -> None:
-        """Append to the last system/developer message; without one, nothing is created
-        here (inserting a message at the head of the array would shift the whole prefix)."""
-        msgs = _messages(doc.value)
-        for i in range(len(msgs) - 1, -1, -1):
-            if isinstance(msgs[i], dict) and msgs[i].get("role") in _SYSTEM_ROLES:
-                _append_text(doc, i, text)
-                return
-
-    def append_user_tail(self, doc: JsonDoc, index: int, text: str) -> None:
-        _append_text(doc, index, text)
+    def user_slot(self, body: Any, index: int) -> TextSlot:
+        return TextSlot(("messages", index, "content"), body["messages"][index].get("content"))
 
     def usage(self, raw: Any) -> Usage:
         return openai_usage(raw, "prompt_tokens", "completion_tokens", "prompt_tokens_details")
@@ -280,70 +271,40 @@ class OpenAIChatAdapter(OpenAIAdapterBase):
             verbosity_creatable=True,
         )
 
-    def set_effort(self, doc: JsonDoc, value: str) -> bool:
-        """Replace the effort ``effort_fields`` reports -- ``reasoning_effort``, else
+    def param_paths(self, body: Any) -> ParamPaths:
+        """The effort ``effort_fields`` reports -- ``reasoning_effort``, else
         ``reasoning.effort`` (which some compatible servers take) -- and only that one: the
         plan was ranked against it, and writing it into the other could raise that one.
-        Never creates either."""
-        body = doc.value
-        if isinstance(body.get("reasoning_effort"), str):
-            doc.replace(["reasoning_effort"], value)
-            return True
-        reasoning = body.get("reasoning")
-        if isinstance(reasoning, dict) and isinstance(reasoning.get("effort"), str):
-            doc.replace(["reasoning", "effort"], value)
-            return True
-        return False
+        Never created. The top-level ``verbosity``, replaced in place or added last."""
+        effort: tuple[str | int, ...] | None = None
+        if isinstance(body, dict) and isinstance(body.get("reasoning_effort"), str):
+            effort = ("reasoning_effort",)
+        elif self.effort_fields(body).effort is not None:
+            effort = ("reasoning", "effort")
+        return ParamPaths(effort=effort, verbosity=("verbosity",))
 
-    def set_thinking_budget(self, doc: JsonDoc, tokens: int) -> bool:
-        return False
-
-    def set_verbosity(self, doc: JsonDoc, value: str) -> bool:
-        """Set the top-level ``verbosity`` (replaced in place, or appended as the last key)."""
-        doc.set_key([], "verbosity", value)
-        return True
-
-    def owned_system_block(self, body: Any, open_tag: str, close_tag: str) -> str | None:
-        for m in reversed(_messages(body)):
-            if isinstance(m, dict) and m.get("role") in _SYSTEM_ROLES:
-                text = text_of(m.get("content"), _TEXT_PARTS)
-                span = find_region(text, open_tag, close_tag)
-                if span is not None:
-                    return text[span[0] : span[1]]
-        return None
-
-    def put_system_block(
-        self,
-        doc: JsonDoc,
-        open_tag: str,
-        close_tag: str,
-        block: str,
-        *,
-        inherits_system: bool = True,
-    ) -> bool:
-        """Put ember's block at the end of the system prompt: the last system/developer message
-        of the leading run (falling back to the last one anywhere). A string content gets the
-        block after a blank line -- a string stays a string, since some compatible servers
-        refuse part lists in system messages; a part list gets one more text part. Without a
-        system message nothing is added: inserting one at the head would shift every message.
-        """
-        msgs = _messages(doc.value)
+    def system_slot(self, body: Any, *, inherits_system: bool = True) -> TextSlot | None:
+        """The end of the system prompt: the last system/developer message of the leading run
+        (falling back to the last one anywhere). A string content gets the block after a
+        blank line -- a string stays a string, since some compatible servers refuse part
+        lists in system messages; a part list gets one more text part. Without a system
+        message, nowhere: inserting one at the head would shift every message."""
+        msgs = _messages(body)
         index = _system_target(msgs)
         if index is None:
-            return False
-        path: list[str | int] = ["messages", index, "content"]
+            return None
         content = msgs[index].get("content")
-        if isinstance(content, str):
-            return replace_region(doc, path, content, open_tag, close_tag, block)
-        if not isinstance(content, list):
-            return False
-        for j in range(len(content) - 1, -1, -1):
-            part = content[j]
-            text = part.get("text") if isinstance(part, dict) else None
-            if isinstance(text, str) and find_region(text, open_tag, close_tag) is not None:
-                return replace_region(doc, [*path, j, "text"], text, open_tag, close_tag, block)
-        doc.append(path, {"type": "text", "text": block})
-        return True
+        if not isinstance(content, str | list):
+            return None
+        return TextSlot(("messages", index, "content"), content, joins=True)
+
+    def system_texts(self, body: Any) -> list[str]:
+        """Each system/developer message's text, the last message first."""
+        return [
+            text_of(m.get("content"), _TEXT_PARTS)
+            for m in reversed(_messages(body))
+            if isinstance(m, dict) and m.get("role") in _SYSTEM_ROLES
+        ]
 
 
 def _tool_parts(msgs: list[Any]) -> tuple[PartKind, ...]:
@@ -375,16 +336,6 @@ def _system_target(msgs: list[Any]) -> int | None:
         if isinstance(msgs[i], dict) and msgs[i].get("role") in _SYSTEM_ROLES:
             return i
     return None
-
-
-def _append_text(doc: JsonDoc, index: int, text: str) -> None:
-    content = doc.value["messages"][index].get("content")
-    part = {"type": "text", "text": text}
-    if isinstance(content, list):
-        doc.append(["messages", index, "content"], part)
-    else:
-        original = content if isinstance(content, str) else ""
-        doc.replace(["messages", index, "content"], [{"type": "text", "text": original}, part])
 
 
 def _loads_or_raw(raw: str) -> Any:

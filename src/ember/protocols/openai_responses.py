@@ -16,18 +16,17 @@ from ember.protocols.base import (
     AssembledMessage,
     Block,
     EffortFields,
+    ParamPaths,
     PartKind,
+    TextSlot,
     ToolResult,
     Usage,
     as_str,
-    find_region,
     not_an_object,
     part_kinds,
-    replace_region,
     structured_error,
     text_of,
 )
-from ember.protocols.jsonedit import JsonDoc
 from ember.protocols.openai_chat import OpenAIAdapterBase, openai_answer_error, openai_usage
 
 _TEXT_PARTS = ("input_text", "output_text", "text")
@@ -137,29 +136,12 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
                 tools.append(output if isinstance(output, str) else text_of(output, _TEXT_PARTS))
         return tools, turns
 
-    def append_system_tail(self, doc: JsonDoc, text: str) -> None:
-        """Append to ``instructions`` (created when absent: it precedes the input, and a
-        request without instructions has no system prefix to protect)."""
-        current = doc.value.get("instructions")
-        if isinstance(current, str) and current:
-            doc.replace(["instructions"], current + "\n\n" + text)
-        elif current is None:
-            doc.set_key([], "instructions", text)
-        else:
-            doc.replace(["instructions"], text)
-
-    def append_user_tail(self, doc: JsonDoc, index: int, text: str) -> None:
-        part = {"type": "input_text", "text": text}
-        if isinstance(doc.value.get("input"), str):
-            original = {"type": "input_text", "text": doc.value["input"]}
-            doc.replace(["input"], [{"role": "user", "content": [original, part]}])
-            return
-        content = doc.value["input"][index].get("content")
-        if isinstance(content, list):
-            doc.append(["input", index, "content"], part)
-        else:
-            original = {"type": "input_text", "text": content if isinstance(content, str) else ""}
-            doc.replace(["input", index, "content"], [original, part])
+    def user_slot(self, body: Any, index: int) -> TextSlot:
+        """An input that is one string is a user message of its own once parts are added."""
+        if isinstance(body.get("input"), str):
+            return TextSlot(("input",), body["input"], "input_text", message_role="user")
+        content = body["input"][index].get("content")
+        return TextSlot(("input", index, "content"), content, "input_text")
 
     def usage(self, raw: Any) -> Usage:
         return openai_usage(raw, "input_tokens", "output_tokens", "input_tokens_details")
@@ -216,59 +198,21 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
             verbosity_creatable=text is None or isinstance(text, dict),
         )
 
-    def set_effort(self, doc: JsonDoc, value: str) -> bool:
-        """Replace ``reasoning.effort`` when the client sent it; never create it."""
-        if self.effort_fields(doc.value).effort is None:
-            return False
-        doc.replace(["reasoning", "effort"], value)
-        return True
+    def param_paths(self, body: Any) -> ParamPaths:
+        """``reasoning.effort`` only when the client sent it; ``text.verbosity``, creating
+        ``text`` when absent (its other keys, ``format``, keep their bytes), never when
+        ``text`` is something else."""
+        fields = self.effort_fields(body)
+        return ParamPaths(
+            effort=("reasoning", "effort") if fields.effort is not None else None,
+            verbosity=("text", "verbosity") if fields.verbosity_creatable else None,
+        )
 
-    def set_thinking_budget(self, doc: JsonDoc, tokens: int) -> bool:
-        return False
-
-    def set_verbosity(self, doc: JsonDoc, value: str) -> bool:
-        """Set ``text.verbosity``, creating ``text`` when absent; other ``text`` keys
-        (``format``) keep their bytes."""
-        text = doc.value.get("text")
-        if text is None:
-            doc.set_key([], "text", {"verbosity": value})
-            return True
-        if not isinstance(text, dict):
-            return False
-        doc.set_key(["text"], "verbosity", value)
-        return True
-
-    def owned_system_block(self, body: Any, open_tag: str, close_tag: str) -> str | None:
-        texts: list[str] = []
-        if isinstance(body, dict) and isinstance(body.get("instructions"), str):
-            texts.append(body["instructions"])
-        head = _leading_system(_items(body)) if isinstance(body, dict) else None
-        if head is not None:
-            content = _items(body)[head].get("content")
-            texts += [
-                p["text"]
-                for p in (content if isinstance(content, list) else [])
-                if isinstance(p, dict) and isinstance(p.get("text"), str)
-            ]
-        for text in texts:
-            span = find_region(text, open_tag, close_tag)
-            if span is not None:
-                return text[span[0] : span[1]]
-        return None
-
-    def put_system_block(
-        self,
-        doc: JsonDoc,
-        open_tag: str,
-        close_tag: str,
-        block: str,
-        *,
-        inherits_system: bool = True,
-    ) -> bool:
-        """Put ember's block at the tail of the system prompt, wherever the client keeps it:
-        at the end of ``instructions`` (after a blank line); else, when the input opens with
-        system/developer items (Codex sends its prompt that way and no instructions), as one
-        more text part of the last of them; else in a new ``instructions``. Creating
+    def system_slot(self, body: Any, *, inherits_system: bool = True) -> TextSlot | None:
+        """The tail of the system prompt, wherever the client keeps it: the end of
+        ``instructions`` (after a blank line); else, when the input opens with
+        system/developer items (Codex sends its prompt that way and no instructions), one
+        more text part of the last of them; else a new ``instructions``. Creating
         ``instructions`` in front of a client's developer items put ember's rules *before*
         the client's own prompt. Instructions of another shape are left alone.
 
@@ -282,23 +226,35 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
         (the block then goes in the prewarm's own ``instructions``, not carried over) and sends
         its whole prompt with the turn: that continuation (``inherits_system`` False) gets the
         block in its leading developer messages, like a first request."""
-        current = doc.value.get("instructions")
+        instructions = ("instructions",)
+        current = body.get("instructions")
         if isinstance(current, str) and current:
-            return replace_region(doc, ["instructions"], current, open_tag, close_tag, block)
-        if doc.value.get("previous_response_id") and inherits_system:
-            return False
-        items = _items(doc.value)
-        head = _leading_system(items) if current is None else None
-        parts = items[head].get("content") if head is not None else None
-        if head is not None and isinstance(parts, list):
-            path: list[str | int] = ["input", head, "content"]
-            return _put_in_parts(doc, path, parts, open_tag, close_tag, block)
+            return TextSlot(instructions, current, joins=True)
+        if body.get("previous_response_id") and inherits_system:
+            return None
         if current is None:
-            doc.set_key([], "instructions", block)
-            return True
-        if not isinstance(current, str):
-            return False
-        return replace_region(doc, ["instructions"], current, open_tag, close_tag, block)
+            items = _items(body)
+            head = _leading_system(items)
+            parts = items[head].get("content") if head is not None else None
+            if head is not None and isinstance(parts, list):
+                return TextSlot(("input", head, "content"), parts, "input_text")
+            return TextSlot(instructions, None, joins=True)
+        return TextSlot(instructions, current, joins=True) if isinstance(current, str) else None
+
+    def system_texts(self, body: Any) -> list[str]:
+        """``instructions``, then the parts of the leading system/developer item."""
+        texts: list[str] = []
+        if isinstance(body, dict) and isinstance(body.get("instructions"), str):
+            texts.append(body["instructions"])
+        head = _leading_system(_items(body)) if isinstance(body, dict) else None
+        if head is not None:
+            content = _items(body)[head].get("content")
+            texts += [
+                p["text"]
+                for p in (content if isinstance(content, list) else [])
+                if isinstance(p, dict) and isinstance(p.get("text"), str)
+            ]
+        return texts
 
 
 def opens_with_system(body: Any) -> bool:
@@ -318,22 +274,6 @@ def _leading_system(items: list[Any]) -> int | None:
         if _is_role(item, _SYSTEM_ROLES):
             head = i
     return head
-
-
-def _put_in_parts(
-    doc: JsonDoc,
-    path: list[str | int],
-    parts: list[Any],
-    open_tag: str,
-    close_tag: str,
-    block: str,
-) -> bool:
-    for j in range(len(parts) - 1, -1, -1):
-        text = parts[j].get("text") if isinstance(parts[j], dict) else None
-        if isinstance(text, str) and find_region(text, open_tag, close_tag) is not None:
-            return replace_region(doc, [*path, j, "text"], text, open_tag, close_tag, block)
-    doc.append(path, {"type": "input_text", "text": block})
-    return True
 
 
 def _is_output(item: Any) -> bool:

@@ -1,12 +1,13 @@
-"""Carrying shaping decisions onto a request, through the protocol adapters.
+"""Carrying shaping decisions onto a request, through the wire edits (``protocols.edits``).
 
 The only shaping code that edits a body. It never decides anything (``policy`` and the stage
-do) and never touches bytes itself: each edit is an adapter call that splices into the
-client's original JSON, so every byte outside the value it targets is forwarded as sent.
+do) and never touches bytes itself: each edit splices into the client's original JSON, so
+every byte outside the value it targets is forwarded as sent.
 """
 
 from __future__ import annotations
 
+from ember.protocols import edits
 from ember.protocols.base import ProtocolAdapter
 from ember.protocols.jsonedit import JsonDoc
 from ember.shaping.policy import EffortPlan
@@ -21,20 +22,21 @@ def apply_verbosity(
     block = steering_text(level)
     if block is None:
         return False
-    return adapter.put_system_block(
-        doc, OPEN_TAG, CLOSE_TAG, block, inherits_system=inherits_system
+    return edits.put_system_block(
+        adapter, doc, OPEN_TAG, CLOSE_TAG, block, inherits_system=inherits_system
     )
 
 
 def apply_effort(adapter: ProtocolAdapter, doc: JsonDoc, plan: EffortPlan) -> tuple[str, ...]:
     """Apply ``plan``; returns the names of the fields that changed (``effort``,
-    ``thinking_budget``, ``verbosity``). The adapters refuse to create an effort field or
-    a budget, whatever the plan says."""
+    ``thinking_budget``, ``verbosity``). The adapters give no place to create an effort field
+    or a budget, whatever the plan says."""
     changed: list[str] = []
-    if plan.effort is not None and adapter.set_effort(doc, plan.effort):
+    if plan.effort is not None and edits.set_effort(adapter, doc, plan.effort):
         changed.append("effort")
-    if plan.thinking_budget is not None and adapter.set_thinking_budget(doc, plan.thinking_budget):
+    budget = plan.thinking_budget
+    if budget is not None and edits.set_thinking_budget(adapter, doc, budget):
         changed.append("thinking_budget")
-    if plan.verbosity is not None and adapter.set_verbosity(doc, plan.verbosity):
+    if plan.verbosity is not None and edits.set_verbosity(adapter, doc, plan.verbosity):
         changed.append("verbosity")
     return tuple(changed)
