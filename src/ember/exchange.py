@@ -201,17 +201,21 @@ UrlFor = Callable[[ProtocolAdapter, str, str], str]
 
 @dataclass(frozen=True)
 class Services:
-    """What the app hands every stage when it starts."""
+    """What the app hands every stage when it starts: all of it, always (a stage never checks
+    for a missing member; a test builds the same kernel pieces the proxy does)."""
 
     settings: Settings
     storage: Storage
-    sessions: SessionRegistry | None = None
-    upstream: UpstreamClient | None = None
+    #: the live sessions and their threads
+    sessions: SessionRegistry
+    #: the provider, for calls of ember's own (shadow memory, the steward)
+    upstream: UpstreamClient
     #: the provider URL for an adapter, a path and a query string
-    url_for: UrlFor | None = None
-    tasks: TaskSet = field(default_factory=TaskSet)
+    url_for: UrlFor
     #: the user's threads, recorded once per exchange for every feature that reads them
-    transcripts: Transcripts | None = None
+    transcripts: Transcripts
+    #: the features' background work, cancelled when the app stops
+    tasks: TaskSet = field(default_factory=TaskSet)
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,7 @@ def exchange(messages: list[dict[str, Any]], settings: Any, session: str = "s1")
 def services(settings: Any, storage: Any, upstream: Upstream) -> Services:
     sessions = SessionRegistry()
     transcripts = Transcripts(storage, settings.home, sessions)
-    return Services(
-        settings, storage, sessions, upstream, lambda a, p, q: p, transcripts=transcripts
-    )
+    return Services(settings, storage, sessions, upstream, lambda a, p, q: p, transcripts)
 
 
 def outcome(text: str) -> Outcome:

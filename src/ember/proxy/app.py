@@ -109,8 +109,8 @@ class ProxyApp:
             self.sessions,
             self.upstream,
             self._url,
-            self.tasks,
             transcripts,
+            self.tasks,
         )
         await self.pipeline.start(services)
         self.ready = True

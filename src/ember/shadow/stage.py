@@ -35,10 +35,8 @@ class ShadowStage(Stage):
         self.transcripts: Transcripts | None = None
 
     async def start(self, services: Services) -> None:
-        if self.settings.shadow == "off" or services.upstream is None:
+        if self.settings.shadow == "off":
             return
-        assert services.sessions is not None and services.url_for is not None
-        assert services.transcripts is not None
         self.transcripts = services.transcripts
         self.core = ShadowCore(
             self.settings,

@@ -116,8 +116,7 @@ class ShapingStage(Stage):
         return self.storage.stats() if self.storage is not None else None
 
     async def start(self, services: Services) -> None:
-        if services.sessions is not None:  # share the proxy's book of sessions
-            self.sessions = SessionBook(services.sessions)
+        self.sessions = SessionBook(services.sessions)  # share the proxy's book of sessions
         if self.storage is None:
             self.storage = services.storage
             await asyncio.to_thread(self._load)
