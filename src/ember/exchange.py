@@ -199,6 +199,21 @@ class TaskSet:
 UrlFor = Callable[[ProtocolAdapter, str, str], str]
 
 
+class OwnUpstream(UpstreamClient, Protocol):
+    """An upstream client a command opened for itself, and closes."""
+
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class CommandServices:
+    """What the CLI hands a feature's commands (``click``'s context object): a command that
+    calls the provider itself (``ember shadow compare --semantic``) opens ember's own client
+    to the providers of its settings here, never by importing the proxy."""
+
+    upstream: Callable[[Settings], OwnUpstream]
+
+
 @dataclass(frozen=True)
 class Services:
     """What the app hands every stage when it starts: all of it, always (a stage never checks

@@ -22,7 +22,9 @@ from ember.cli.proxy import proxy
 from ember.cli.setup import setup
 from ember.cli.stats import stats
 from ember.cli.wrap import wrap
+from ember.config import Settings
 from ember.errors import EmberError
+from ember.exchange import CommandServices, OwnUpstream
 from ember.features import commands as feature_commands
 from ember.store.driver import errors
 from ember.store.home import describe_os_error
@@ -30,7 +32,8 @@ from ember.store.home import describe_os_error
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="ember")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Ember: a local proxy that makes coding agents cheaper and lets them remember.
 
     \b
@@ -43,6 +46,7 @@ def cli() -> None:
 
     Settings come from --config FILE (TOML), EMBER_* environment variables and flags.
     """
+    ctx.obj = CommandServices(upstream=_upstream)
 
 
 cli.add_command(proxy)
@@ -52,6 +56,13 @@ cli.add_command(stats)
 cli.add_command(doctor)
 cli.add_command(wrap)
 cli.add_command(setup)
+
+
+def _upstream(settings: Settings) -> OwnUpstream:
+    """ember's own client to the providers (imported when a command needs one)."""
+    from ember.proxy.upstream import Upstream
+
+    return Upstream.from_settings(settings)
 
 
 def _add_feature_commands() -> None:

@@ -32,7 +32,7 @@ def _stats_migrations() -> Sequence[Migration]:
 
 def _commands() -> Sequence[click.Command]:
     from ember.cli.learn import learn
-    from ember.cli.toin import toin
+    from ember.learn.toin.cli import toin
 
     return (learn, toin)
 

@@ -44,7 +44,7 @@ def _project_migrations() -> Sequence[Migration]:
 
 
 def _commands() -> Sequence[click.Command]:
-    from ember.cli.memory import memory
+    from ember.memory.cli import memory
 
     return (memory,)
 

@@ -32,7 +32,7 @@ def _project_migrations() -> Sequence[Migration]:
 
 
 def _commands() -> Sequence[click.Command]:
-    from ember.cli.shadow import shadow
+    from ember.shadow.cli import shadow
 
     return (shadow,)
 

@@ -29,7 +29,7 @@ def _stats_migrations() -> Sequence[Migration]:
 
 
 def _commands() -> Sequence[click.Command]:
-    from ember.cli.output_savings import output_savings
+    from ember.shaping.cli import output_savings
 
     return (output_savings,)
 

@@ -24,10 +24,10 @@ from typing import Any
 import click
 
 from ember.cli import access, render
-from ember.cli import memory_view as view
 from ember.cli.options import config_option, json_option, project_options
 from ember.config import Settings, load_settings
 from ember.errors import ProjectError
+from ember.memory import cli_view as view
 from ember.memory.core import HierarchicalMemory
 from ember.memory.errors import MemoryInputError, MemoryNotFound
 from ember.memory.importing import parse_lines

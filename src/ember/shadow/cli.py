@@ -16,11 +16,12 @@ import click
 
 from ember.cli import access, render
 from ember.cli.options import config_option, json_option, project_options
-from ember.cli.shadow_tables import proposals_table, runs_table
 from ember.config import Settings, load_settings
 from ember.errors import ProjectError
+from ember.exchange import CommandServices
 from ember.project import ProjectRef, project_from_cli
 from ember.shadow import compare, pairing, reads, spend
+from ember.shadow.cli_tables import proposals_table, runs_table
 from ember.shadow.compare import Side
 from ember.store.database import Database
 from ember.store.driver import Connection
@@ -68,7 +69,7 @@ def _side(steward: bool) -> Side:
 
 
 def _print(*renderables: Any) -> None:
-    from ember.cli.shadow_report import with_notes
+    from ember.shadow.cli_report import with_notes
 
     console = render.console()
     for r in with_notes(list(renderables)):
@@ -204,7 +205,7 @@ def compare_cmd(
     if as_json:
         render.echo_json(result)
         return
-    from ember.cli.shadow_report import report
+    from ember.shadow.cli_report import report
 
     _print(*report(result))
 
@@ -228,10 +229,12 @@ def _semantic(
         )
     model = endpoint.model if endpoint else settings.light_model or pairing.DEFAULT_LIGHT_MODEL
 
-    async def go() -> dict[str, Any]:
-        from ember.proxy.upstream import Upstream
+    services = click.get_current_context().find_object(CommandServices)
+    if services is None:
+        raise click.ClickException("run this command through `ember` (it opens a provider client)")
 
-        upstream = Upstream.from_settings(settings)
+    async def go() -> dict[str, Any]:
+        upstream = services.upstream(settings)
         try:
             ask: pairing.Ask
             if endpoint is None:
