@@ -161,13 +161,12 @@ def pct(xs: list[float], p: float) -> float:
 async def _stage_cost(
     adapter: ProtocolAdapter, raw: bytes, n: int, stage: ShapingStage | None
 ) -> list[float]:
-    settings = stage.settings if stage else load_settings(env={})
     out: list[float] = []
     for _ in range(n):
         t = time.perf_counter()
         doc = JsonDoc(raw)
         if stage is not None:
-            ex = Exchange(adapter, "/", "", {}, doc, settings, "bench-session", None)
+            ex = Exchange(adapter, "/", "", {}, doc, "bench-session", None)
             await stage.on_request(ex)
         doc.to_bytes()
         out.append(time.perf_counter() - t)

@@ -26,9 +26,7 @@ PROJECT = ProjectRef("/home/dev/transcripts", "header:x-ember-cwd")
 
 def exchange(messages: list[dict[str, Any]], settings: Any, session: str = "s1") -> Exchange:
     body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": messages})
-    return Exchange(
-        ANTHROPIC, "/v1/messages", "", {}, JsonDoc(body.encode()), settings, session, PROJECT
-    )
+    return Exchange(ANTHROPIC, "/v1/messages", "", {}, JsonDoc(body.encode()), session, PROJECT)
 
 
 def outcome(text: str) -> Outcome:

@@ -65,7 +65,6 @@ class Exchange:
     query: str
     headers: dict[str, str]
     doc: JsonDoc
-    settings: Settings
     session_id: str
     project: ProjectRef | None
     started: float = field(default_factory=time.perf_counter)

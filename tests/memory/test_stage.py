@@ -77,12 +77,11 @@ class _FakeRouter:
 
 
 def _ask(history: list[dict[str, object]], text: str) -> Exchange:
-    from ember.config import load_settings
 
     history.append({"role": "user", "content": text})
     body = json.dumps({"model": "m", "max_tokens": 10, "messages": history}).encode()
     return Exchange(
-        ANTHROPIC, "/v1/messages", "", {}, JsonDoc(body), load_settings(env={}), "s1",
+        ANTHROPIC, "/v1/messages", "", {}, JsonDoc(body), "s1",
         ProjectRef("/p", "header:x-ember-cwd"),
     )  # fmt: skip
 

@@ -87,7 +87,6 @@ class Driver:
             "",
             {},
             JsonDoc(json.dumps(payload).encode()),
-            self.settings,
             session,
             None,
         )

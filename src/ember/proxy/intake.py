@@ -58,7 +58,7 @@ def build_exchange(
     thread, project = sessions.observe(
         session, _shape(adapter, value, system, first_user, headers), project
     )
-    ex = Exchange(adapter, path, query, headers, doc, settings, session, project)
+    ex = Exchange(adapter, path, query, headers, doc, session, project)
     ex.thread = thread
     return ex
 

@@ -155,7 +155,6 @@ def _exchange(body: dict[str, Any], home: Path, headers: dict[str, str]) -> Exch
         "",
         headers,
         JsonDoc(json.dumps(body).encode()),
-        load_settings(env={"EMBER_HOME": str(home)}),
         "s1",
         None,
     )

@@ -22,7 +22,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ember.config import load_settings
 from ember.exchange import Exchange, Outcome
 from ember.learn.toin.privacy import structure_of
 from ember.learn.toin.publish import DEFAULT_MIN_OBSERVATIONS
@@ -157,7 +156,6 @@ def _exchange(wire: Wire, rounds: list[Round], home: Path) -> Exchange:
         "",
         wire.headers,
         JsonDoc(json.dumps(wire.request(rounds)).encode()),
-        load_settings(env={"EMBER_HOME": str(home)}),
         "s1",
         None,
     )
