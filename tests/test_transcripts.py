@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ember.compose import build_storage
 from ember.config import load_settings
 from ember.exchange import Exchange, Outcome
@@ -121,4 +123,31 @@ async def test_an_edited_history_starts_a_new_generation_and_says_which_ended(
     second = await transcripts.of_exchange(ex2, outcome("ok"))
     assert first is not None and first.ended is None
     assert second is not None and (second.generation, second.ended) == (2, 1)
+    storage.close()
+
+
+async def test_a_resent_request_that_adds_nothing_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client retrying the very same request (or a benchmark resending one body) must not
+    cost a database write per request: nothing new is in it."""
+    transcripts, storage = recorder(tmp_path)
+    settings = load_settings(env={}, home=tmp_path)
+    db = storage.database(PROJECT.db_path(tmp_path))
+    writes: list[str] = []
+    awrite = db.awrite
+
+    def counted(fn: Any, **kw: Any) -> Any:
+        writes.append(kw.get("label", ""))
+        return awrite(fn, **kw)
+
+    monkeypatch.setattr(db, "awrite", counted)
+    history = [{"role": "user", "content": "deploy to staging"}]
+    for _ in range(3):
+        ex = exchange(history, settings)
+        transcripts.begin_exchange(ex)
+        recorded = await transcripts.of_exchange(ex, outcome("done"))
+        assert recorded is not None and recorded.generation == 1
+    assert writes == ["transcript"]  # the first time only
+    assert len(rows(storage, tmp_path)) == 2
     storage.close()

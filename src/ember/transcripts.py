@@ -189,7 +189,8 @@ class Transcripts:
         before = thread.lineage
         rows, lineage = _rows(turn, before, latest)
         thread.lineage = lineage
-        await db.awrite(lambda c: _save(c, turn.session_id, rows, lineage), label="transcript")
+        if rows or lineage != before:  # a resent request that adds nothing writes nothing
+            await db.awrite(lambda c: _save(c, turn.session_id, rows, lineage), label="transcript")
         return before, lineage
 
 
