@@ -3,9 +3,10 @@ feature switched off at a time, side by side in interleaved rounds.
 
 Every proxy is its own ``ember proxy`` process (its own home) in front of one emulator
 (``ember dev upstream``); one client sends the same Claude-Code-like JSON request (24 KiB)
-to each in turn, round after round, so drift on the machine hits every column alike. The
-first round after start-up is printed apart: it pays for first touches (database files,
-migrations, caches) that a proxy running for a while does not.
+to each in turn, round after round (each round starting at another column), so drift on the
+machine hits every column alike. The first round after start-up is printed apart: every
+proxy is slower in it than later. All the proxies start together, so a column measured later
+in that round has been up longer: compare first-round columns with that in mind.
 
     python bench/feature_ablation.py [--requests 400] [--rounds 4]
 
@@ -59,10 +60,12 @@ async def measure(args: argparse.Namespace) -> tuple[list[Run], dict[str, list[R
         data = body(24, False)
         direct: list[Run] = []
         runs: dict[str, list[Run]] = {name: [] for name in CASES}
-        for _ in range(args.rounds):
+        names = list(CASES)
+        for r in range(args.rounds):
             direct.append(await drive(up, one_json, data, args.requests, 1))
-            for name, port in ports.items():
-                url = f"http://127.0.0.1:{port}"
+            # Each round starts at another column, so no column is always measured first.
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                url = f"http://127.0.0.1:{ports[name]}"
                 runs[name].append(await drive(url, one_json, data, args.requests, 1))
     return direct, runs
 
