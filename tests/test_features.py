@@ -5,6 +5,7 @@ in ``ember --help`` — without a line of ember changing."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pytest
 
 from ember.config import load_settings
 from ember.errors import ConfigError
-from ember.features import BUILTIN, ENTRY_POINT_GROUP, Feature, registered, resolve
+from ember.features import BUILTIN, ENTRY_POINT_GROUP, Feature, registered, registry, resolve
 from ember.server import BackgroundServer
 from ember.store.driver import connect
 from ember.store.schema import PROJECT, STATS
@@ -187,10 +188,10 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     site = tmp_path / "site"
     install_plugin(site)
     monkeypatch.syspath_prepend(str(site))
-    registered.cache_clear()
+    registry.cache_clear()
     yield site
     sys.modules.pop("ember_hello", None)
-    registered.cache_clear()
+    registry.cache_clear()
 
 
 def test_a_features_section_comes_from_the_file_and_the_environment(
@@ -228,3 +229,17 @@ def test_the_cli_command_of_a_feature_reads_its_section(tmp_path: Path) -> None:
     env = install_plugin(tmp_path / "site")
     said = ember("hello", env={**env, "EMBER_HELLO_GREETING": "hi", "EMBER_HELLO_TIMES": "2"})
     assert said.stdout.strip() == "hi hi from a third-party feature"
+
+
+def test_ember_features_lists_an_installed_feature_with_its_source(tmp_path: Path) -> None:
+    env = install_plugin(tmp_path / "site")
+    listed = ember("features", "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    found = {f["name"]: f for f in json.loads(listed.stdout)["features"]}
+    assert list(found)[: len(BUILTIN)] == ["shaping", "memory", "shadow", "traffic", "learn"]
+    hello = found["hello"]
+    assert (hello["source"], hello["reference"]) == ("ember-hello", "ember_hello:FEATURE")
+    assert hello["commands"] == ["hello"] and hello["project_migrations"] == ["hello_0001_seen"]
+    assert hello["settings"] == ["greeting", "times"]
+    table = ember("features", env=env)
+    assert "hello" in table.stdout and "ember-hello" in table.stdout

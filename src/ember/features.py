@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: The public part (README, Adding a feature); the rest is internal.
-__all__ = ["ENTRY_POINT_GROUP", "Composition", "Feature", "registered"]
+__all__ = ["ENTRY_POINT_GROUP", "Composition", "Feature", "Registered", "registered", "registry"]
 
 ENTRY_POINT_GROUP = "ember.features"
 
@@ -118,18 +118,33 @@ def resolve(reference: str) -> Feature:
     return found
 
 
-def _installed() -> list[str]:
-    return [f"{ep.value}" for ep in entry_points(group=ENTRY_POINT_GROUP)]
+@dataclass(frozen=True)
+class Registered:
+    """A feature and where it came from: ``reference`` (``module:attribute``) and
+    ``source`` (``builtin``, or the distribution that declares its entry point)."""
+
+    feature: Feature
+    reference: str
+    source: str
+
+
+def _installed() -> list[tuple[str, str]]:
+    """(reference, distribution) of every entry point of the group, by reference."""
+    found = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(ep, "dist", None)
+        found.append((ep.value, getattr(dist, "name", None) or "an installed package"))
+    return sorted(found)
 
 
 @cache
-def registered() -> tuple[Feature, ...]:
-    """Every feature, builtins first, then installed ones (entry points) by name."""
+def registry() -> tuple[Registered, ...]:
+    """Every feature with its source, builtins first, then installed ones by reference."""
     from ember.config import Settings
 
-    features = [resolve(r) for r in BUILTIN]
-    taken = {f.name for f in features}
-    for reference in sorted(_installed()):
+    out = [Registered(resolve(r), r, "builtin") for r in BUILTIN]
+    taken = {r.feature.name for r in out}
+    for reference, dist in _installed():
         feature = resolve(reference)
         if feature.name in taken:
             raise FeatureError(
@@ -142,8 +157,13 @@ def registered() -> tuple[Feature, ...]:
                 f"section [{feature.name}] would be that setting; rename it"
             )
         taken.add(feature.name)
-        features.append(feature)
-    return tuple(features)
+        out.append(Registered(feature, reference, dist))
+    return tuple(out)
+
+
+def registered() -> tuple[Feature, ...]:
+    """Every feature, builtins first, then installed ones (entry points)."""
+    return tuple(r.feature for r in registry())
 
 
 def migrations(database: str) -> tuple[Migration, ...]:

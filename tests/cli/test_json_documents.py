@@ -52,6 +52,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "toin import": (("toin", "import", "{toin}"), "object"),
     "toin show": (("toin", "show"), "object"),
     "learn": (("learn", "--agent", "claude", "--path", "{logs}", "--scan-only"), "object"),
+    "features": (("features",), "object"),
 }
 
 

@@ -18,6 +18,7 @@ from ember import __version__
 from ember.cli.demo import demo
 from ember.cli.dev import dev
 from ember.cli.doctor import doctor
+from ember.cli.features import features
 from ember.cli.proxy import proxy
 from ember.cli.setup import setup
 from ember.cli.stats import stats
@@ -56,6 +57,7 @@ cli.add_command(stats)
 cli.add_command(doctor)
 cli.add_command(wrap)
 cli.add_command(setup)
+cli.add_command(features)
 
 
 def _upstream(settings: Settings) -> OwnUpstream:

@@ -1,0 +1,53 @@
+"""``ember features``: what is plugged in — ember's own features and installed ones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ember.cli import render
+from ember.cli.options import json_option
+from ember.features import Registered, registry
+
+
+def describe(entry: Registered) -> dict[str, Any]:
+    """One feature as ``--json`` prints it."""
+    f = entry.feature
+    return {
+        "name": f.name,
+        "source": entry.source,
+        "reference": entry.reference,
+        "commands": sorted(c.name or "" for c in f.commands()),
+        "project_migrations": [m.name for m in f.project_migrations()],
+        "stats_migrations": [m.name for m in f.stats_migrations()],
+        "settings": sorted(f.settings.model_fields) if f.settings is not None else [],
+    }
+
+
+@click.command()
+@json_option
+def features(as_json: bool) -> None:
+    """The features ember runs, in pipeline order: ember's own, then those other packages
+    install (entry point group `ember.features`), with their commands, tables and settings.
+
+    A feature that cannot be loaded is an error naming it and what to do.
+    """
+    docs = [describe(entry) for entry in registry()]
+    if as_json:
+        render.echo_json({"features": docs})
+        return
+    table = render.table("features, in pipeline order")
+    for column in ("feature", "source", "commands", "tables (migrations)", "settings"):
+        table.add_column(column)
+    for d in docs:
+        migrations = len(d["project_migrations"]) + len(d["stats_migrations"])
+        settings = ", ".join(f"[{d['name']}] {k}" for k in d["settings"]) or "-"
+        table.add_row(
+            d["name"], d["source"], ", ".join(d["commands"]) or "-", str(migrations), settings
+        )
+    render.console().print(table)
+    click.echo(
+        "ember's own features read their settings as the flat keys of README's Configuration; "
+        "an installed one's are its [name] table and EMBER_NAME_* variables."
+    )
