@@ -123,10 +123,6 @@ class Transcripts:
         thread.issued += 1
         return thread.issued
 
-    def lineage(self, session_id: str) -> Lineage | None:
-        found: _Thread | None = self.sessions.feature(session_id, self.KEY, touch=False)
-        return found.lineage if found is not None else None
-
     async def record(self, turn: Turn) -> Recorded | None:
         """Write the request's new messages and the answer; None when a newer request of the
         thread was recorded first (nothing is written)."""
