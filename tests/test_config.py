@@ -94,3 +94,27 @@ def test_provider_url_never_doubles_the_openai_v1_and_keeps_the_query() -> None:
     assert s.provider_url("openai_chat", "/chat/completions") == (
         "https://o.example/v1/chat/completions"
     )
+
+
+def test_ember_own_features_settings_keep_their_names_and_live_with_the_feature(
+    tmp_path: Path,
+) -> None:
+    """``traffic_learning`` and ``toin`` are declared by their features (sections), yet are
+    typed exactly as before: top-level keys, EMBER_<NAME>, flags; a misspelling still says
+    what was meant, and a table of the feature's name is not a way around that."""
+    assert load_settings(env={}, home=tmp_path).section("learn").toin is True
+    off = load_settings(env={"EMBER_TOIN": "false"}, home=tmp_path)
+    assert off.section("learn").toin is False
+    config = tmp_path / "config.toml"
+    config.write_text("traffic_learning = false\n")
+    assert load_settings(config, env={}).section("traffic").traffic_learning is False
+    flag = load_settings(config, env={}, traffic_learning=True)
+    assert flag.section("traffic").traffic_learning is True  # the flag wins, as for any key
+    config.write_text("trafic_learning = false\n")
+    with pytest.raises(ConfigError, match="Did you mean traffic_learning"):
+        load_settings(config, env={})
+    config.write_text("[traffic]\ntraffic_learning = false\n")
+    with pytest.raises(ConfigError, match=r"config\.toml: traffic: unknown key"):
+        load_settings(config, env={})
+    with pytest.raises(ConfigError, match="EMBER_TOIN: Input should be a valid boolean"):
+        load_settings(env={"EMBER_TOIN": "maybe"}, home=tmp_path / "other")

@@ -201,16 +201,9 @@ class Settings(BaseModel):
     #: restart). Read from the environment or the file, never written anywhere by ember.
     light_api_key: str | None = Field(default=None, repr=False)
 
-    # -- traffic learning (issue #11; seed 004 §3.8) ------------------------------------------
-    #: Learn facts from the traffic the proxy already sees (a failed tool call and the call
-    #: that then worked, commands that work here, the user's standing instructions), with no
-    #: model call. Its evidence names rows of the transcript the proxy records (with shadow
-    #: memory on or off).
-    traffic_learning: bool = True
-    #: TOIN (issue #11; seed 004 §4): observe the structure of tool outputs and re-fetches
-    #: passing through the proxy (hashes and counts in stats.db, never values; it never
-    #: changes a request). What it learns leaves only through ``ember toin publish``.
-    toin: bool = True
+    # Each feature's own settings are a section of its own, declared with the feature
+    # (``Feature.settings``; ``ember.sections``): ``traffic_learning`` (traffic/feature.py),
+    # ``toin`` (learn/feature.py), and any installed feature's ``[name]`` table.
 
     # -- Responses over WebSocket (issue #8; rules and sources: ember/proxy/ws_support.py) -----
     #: auto: relay WebSocket upgrades on /v1/responses when the provider accepts them, and
@@ -255,10 +248,10 @@ class Settings(BaseModel):
         """The settings of ``feature`` (``Feature.settings``), as loaded with these."""
         found = self._sections.get(feature)
         if found is None:
-            model = feature_sections.models().get(feature)
-            if model is None:
+            section = feature_sections.models().get(feature)
+            if section is None:
                 raise KeyError(f"feature {feature!r} declares no settings")
-            found = self._sections[feature] = model()
+            found = self._sections[feature] = section.model()
         return found
 
 
@@ -284,7 +277,7 @@ def _from_env(env: Mapping[str, str], sections: feature_sections.Models) -> _Rea
         if key in of_sections and field not in _FIELDS:
             name, part = of_sections[key]
             by_section.setdefault(name, {})[part] = raw
-            origin[f"{name}.{part}"] = key
+            origin[sections[name].key(name, part)] = key
             continue
         if field not in _FIELDS or field in _ENV_ONLY_SKIP:
             raise ConfigError(
@@ -303,9 +296,11 @@ def _from_file(path: Path, sections: feature_sections.Models) -> _Read:
         raise ConfigError(str(path), "config file not found; check --config/EMBER_CONFIG") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(path), f"not valid TOML: {exc}") from exc
-    known = sorted(_FIELDS | set(sections))
+    flat = feature_sections.flat_fields(sections)
+    tables = {name for name, section in sections.items() if not section.flat}
+    known = sorted(_FIELDS | tables | set(flat))
     for key in data:
-        if key not in _FIELDS and key not in sections:
+        if key not in _FIELDS and key not in tables and key not in flat:
             raise ConfigError(
                 f"{path.name}: {key}",
                 "unknown key." + _suggest(key, known) + " Remove it or fix the spelling.",
@@ -314,7 +309,8 @@ def _from_file(path: Path, sections: feature_sections.Models) -> _Read:
     core = {k: v for k, v in data.items() if k in _FIELDS}
     origin = {k: f"{path.name}: {k}" for k in core}
     for name, table in by_section.items():
-        origin.update({f"{name}.{k}": f"{path.name}: {name}.{k}" for k in table})
+        section = sections[name]
+        origin.update({section.key(name, k): f"{path.name}: {section.key(name, k)}" for k in table})
     return core, by_section, origin
 
 
@@ -339,19 +335,30 @@ def load_settings(
     env = os.environ if env is None else env
     sections = feature_sections.models()
     env_values, env_sections, env_origin = _from_env(env, sections)
-    flags = {k: v for k, v in overrides.items() if v is not None}
+    flat = feature_sections.flat_fields(sections)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    flags = {k: v for k, v in given.items() if k not in flat}
+    flag_sections: dict[str, dict[str, Any]] = {}
+    for key, value in given.items():
+        if key in flat:
+            flag_sections.setdefault(flat[key], {})[key] = value
     home = Path(flags.get("home") or env_values.get("home") or "~/.ember").expanduser()
     path = _config_path(config_file, env, home)
     file_values, file_sections, file_origin = (
         _from_file(path, sections) if path is not None else ({}, {}, {})
     )
-    origin = {**file_origin, **env_origin, **{k: "--" + k.replace("_", "-") for k in flags}}
+    origin = {**file_origin, **env_origin, **{k: "--" + k.replace("_", "-") for k in given}}
     # Validate the file and environment on their own first: a bad EMBER_PORT is an error even
     # when --port overrides it today, because it would silently apply the day the flag is gone.
     _validated({**file_values, **env_values}, {**file_origin, **env_origin})
     settings = _validated({**file_values, **env_values, **flags}, origin)
     merged = {
-        name: {**file_sections.get(name, {}), **env_sections.get(name, {})} for name in sections
+        name: {
+            **file_sections.get(name, {}),
+            **env_sections.get(name, {}),
+            **flag_sections.get(name, {}),
+        }
+        for name in sections
     }
     settings._sections.update(feature_sections.validated(sections, merged, origin))
     return settings

@@ -100,6 +100,9 @@ class Feature:
     #: its settings (a pydantic model): the file's ``[name]`` table and ``EMBER_NAME_FIELD``
     #: variables, read as ``settings.section(name)`` (``ember.sections``)
     settings: type[BaseModel] | None = None
+    #: its fields are top-level keys and ``EMBER_FIELD`` variables instead (ember's own
+    #: features: the names README's Configuration table gives users)
+    flat_settings: bool = False
 
 
 def resolve(reference: str) -> Feature:
@@ -143,6 +146,7 @@ def registry() -> tuple[Registered, ...]:
     from ember.config import Settings
 
     out = [Registered(resolve(r), r, "builtin") for r in BUILTIN]
+    _check_flat([r.feature for r in out], set(Settings.model_fields))
     taken = {r.feature.name for r in out}
     for reference, dist in _installed():
         feature = resolve(reference)
@@ -150,6 +154,11 @@ def registry() -> tuple[Registered, ...]:
             raise FeatureError(
                 f"feature {reference!r} is named {feature.name!r}, like one already "
                 "registered: rename it (a feature cannot replace another)"
+            )
+        if feature.settings is not None and feature.flat_settings:
+            raise FeatureError(
+                f"feature {reference!r} declares flat settings: only ember's own features "
+                f"may; put them in its [{feature.name}] table (flat_settings=False)"
             )
         if feature.settings is not None and feature.name in Settings.model_fields:
             raise FeatureError(
@@ -159,6 +168,18 @@ def registry() -> tuple[Registered, ...]:
         taken.add(feature.name)
         out.append(Registered(feature, reference, dist))
     return tuple(out)
+
+
+def _check_flat(features: list[Feature], core: set[str]) -> None:
+    """Each top-level key has one owner: the kernel's settings or one feature's."""
+    owner = dict.fromkeys(core, "the kernel")
+    for f in features:
+        if f.settings is None or not f.flat_settings:
+            continue
+        for key in f.settings.model_fields:
+            if key in owner:
+                raise FeatureError(f"setting {key!r} of {f.name!r} is {owner[key]}'s too")
+            owner[key] = f.name
 
 
 def registered() -> tuple[Feature, ...]:

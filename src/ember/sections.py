@@ -6,6 +6,10 @@ with the same precedence and the same errors as every other setting:
 - in the TOML file, a table named after the feature: ``[hello]`` then ``greeting = "hi"``;
 - in the environment, ``EMBER_<FEATURE>_<FIELD>``: ``EMBER_HELLO_GREETING=hi``.
 
+ember's own features keep the names users already type (README's Configuration table): their
+sections are *flat* (``Feature.flat_settings``), each field a top-level key of the file and
+``EMBER_<FIELD>`` (``traffic_learning``, ``EMBER_TRAFFIC_LEARNING``), owned by one feature.
+
 An unknown key in a section, or an ``EMBER_*`` variable that names nothing, stops start-up with
 a message naming where it was written and the closest known name; a bad value names the key
 too. A stage reads its section with ``settings.section("hello")``: the feature's model, with
@@ -16,31 +20,60 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from ember.errors import ConfigError
 
-#: A section's model, by feature name.
-Models = Mapping[str, type[BaseModel]]
+
+@dataclass(frozen=True)
+class Section:
+    """A feature's settings: its model, and whether its fields are top-level keys."""
+
+    model: type[BaseModel]
+    flat: bool = False
+
+    def key(self, name: str, field: str) -> str:
+        """How ``field`` is named where it was written (``origin``): ``traffic_learning``
+        for a flat section, ``hello.greeting`` for a table."""
+        return field if self.flat else f"{name}.{field}"
 
 
-def models() -> dict[str, type[BaseModel]]:
+#: The sections, by feature name.
+Models = Mapping[str, Section]
+
+
+def models() -> dict[str, Section]:
     """The registered features that declare settings (imported here, on first use: the
     registry imports the features, which import the configuration)."""
     from ember.features import registered
 
-    return {f.name: f.settings for f in registered() if f.settings is not None}
+    return {
+        f.name: Section(f.settings, f.flat_settings) for f in registered() if f.settings is not None
+    }
+
+
+def flat_fields(sections: Models) -> dict[str, str]:
+    """``field -> feature`` of every flat section."""
+    return {
+        field: name
+        for name, section in sections.items()
+        if section.flat
+        for field in section.model.model_fields
+    }
 
 
 def env_names(sections: Models, prefix: str) -> dict[str, tuple[str, str]]:
-    """``EMBER_HELLO_GREETING -> ("hello", "greeting")`` for every field of every section."""
-    return {
-        f"{prefix}{name.upper()}_{field.upper()}": (name, field)
-        for name, model in sections.items()
-        for field in model.model_fields
-    }
+    """``EMBER_HELLO_GREETING -> ("hello", "greeting")`` for every field of every section
+    (``EMBER_TRAFFIC_LEARNING -> ("traffic", "traffic_learning")`` for a flat one)."""
+    out: dict[str, tuple[str, str]] = {}
+    for name, section in sections.items():
+        for field in section.model.model_fields:
+            head = "" if section.flat else f"{name.upper()}_"
+            out[f"{prefix}{head}{field.upper()}"] = (name, field)
+    return out
 
 
 def suggest(name: str, choices: list[str]) -> str:
@@ -49,9 +82,16 @@ def suggest(name: str, choices: list[str]) -> str:
 
 
 def from_file(data: Mapping[str, Any], sections: Models, file: str) -> dict[str, dict[str, Any]]:
-    """Each section's table of the file; ``ConfigError`` for a key no field has."""
+    """Each section's values in the file (a flat one's top-level keys, else its table);
+    ``ConfigError`` for a key of a table that no field has."""
     out: dict[str, dict[str, Any]] = {}
-    for name, model in sections.items():
+    for name, section in sections.items():
+        model = section.model
+        if section.flat:
+            given = {k: v for k, v in data.items() if k in model.model_fields}
+            if given:
+                out[name] = given
+            continue
         table = data.get(name)
         if table is None:
             continue
@@ -74,14 +114,14 @@ def validated(
     """Every section's model from ``values`` (defaults for what is unset); a bad value is a
     ``ConfigError`` naming where it was written (``origin``: ``"hello.greeting" -> place``)."""
     out: dict[str, BaseModel] = {}
-    for name, model in sections.items():
+    for name, section in sections.items():
         given = values.get(name, {})
         try:
-            out[name] = model(**given)
+            out[name] = section.model(**given)
         except ValidationError as exc:
             err = exc.errors()[0]
             field = str(err["loc"][0]) if err["loc"] else ""
-            key = f"{name}.{field}" if field else name
+            key = section.key(name, field) if field else name
             problem = err["msg"]
             if "input" in err and not isinstance(err["input"], dict):
                 problem += f"; got {err['input']!r}"

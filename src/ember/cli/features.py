@@ -22,6 +22,7 @@ def describe(entry: Registered) -> dict[str, Any]:
         "project_migrations": [m.name for m in f.project_migrations()],
         "stats_migrations": [m.name for m in f.stats_migrations()],
         "settings": sorted(f.settings.model_fields) if f.settings is not None else [],
+        "flat_settings": f.flat_settings,
     }
 
 
@@ -42,12 +43,13 @@ def features(as_json: bool) -> None:
         table.add_column(column)
     for d in docs:
         migrations = len(d["project_migrations"]) + len(d["stats_migrations"])
-        settings = ", ".join(f"[{d['name']}] {k}" for k in d["settings"]) or "-"
+        head = "" if d["flat_settings"] else f"[{d['name']}] "
+        settings = ", ".join(head + k for k in d["settings"]) or "-"
         table.add_row(
             d["name"], d["source"], ", ".join(d["commands"]) or "-", str(migrations), settings
         )
     render.console().print(table)
     click.echo(
-        "ember's own features read their settings as the flat keys of README's Configuration; "
-        "an installed one's are its [name] table and EMBER_NAME_* variables."
+        "Settings: a plain name is a top-level key (EMBER_NAME in the environment); "
+        "[feature] name is a key of that table (EMBER_FEATURE_NAME)."
     )

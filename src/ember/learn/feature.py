@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel, ConfigDict
+
 from ember.features import Composition, Feature
 
 if TYPE_CHECKING:
@@ -16,8 +18,19 @@ if TYPE_CHECKING:
     from ember.store.migrations import Migration
 
 
+class LearnSettings(BaseModel):
+    """TOIN's switch (a top-level key: ``toin``, ``EMBER_TOIN``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: TOIN (issue #11; seed 004 §4): observe the structure of tool outputs and re-fetches
+    #: passing through the proxy (hashes and counts in stats.db, never values; it never
+    #: changes a request). What it learns leaves only through ``ember toin publish``.
+    toin: bool = True
+
+
 def _stages(comp: Composition) -> Sequence[Stage]:
-    if not comp.settings.toin:
+    if not comp.settings.section("learn").toin:
         return ()
     from ember.learn.toin.stage import ToinStage
 
@@ -37,4 +50,11 @@ def _commands() -> Sequence[click.Command]:
     return (learn, toin)
 
 
-FEATURE = Feature("learn", _stages, stats_migrations=_stats_migrations, commands=_commands)
+FEATURE = Feature(
+    "learn",
+    _stages,
+    stats_migrations=_stats_migrations,
+    commands=_commands,
+    settings=LearnSettings,
+    flat_settings=True,
+)

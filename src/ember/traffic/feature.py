@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel, ConfigDict
+
 from ember.features import Composition, Feature
 
 if TYPE_CHECKING:
@@ -13,8 +15,21 @@ if TYPE_CHECKING:
     from ember.store.migrations import Migration
 
 
+class TrafficSettings(BaseModel):
+    """Traffic learning's settings (top-level keys: ``traffic_learning``,
+    ``EMBER_TRAFFIC_LEARNING``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: Learn facts from the traffic the proxy already sees (a failed tool call and the call
+    #: that then worked, commands that work here, the user's standing instructions), with no
+    #: model call. Its evidence names rows of the transcript the proxy records (with shadow
+    #: memory on or off).
+    traffic_learning: bool = True
+
+
 def _stages(comp: Composition) -> Sequence[Stage]:
-    if not comp.settings.traffic_learning:
+    if not comp.settings.section("traffic").traffic_learning:
         return ()
     from ember.traffic.stage import TrafficStage
 
@@ -27,4 +42,10 @@ def _project_migrations() -> Sequence[Migration]:
     return TRAFFIC
 
 
-FEATURE = Feature("traffic", _stages, project_migrations=_project_migrations)
+FEATURE = Feature(
+    "traffic",
+    _stages,
+    project_migrations=_project_migrations,
+    settings=TrafficSettings,
+    flat_settings=True,
+)
