@@ -59,27 +59,6 @@ class Settings(BaseModel):
     accounting: bool = True
     prices: dict[str, PriceModel] = Field(default_factory=dict)
 
-    # -- output shaping (issue #3) ----------------------------------------------------------
-    #: Master switch. Off: requests go out untouched and their output feeds the baseline
-    #: that "estimated" savings are measured against.
-    output_shaping: bool = True
-    #: Fraction of sessions (by hash of the session id) left unshaped as a control arm, so
-    #: savings can be *measured*; e.g. 0.1.
-    output_holdout: float = Field(default=0.0, ge=0.0, le=1.0)
-    #: Pin the verbosity level (0 = no steering block ... 4 = minimal); unset = controller,
-    #: learned level or 2.
-    verbosity_level: int | None = Field(default=None, ge=0, le=4)
-    #: Let the AIMD controller move the level from interrupts, fast skips, asks for detail.
-    output_autotune: bool = True
-    #: Lower effort fields the client sent on mechanical (tool-result) turns.
-    output_effort_routing: bool = True
-    #: The effort a mechanical turn is lowered to (Anthropic's floor is "low").
-    output_mechanical_effort: Literal["minimal", "low", "medium", "high"] = "low"
-    #: Also clamp a legacy thinking.budget_tokens to 1024 on mechanical turns. Off: the
-    #: budget is part of the cache key, and even the cache-safe rule used when on (start only
-    #: on a cold cache, hold over the tool run) re-writes the history once when the run ends.
-    output_thinking_clamp: bool = False
-
     # -- memory (issue #4) ------------------------------------------------------------------
     #: auto_tail: retrieved memories are appended to each new user ask (replayed byte-for-byte
     #: on later turns); tool: the model gets memory_search/save/update/delete, run by ember;
@@ -175,31 +154,10 @@ class Settings(BaseModel):
     #: at once and its WAL never copied into it.
     storage_check_seconds: float = Field(default=60.0, gt=0)
 
-    # -- shadow memory (issue #9) -----------------------------------------------------------
-    #: primary: facts are extracted from the still-hot prompt cache after a turn and become
-    #: memories; compare: the shadow and the cold steward both run, into their own tables,
-    #: and the steward's facts become memories (``ember shadow compare`` judges them); off.
-    shadow: Literal["off", "compare", "primary"] = "primary"
-    #: A session idle this long (seconds) has its unread messages extracted.
-    shadow_idle_seconds: float = Field(default=60.0, gt=0)
-    #: How often the shadow scheduler looks for idle sessions and expired prefixes (seconds).
-    shadow_tick_seconds: float = Field(default=15.0, gt=0)
-    #: The shadow's budget (ember/shadow/budget.py): over the last 7 days, a project's shadow
-    #: (and steward) calls may spend this share of what its clients spent, plus the allowance.
-    shadow_max_share: float = Field(default=0.15, ge=0.0, le=1.0)
-    #: Spend each project may have on top of the share over 7 days, in weighted tokens (a
-    #: fresh input token counts 1, a cache read 0.1): a new project's first sessions are read
-    #: before its own spend builds up a share. Priced at the run's model when it has a price.
-    shadow_allowance_tokens: int = Field(default=20_000, ge=0)
+    # -- stopping (shadow memory reads what is unread: issue #9) ----------------------------
     #: A stopping proxy (``ember wrap``'s client exited, Ctrl-C, SIGTERM) gives unread sessions
     #: this long to be read while the provider's cache is hot; a second Ctrl-C skips it. 0: off.
     shadow_stop_seconds: float = Field(default=5.0, ge=0.0, le=60.0)
-    #: The cold path's model (reads rendered backlog pages); unset: the provider's light
-    #: model (claude-haiku-4-5 for Anthropic sessions, gpt-5-mini for OpenAI ones).
-    light_model: str | None = None
-    #: A key for the light model when no session's credentials are in memory (after a
-    #: restart). Read from the environment or the file, never written anywhere by ember.
-    light_api_key: str | None = Field(default=None, repr=False)
 
     # Each feature's own settings are a section of its own, declared with the feature
     # (``Feature.settings``; ``ember.sections``): ``traffic_learning`` (traffic/feature.py),

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from ember.config import Settings
 from ember.demo import DemoResult, run_demo
 from ember.demo.memory import RULE, run_memory_demo
 from ember.demo.shadow import FACT, SESSION_1_TASKS, run_shadow_demo
@@ -20,6 +19,7 @@ from ember.models import (
     get_embedder,
 )
 from ember.models import factory as factory_module
+from ember.shadow.settings import ShadowSettings
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +151,7 @@ def test_the_demo_runs_with_shipped_settings_and_shows_the_cost_against_the_budg
     demo: tuple[DemoResult, str],
 ) -> None:
     result, text = demo
-    default = Settings.model_fields["shadow_max_share"].default
+    default = ShadowSettings.model_fields["shadow_max_share"].default
     assert result.shadow is not None and result.shadow.max_share == default
     share = result.shadow.cost_share
     assert share is not None and f"{share:.1%} of the session's own" in text

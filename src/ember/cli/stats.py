@@ -116,7 +116,10 @@ def _print(
 
 def _budget(db: Database, settings: Settings) -> Budget:
     """The project's shadow budget."""
-    share, allowance = settings.shadow_max_share, float(settings.shadow_allowance_tokens)
+    share, allowance = (
+        settings.section("shadow").shadow_max_share,
+        float(settings.section("shadow").shadow_allowance_tokens),
+    )
     return db.read(lambda c: spend.project_budget(c, share, allowance, settings.price_table()))
 
 

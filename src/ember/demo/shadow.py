@@ -178,7 +178,9 @@ def run_shadow_demo(home: Path, console: Console, **overrides: Any) -> ShadowSum
             openai_url=upstream.url + "/v1",
             **overrides,
         )
-        summary = ShadowSummary(settings.shadow, settings.shadow_max_share)
+        summary = ShadowSummary(
+            settings.section("shadow").shadow, settings.section("shadow").shadow_max_share
+        )
         # Promoting the fact and session 2's recall both need the embedder.
         summary.embedder_error = wait_for_embedder(settings)
         db = _db_path(settings)
@@ -218,7 +220,8 @@ def _session(proxy_url: str, emulator: Emulator, session: str, tasks: list[Task]
 
 def _announce(settings: Settings, console: Console) -> None:
     console.print(
-        f"\n[bold]Shadow memory[/] (EMBER_SHADOW={settings.shadow}, shipped settings): "
+        f"\n[bold]Shadow memory[/] (EMBER_SHADOW={settings.section('shadow').shadow}, "
+        "shipped settings): "
         f"session 1, {CWD}, a short task in which the user states how releases are deployed.\n"
         f"  The agent exits and the proxy stops, as `ember wrap`'s does: first it reads what "
         f"the session said while the provider's cache is hot (at most "

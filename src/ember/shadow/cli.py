@@ -116,7 +116,10 @@ def runs_cmd(
     Cost is in dollars at list prices; for a model without a price it is shown in weighted
     tokens (a cache read counts a tenth of a fresh token), as the budget counts it."""
     settings, path, _ = _settings_and_path(project_id, cwd, config_file)
-    share, allowance = settings.shadow_max_share, float(settings.shadow_allowance_tokens)
+    share, allowance = (
+        settings.section("shadow").shadow_max_share,
+        float(settings.section("shadow").shadow_allowance_tokens),
+    )
     prices = settings.price_table()
 
     def read(c: Connection) -> tuple[list[dict[str, Any]], Any]:
@@ -227,7 +230,11 @@ def _semantic(
             "no key for the light model: set EMBER_LIGHT_API_KEY (light_api_key); ember "
             "never reuses a client's key from the command line"
         )
-    model = endpoint.model if endpoint else settings.light_model or pairing.DEFAULT_LIGHT_MODEL
+    model = (
+        endpoint.model
+        if endpoint
+        else settings.section("shadow").light_model or pairing.DEFAULT_LIGHT_MODEL
+    )
 
     services = click.get_current_context().find_object(CommandServices)
     if services is None:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ember.features import Composition, Feature
+from ember.shadow.settings import ShadowSettings
 
 if TYPE_CHECKING:
     import click
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def _stages(comp: Composition) -> Sequence[Stage]:
-    if comp.settings.shadow == "off":
+    if comp.settings.section("shadow").shadow == "off":
         return ()
     from ember.shadow.stage import ShadowStage
 
@@ -37,4 +38,11 @@ def _commands() -> Sequence[click.Command]:
     return (shadow,)
 
 
-FEATURE = Feature("shadow", _stages, project_migrations=_project_migrations, commands=_commands)
+FEATURE = Feature(
+    "shadow",
+    _stages,
+    project_migrations=_project_migrations,
+    commands=_commands,
+    settings=ShadowSettings,
+    flat_settings=True,
+)

@@ -168,7 +168,7 @@ class ShadowLibrary:
         memories: MemoryOpener | None = None,
         on_close: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        if settings.shadow == "off":
+        if settings.section("shadow").shadow == "off":
             raise LibraryError("shadow memory is off (EMBER_SHADOW=off): set primary or compare")
         self.settings = settings
         self.upstream = upstream

@@ -132,7 +132,7 @@ class ShadowCore:
             settings, storage, upstream, url_for, PrefixBook(), settings.price_table(), promote
         )
         self.steward: Steward | None = None
-        if settings.shadow == "compare":
+        if settings.section("shadow").shadow == "compare":
             self.steward = Steward(
                 storage, upstream, url_for, settings.price_table(), promote=promote
             )
@@ -140,8 +140,8 @@ class ShadowCore:
             runner,
             sessions,
             tasks,
-            idle_seconds=settings.shadow_idle_seconds,
-            tick_seconds=settings.shadow_tick_seconds,
+            idle_seconds=settings.section("shadow").shadow_idle_seconds,
+            tick_seconds=settings.section("shadow").shadow_tick_seconds,
             after_run=self._steward_after if self.steward is not None else None,
         )
         self._ticker: asyncio.Task[None] | None = None

@@ -183,10 +183,10 @@ class LightEndpoint:
 def light_endpoint(settings: Settings) -> LightEndpoint | None:
     """The light model with ``light_api_key``; None without a key. A ``claude-*`` model is
     called on the Anthropic Messages API, anything else on OpenAI Chat Completions."""
-    key = settings.light_api_key
+    key = settings.section("shadow").light_api_key
     if not key:
         return None
-    model = settings.light_model or DEFAULT_LIGHT_MODEL
+    model = settings.section("shadow").light_model or DEFAULT_LIGHT_MODEL
     if model.startswith("claude"):
         headers = [("x-api-key", key), ("anthropic-version", ANTHROPIC_VERSION)]
         return LightEndpoint(model, ANTHROPIC, settings.anthropic_url + "/v1/messages", headers)

@@ -188,8 +188,8 @@ class ShadowRunner:
     async def budget(self, db: Database, model: str | None) -> Budget:
         """The project's budget window, its allowance priced at ``model``'s input (None: the
         model its clients used last)."""
-        share = self.settings.shadow_max_share
-        allowance = float(self.settings.shadow_allowance_tokens)
+        share = self.settings.section("shadow").shadow_max_share
+        allowance = float(self.settings.section("shadow").shadow_allowance_tokens)
         return await db.aread(
             lambda c: spend.project_budget(c, share, allowance, self.prices, model)
         )
@@ -225,11 +225,13 @@ class ShadowRunner:
         prefix: Prefix | None,
     ) -> Plan:
         family = protocol.split("_")[0]
-        model = self.settings.light_model or DEFAULT_LIGHT.get(family, DEFAULT_LIGHT["anthropic"])
+        model = self.settings.section("shadow").light_model or DEFAULT_LIGHT.get(
+            family, DEFAULT_LIGHT["anthropic"]
+        )
         creds = prefix.credentials() if prefix is not None else None
         creds = creds or self.prefixes.credentials(str(self.database(req.project).path), family)
-        if not creds and self.settings.light_api_key:
-            creds = _key_headers(family, self.settings.light_api_key)
+        if not creds and self.settings.section("shadow").light_api_key:
+            creds = _key_headers(family, self.settings.section("shadow").light_api_key)
         pages = question.cold_pages(messages, self.page_tokens)
         fresh = sum(count_tokens("\n".join(p)) + 800 for p in pages)
         output = len(pages) * EXPECTED_OUTPUT_TOKENS
@@ -356,7 +358,11 @@ class ShadowRunner:
         )
         if req.abort.is_set():
             return "cancelled"
-        if valid and self.promote is not None and self.settings.shadow == "primary":
+        if (
+            valid
+            and self.promote is not None
+            and self.settings.section("shadow").shadow == "primary"
+        ):
             good = [f.fact for f, e in checked if e is None and f.fact is not None]
             await self._promote(db, req, list(zip(valid, good, strict=True)))
         return status

@@ -35,7 +35,7 @@ class ShadowStage(Stage):
         self.transcripts: Transcripts | None = None
 
     async def start(self, services: Services) -> None:
-        if self.settings.shadow == "off":
+        if self.settings.section("shadow").shadow == "off":
             return
         self.transcripts = services.transcripts
         self.core = ShadowCore(

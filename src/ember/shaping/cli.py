@@ -55,7 +55,7 @@ def report_json(report: SavingsReport, settings: Settings, state: ShapingState) 
     return {
         "ledger": state.where("ledger"),
         "baseline": state.where("verbosity"),
-        "holdout": settings.output_holdout,
+        "holdout": settings.section("shaping").output_holdout,
         "estimated": _estimate_json("estimated", report.estimated),
         "measured": _estimate_json("measured", report.measured),
         "echo_ratio": {
@@ -122,11 +122,12 @@ def report_text(report: SavingsReport, settings: Settings, state: ShapingState) 
     lines.append("estimated  (shaped output vs the unshaped baseline: a counterfactual)")
     lines.append("  " + (_band(report.estimated) if report.estimated.strata else BASELINE_HINT))
     lines.append("measured   (shaped vs holdout sessions sent unshaped, same strata)")
+    holdout = settings.section("shaping").output_holdout
     if report.measured.strata:
         lines.append("  " + _band(report.measured))
     else:
-        lines.append(f"  no holdout data yet (holdout is {settings.output_holdout:g}).")
-    if not report.measured.strata or settings.output_holdout == 0:
+        lines.append(f"  no holdout data yet (holdout is {holdout:g}).")
+    if not report.measured.strata or holdout == 0:
         lines.append("  " + HOLDOUT_HINT)
     echo = ", ".join(f"{arm} {s.mean:.1%} (n={s.n:,})" for arm, s in sorted(report.echo.items()))
     lines.append(f"echo       answers repeating their context (8-word overlap): {echo or 'n/a'}")

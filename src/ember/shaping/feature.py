@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ember.features import Composition, Feature
+from ember.shaping.settings import ShapingSettings
 
 if TYPE_CHECKING:
     import click
@@ -34,4 +35,11 @@ def _commands() -> Sequence[click.Command]:
     return (output_savings,)
 
 
-FEATURE = Feature("shaping", _stages, stats_migrations=_stats_migrations, commands=_commands)
+FEATURE = Feature(
+    "shaping",
+    _stages,
+    stats_migrations=_stats_migrations,
+    commands=_commands,
+    settings=ShapingSettings,
+    flat_settings=True,
+)

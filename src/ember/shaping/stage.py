@@ -48,6 +48,7 @@ from ember.shaping.policy import (
 )
 from ember.shaping.recorder import MIN_FLUSH_INTERVAL, SavingsRecorder
 from ember.shaping.sessions import DEFAULT_CAPACITY, RequestNote, SessionBook, SessionState
+from ember.shaping.settings import ShapingSettings
 from ember.shaping.signals import PreviousAnswer, detect_signal
 from ember.shaping.state import ShapingState, load_controller, save_controller
 from ember.store.database import Database
@@ -96,6 +97,7 @@ class ShapingStage(Stage):
         capacity: int = DEFAULT_CAPACITY,
     ) -> None:
         self.settings = settings
+        self.options: ShapingSettings = settings.section("shaping")
         self.clock = clock
         #: the home's stats.db holds shaping's state; until the app hands its storage over
         #: (``start``), what is read comes from the files of before (if any)
@@ -104,7 +106,7 @@ class ShapingStage(Stage):
         self.recorder = recorder or SavingsRecorder(self.state)
         self.sessions = SessionBook(capacity=capacity)
         self.controller: ControllerState | None = None
-        if settings.output_autotune:
+        if self.options.output_autotune:
             self.controller = load_controller(self.state)
         self._controller_dirty = False
         #: models for which an effort change was seen to cost the cache (routing stopped)
@@ -172,20 +174,20 @@ class ShapingStage(Stage):
         ex.state[self.name] = note
 
     def _arm(self, session_id: str) -> ArmOrOff:
-        if not self.settings.output_shaping:
+        if not self.options.output_shaping:
             return "off"
-        return assign_arm(session_id, self.settings.output_holdout)
+        return assign_arm(session_id, self.options.output_holdout)
 
     def resolve_level(self) -> ResolvedLevel:
         """env > controller > learned level (``verbosity``) > default 2, with its source."""
         controller = self.controller.level if self.controller is not None else None
-        return resolve_level(self.settings.verbosity_level, controller, self.recorder.learned_level)
+        return resolve_level(self.options.verbosity_level, controller, self.recorder.learned_level)
 
     def _observe(
         self, ex: Exchange, state: SessionState, kind: TurnKind, seq: int, now: float
     ) -> Signal | None:
         """Feed the controller the signal this request carries (a new ask only)."""
-        autotune = self.settings.output_autotune and self.settings.verbosity_level is None
+        autotune = self.options.output_autotune and self.options.verbosity_level is None
         previous = state.notes.get(seq - 1)
         if not autotune or kind != TurnKind.NEW_ASK or previous is None:
             return None
@@ -216,7 +218,7 @@ class ShapingStage(Stage):
         fields = ex.adapter.effort_fields(ex.doc.value)
         sent: Params = (fields.effort, fields.verbosity)
         model = ex.model
-        if not self.settings.output_effort_routing or (model or "") in self.effort_disabled:
+        if not self.options.output_effort_routing or (model or "") in self.effort_disabled:
             state.budget_held = False
             return sent, ()
         plan = plan_effort(
@@ -224,8 +226,8 @@ class ShapingStage(Stage):
             fields,
             protocol=ex.adapter.name,
             model=model,
-            target=self.settings.output_mechanical_effort,
-            clamp_budget=self.settings.output_thinking_clamp
+            target=self.options.output_mechanical_effort,
+            clamp_budget=self.options.output_thinking_clamp
             and budget_clamp_allowed(kind, known_cold, state.budget_held),
         )
         changed = () if plan.empty else apply_effort(ex.adapter, ex.doc, plan)
@@ -327,7 +329,7 @@ class ShapingStage(Stage):
     def _load(self) -> None:
         """What is stored, now that the database is there."""
         self.recorder.reload()
-        if self.settings.output_autotune and self.controller is None:
+        if self.options.output_autotune and self.controller is None:
             self.controller = load_controller(self.state)
 
     async def _flush(self) -> None:
