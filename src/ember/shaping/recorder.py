@@ -150,44 +150,47 @@ class SavingsRecorder:
 
     def flush(self) -> None:
         """Merge what was recorded since the last flush into the stored documents (blocking:
-        run it in a worker thread)."""
+        run it in a worker thread). What a failed write held is given back, and only that."""
         pending, delta = self._take()
         self._last_flush = self.clock()
         if pending.empty and not delta:
             return
         try:
             self._flush_baseline(delta)
-            if not pending.empty:
-                self.state.update(
-                    "ledger", lambda doc: _ledger_or_new(doc).merged(pending).to_json()
-                )
-                pending = Ledger()
         except (OSError, StorageError):
             self._give_back(pending, delta)
             raise
+        if pending.empty:
+            return
+        try:
+            self.state.update("ledger", _adding(pending))
+        except (OSError, StorageError):
+            self._give_back(pending, {})
+            raise
 
     def _flush_baseline(self, delta: Strata) -> None:
-        where = self.state.where("verbosity")
+        """Add ``delta`` to the stored baseline and take in what is stored now (``ember
+        learn --verbosity`` may have rewritten it meanwhile)."""
         if not delta:
             self.reload()
             return
-        seen: list[tuple[dict[str, Any], Strata]] = []
-
-        def merge(doc: Any) -> dict[str, Any]:
-            try:
-                raw, baseline = _verbosity(doc, where)
-            except ValueError as exc:
-                log.warning("%s unreadable (%s); its baseline starts afresh", where, exc)
-                raw, baseline = {}, {}
-            for k, v in delta.items():
-                baseline[k] = baseline[k].merged(v) if k in baseline else v
-            seen[:] = [(raw, baseline)]
-            return {**raw, "baseline": strata_to_json(baseline)}
-
-        self.state.update("verbosity", merge)
-        delta.clear()  # written: a later failure must not give it back twice
-        raw, baseline = seen[0]
+        where = self.state.where("verbosity")
+        doc = self.state.update("verbosity", lambda stored: _with_delta(stored, delta, where))
+        raw, baseline = _verbosity(doc, where)
         self.baseline, self.learned_level = baseline, learned_level(raw)
+
+
+def _with_delta(stored: Any, delta: Strata, where: str) -> dict[str, Any]:
+    """The ``verbosity`` document with ``delta`` added to its baseline, every other key kept;
+    a document that cannot be read starts afresh (logged)."""
+    try:
+        raw, baseline = _verbosity(stored, where)
+    except ValueError as exc:
+        log.warning("%s unreadable (%s); its baseline starts afresh", where, exc)
+        raw, baseline = {}, {}
+    for k, v in delta.items():
+        baseline[k] = baseline[k].merged(v) if k in baseline else v
+    return {**raw, "baseline": strata_to_json(baseline)}
 
 
 def _adding(pending: Ledger) -> Callable[[Any], Any]:
