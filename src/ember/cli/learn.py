@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -18,14 +17,13 @@ from ember.learn.model import LearnError
 from ember.store.registry import stats_db_path
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
 
     from ember.config import Settings
     from ember.learn.analyze import Backend
     from ember.learn.logs import Scan
     from ember.learn.logs.base import LogReader, Progress
     from ember.learn.pipeline import LearnResult
-    from ember.shaping.state import ShapingState
 
 # The pipeline (and the provider SDKs it needs) is imported when `ember learn` runs, not when
 # `ember` starts: every other command, `ember proxy` first, would pay ~2 s and ~70 MB for it.
@@ -228,7 +226,6 @@ def _record_spend(result: LearnResult, backend: Backend | None, settings: Settin
     from ember.errors import StorageError
     from ember.learn.analyze import ApiBackend
     from ember.learn.spend import learn_record, record_learn_spend
-    from ember.store.registry import stats_db_path
 
     if not isinstance(backend, ApiBackend) or result.answer is None:
         return
@@ -259,14 +256,12 @@ def _learn_verbosity(
 ) -> None:
     from ember.cli import learn_report as out
     from ember.learn.logs import scan
+    from ember.shaping.cli import opened_state
     from ember.shaping.from_logs import save_verbosity, shaping_started, verbosity_of
     from ember.shaping.state import learned_level
 
-    path = stats_db_path(settings.home)
-    if apply:
-        access.writable(settings.home, path)  # before the scan, not after it
-    access.folders(settings.home, path)
-    with _shaping_state(settings, path, apply) as state:
+    # Opened (and checked writable with --apply) before the scan, not after it.
+    with opened_state(settings.home, write=apply) as state:
         since = shaping_started(state)
         run = _with_progress(
             found,
@@ -284,20 +279,6 @@ def _learn_verbosity(
         click.echo(json.dumps(out.verbosity_json(found, run, written, current), indent=2))
     else:
         out.print_verbosity(found, run, state.where("verbosity"), written, current)
-
-
-@contextlib.contextmanager
-def _shaping_state(settings: Settings, path: Path, write: bool) -> Iterator[ShapingState]:
-    """Shaping's state in the home's stats.db, opened for the command (a dry run on a home
-    without one creates nothing and reads what files of before hold)."""
-    from ember.shaping.state import ShapingState
-    from ember.store.schema import STATS
-
-    if not write and not access.existing(settings.home, path):
-        yield ShapingState(settings.home, None)
-        return
-    with access.database(path, STATS) as db:
-        yield ShapingState(settings.home, lambda: db)
 
 
 def _backend(

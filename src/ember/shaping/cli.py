@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -158,13 +159,7 @@ def output_savings(as_json: bool, config_file: Path | None) -> None:
     estimated savings per day. Reads $EMBER_HOME/stats.db; the proxy need not run.
     """
     settings = load_settings(config_file)
-    path = stats_db_path(settings.home)
-    access.folders(settings.home, path)  # a home that is a file: one line, not a traceback
-    with contextlib.ExitStack() as opened:
-        db = None
-        if access.existing(settings.home, path):  # a read creates nothing
-            db = opened.enter_context(access.database(path, STATS))
-        state = ShapingState(settings.home, (lambda: db) if db is not None else None)
+    with opened_state(settings.home, write=False) as state:
         try:
             stored: StoredState = read_state(state)
         except ValueError as exc:
@@ -176,3 +171,19 @@ def output_savings(as_json: bool, config_file: Path | None) -> None:
         click.echo(json.dumps(report_json(report, settings, state), indent=2))
         return
     click.echo("\n".join(report_text(report, settings, state)))
+
+
+@contextlib.contextmanager
+def opened_state(home: Path, *, write: bool) -> Iterator[ShapingState]:
+    """Shaping's state in ``home``'s stats.db, opened for one command. ``write`` False on a
+    home without a stats.db creates nothing and reads what the files of before hold; a home
+    that cannot be used is one line with the fix (``access``), not a traceback."""
+    path = stats_db_path(home)
+    if write:
+        access.writable(home, path)
+    access.folders(home, path)
+    if not write and not access.existing(home, path):
+        yield ShapingState(home, None)
+        return
+    with access.database(path, STATS) as db:
+        yield ShapingState(home, lambda: db)
