@@ -118,3 +118,34 @@ def test_ember_own_features_settings_keep_their_names_and_live_with_the_feature(
         load_settings(config, env={})
     with pytest.raises(ConfigError, match="EMBER_TOIN: Input should be a valid boolean"):
         load_settings(env={"EMBER_TOIN": "maybe"}, home=tmp_path / "other")
+
+
+def test_memory_settings_keep_their_names_in_the_file_and_the_environment(tmp_path: Path) -> None:
+    """Memory's settings are its own section, flat: the keys users type did not change."""
+    from ember.memory.settings import MemorySettings
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('memory_mode = "tool"\nmemory_max_items = 4\n')
+    settings = load_settings(cfg, env={"EMBER_MEMORY_MIN_SCORE": "0.5"})
+    memory = settings.section(MemorySettings)
+    assert (memory.memory_mode, memory.memory_max_items, memory.memory_min_score) == (
+        "tool",
+        4,
+        0.5,
+    )
+    assert settings.section("memory") is memory  # one section, by name or by model
+    with pytest.raises(ConfigError, match="Did you mean EMBER_MEMORY_MIN_SCORE"):
+        load_settings(env={"EMBER_MEMORY_MIN_SCOR": "0.5"})
+    with pytest.raises(ConfigError, match=r"c\.toml: memory_max_items"):
+        cfg.write_text("memory_max_items = 11\n")  # past the hard cap of 10
+        load_settings(cfg, env={})
+
+
+def test_a_model_no_feature_registers_is_refused_not_defaulted(tmp_path: Path) -> None:
+    from pydantic import BaseModel
+
+    class Stray(BaseModel):
+        x: int = 1
+
+    with pytest.raises(KeyError, match="no registered feature declares Stray"):
+        load_settings(env={}).section(Stray)

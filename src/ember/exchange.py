@@ -252,6 +252,10 @@ class Stage:
     """
 
     name = "stage"
+    #: Why this stage needs requests to come over HTTP, or None. Set, the proxy refuses a
+    #: WebSocket upgrade with it (a 426: Codex falls back to HTTP at once) instead of relaying
+    #: a stream the stage could not work on — memory tools run inside the HTTP exchange only.
+    http_only: str | None = None
 
     async def start(self, services: Services) -> None:
         return None

@@ -84,6 +84,10 @@ def _no_stages(comp: Composition) -> Sequence[Stage]:
     return ()
 
 
+def _no_banner(settings: Settings) -> str | None:
+    return None
+
+
 @dataclass(frozen=True)
 class Feature:
     """One feature as the app, the schemas and the CLI see it."""
@@ -98,11 +102,14 @@ class Feature:
     #: the feature's CLI commands, built when the CLI is
     commands: Callable[[], Sequence[click.Command]] = tuple
     #: its settings (a pydantic model): the file's ``[name]`` table and ``EMBER_NAME_FIELD``
-    #: variables, read as ``settings.section(name)`` (``ember.sections``)
+    #: variables, read as ``settings.section(Model)`` (``ember.sections``)
     settings: type[BaseModel] | None = None
     #: its fields are top-level keys and ``EMBER_FIELD`` variables instead (ember's own
     #: features: the names README's Configuration table gives users)
     flat_settings: bool = False
+    #: what ``ember proxy`` says of the feature when it starts, or None: for what a user must
+    #: learn where they look first (shadow memory calls the model with the client's key)
+    banner: Callable[[Settings], str | None] = _no_banner
 
 
 def resolve(reference: str) -> Feature:
@@ -199,6 +206,11 @@ def migrations(database: str) -> tuple[Migration, ...]:
 def stages(comp: Composition) -> list[Stage]:
     """Every registered feature's stages for ``comp.settings``, in order."""
     return [stage for feature in registered() for stage in feature.stages(comp)]
+
+
+def banners(settings: Settings) -> list[str]:
+    """What the registered features say when the proxy starts, in order."""
+    return [line for feature in registered() if (line := feature.banner(settings))]
 
 
 def commands() -> list[click.Command]:

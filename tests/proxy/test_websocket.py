@@ -345,9 +345,18 @@ def test_openai_websocket_off_refuses_without_asking_the_provider(
 
 
 def test_memory_tool_mode_sends_codex_to_http_where_it_works(make_stack: StackFactory) -> None:
-    stack = make_stack(memory_mode="tool")
+    stack = make_stack(stages="features", memory_mode="tool")
     status, body, _ = refused_status(stack)
     assert status == 426 and "memory_mode" in body["error"]["message"]
+    assert stack.emulator.requests == []  # refused before the provider is asked
+
+
+def test_without_memory_in_tool_mode_the_upgrade_is_relayed(make_stack: StackFactory) -> None:
+    # memory_mode = tool with no memory stage composed (a bare proxy): nothing needs HTTP
+    stack = make_stack(memory_mode="tool")
+    with raw(stack) as ws:
+        ws.send(json.dumps(create("hi")))
+        assert json.loads(ws.recv(timeout=5))["type"] == "response.created"
 
 
 def test_a_refused_key_is_passed_on_and_not_remembered(make_stack: StackFactory) -> None:

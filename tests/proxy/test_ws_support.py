@@ -23,11 +23,11 @@ def test_key_quota_and_server_errors_are_not_taken_for_missing_websocket(status:
 
 
 def test_refusal_reasons() -> None:
-    assert refusal_reason("auto", "auto_tail", remembered=False) is None
-    assert refusal_reason("auto", "auto_tail", remembered=True) is not None
-    assert refusal_reason("on", "auto_tail", remembered=True) is None  # always asks the provider
-    assert "openai_websocket" in str(refusal_reason("off", "auto_tail", remembered=False))
-    assert "memory_mode" in str(refusal_reason("on", "tool", remembered=False))
+    assert refusal_reason("auto", None, remembered=False) is None
+    assert refusal_reason("auto", None, remembered=True) is not None
+    assert refusal_reason("on", None, remembered=True) is None  # always asks the provider
+    assert "openai_websocket" in str(refusal_reason("off", "a stage", remembered=False))
+    assert refusal_reason("on", "memory tools", remembered=False) == "memory tools; use HTTP"
 
 
 def test_a_remembered_refusal_expires() -> None:

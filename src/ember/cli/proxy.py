@@ -73,7 +73,8 @@ def proxy(
     )
     from ember import logs
     from ember.compose import build_app
-    from ember.proxy.startup import review, shadow_notice
+    from ember.features import banners
+    from ember.proxy.startup import review
     from ember.server import serve_forever
     from ember.store.home import check_home
 
@@ -85,7 +86,7 @@ def proxy(
         f"ember proxy on {url}  (anthropic -> {settings.anthropic_url}, "
         f"openai -> {settings.openai_url})\n"
         f"  export ANTHROPIC_BASE_URL={url}\n  export OPENAI_BASE_URL={url}/v1\n"
-        f"{shadow_notice(settings)}",
+        + "\n".join(banners(settings)),
         err=True,
     )
     for warning in warnings:

@@ -33,6 +33,7 @@ from ember.demo.memory import injected_block, wait_for_embedder
 from ember.project import resolve_project
 from ember.server import BackgroundServer
 from ember.shadow import reads
+from ember.shadow.settings import ShadowSettings
 from ember.store.driver import connect
 from ember.store.transcript import by_ids
 from ember.testing import Emulator
@@ -179,7 +180,8 @@ def run_shadow_demo(home: Path, console: Console, **overrides: Any) -> ShadowSum
             **overrides,
         )
         summary = ShadowSummary(
-            settings.section("shadow").shadow, settings.section("shadow").shadow_max_share
+            settings.section(ShadowSettings).shadow,
+            settings.section(ShadowSettings).shadow_max_share,
         )
         # Promoting the fact and session 2's recall both need the embedder.
         summary.embedder_error = wait_for_embedder(settings)
@@ -220,7 +222,7 @@ def _session(proxy_url: str, emulator: Emulator, session: str, tasks: list[Task]
 
 def _announce(settings: Settings, console: Console) -> None:
     console.print(
-        f"\n[bold]Shadow memory[/] (EMBER_SHADOW={settings.section('shadow').shadow}, "
+        f"\n[bold]Shadow memory[/] (EMBER_SHADOW={settings.section(ShadowSettings).shadow}, "
         "shipped settings): "
         f"session 1, {CWD}, a short task in which the user states how releases are deployed.\n"
         f"  The agent exits and the proxy stops, as `ember wrap`'s does: first it reads what "

@@ -30,7 +30,7 @@ class LearnSettings(BaseModel):
 
 
 def _stages(comp: Composition) -> Sequence[Stage]:
-    if not comp.settings.section("learn").toin:
+    if not comp.settings.section(LearnSettings).toin:
         return ()
     from ember.learn.toin.stage import ToinStage
 

@@ -33,6 +33,7 @@ from ember.memory.errors import MemoryInputError, MemoryNotFound
 from ember.memory.importing import parse_lines
 from ember.memory.models import TURN, MemoryHit, NewMemory, iso
 from ember.memory.router import MemoryRouter
+from ember.memory.settings import MemorySettings
 from ember.memory.writers import WRITERS, export, writer_for
 from ember.memory.writers.base import default_dest
 from ember.models.base import Embedder
@@ -82,12 +83,14 @@ def _opened(t: _Target, time_aware: bool | None = None) -> Iterator[Hierarchical
     """The project's store on its own short-lived database owner (the caller checked the
     file); a file-level failure is one line with a fix (``access.database``)."""
     vector_index = t.settings.memory_vector_index
+    if time_aware is None:
+        time_aware = t.settings.section(MemorySettings).memory_time_aware
     with access.database(t.path, PROJECT, vec=vector_index != "hnsw") as db:
         store = HierarchicalMemory(
             db,
             _embedder_factory(t.settings),
             vector_index=vector_index,
-            time_aware=t.settings.memory_time_aware if time_aware is None else time_aware,
+            time_aware=time_aware,
         )
         try:
             yield store
@@ -379,7 +382,7 @@ def search_cmd(
     if not wanted:
         raise click.UsageError("give at least one QUERY, or --stdin with one query per line")
     t = _target(project_id, cwd, config_file)
-    floor = t.settings.memory_min_score
+    floor = t.settings.section(MemorySettings).memory_min_score
     found = []
     with _reading(t, time_aware) as store:
         if store is None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ember.features import Composition, Feature
+from ember.memory.settings import MemorySettings
 
 if TYPE_CHECKING:
     import click
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 def _stages(comp: Composition) -> Sequence[Stage]:
     from ember.memory.router import MemoryRouter
 
-    if comp.settings.memory_mode == "off":
+    if comp.settings.section(MemorySettings).memory_mode == "off":
         comp.fallbacks["memories"] = lambda c: (
             MemoryRouter(c.settings, None, storage=c.storage).for_project
         )
@@ -49,4 +50,11 @@ def _commands() -> Sequence[click.Command]:
     return (memory,)
 
 
-FEATURE = Feature("memory", _stages, project_migrations=_project_migrations, commands=_commands)
+FEATURE = Feature(
+    "memory",
+    _stages,
+    project_migrations=_project_migrations,
+    commands=_commands,
+    settings=MemorySettings,
+    flat_settings=True,
+)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ember.config import Settings
 from ember.memory.core import HierarchicalMemory
+from ember.memory.settings import MemorySettings
 from ember.memory.share import CpuShare, MachineIdle
 from ember.memory.vectors import EmbedderSource
 from ember.project import ProjectRef
@@ -61,14 +62,15 @@ class MemoryRouter:
         self._warned = False
         #: the process's one budget for memory work nobody waits for (asks' searches, the
         #: vectors of background facts): every store and the ask gate draw on it
-        self.share = CpuShare(settings.memory_cpu_share, idle=MachineIdle())
+        self._options = settings.section(MemorySettings)
+        self.share = CpuShare(self._options.memory_cpu_share, idle=MachineIdle())
 
     def _open(self, path: Path) -> HierarchicalMemory:
         return HierarchicalMemory(
             self._storage.database(path),
             self._embedder,
             vector_index=self._settings.memory_vector_index,
-            time_aware=self._settings.memory_time_aware,
+            time_aware=self._options.memory_time_aware,
             cpu_share=self.share,
         )
 
@@ -113,7 +115,7 @@ class MemoryRouter:
                 self._stores[path] = store
             self._stores.move_to_end(path)
             evicted = []
-            while len(self._stores) > self._settings.memory_open_stores:
+            while len(self._stores) > self._options.memory_open_stores:
                 evicted.append(self._stores.popitem(last=False)[1])
         if fresh is not None:
             fresh.close()  # another thread opened the same project first

@@ -39,6 +39,7 @@ from ember.memory.models import MemoryFilter, MemoryHit
 from ember.memory.retrieval.budget import InjectionBudget
 from ember.memory.retrieval.query import MemoryQuery
 from ember.memory.router import MemoryRouter
+from ember.memory.settings import MemorySettings
 from ember.memory.tools import MEMORY_TOOL_SPECS, MemoryTools
 from ember.models import Embedder, EmbedderLoader, preload_from
 from ember.protocols import edits
@@ -75,17 +76,20 @@ class MemoryStage(Stage):
         ledger: InjectionLedger | None = None,
     ) -> None:
         self.settings = settings
-        self.mode = settings.memory_mode
+        self.options = options = settings.section(MemorySettings)
+        self.mode = options.memory_mode
+        if self.mode == "tool":
+            self.http_only = "ember runs memory tools over HTTP only (memory_mode = tool)"
         self.storage = storage
         self._loader: EmbedderLoader | None = None
         self.router = router or MemoryRouter(settings, self._embedder_now, storage=storage)
         self.ledger = ledger or InjectionLedger(storage)
         self.budget = InjectionBudget(
-            settings.memory_budget_tokens, settings.memory_max_items, settings.memory_min_score
+            options.memory_budget_tokens, options.memory_max_items, options.memory_min_score
         )
         # The router's share: searches and the fact writers draw on one budget.
         self.gate = AskGate(
-            settings.memory_concurrent_asks or os.cpu_count() or 1, self.router.share
+            options.memory_concurrent_asks or os.cpu_count() or 1, self.router.share
         )
         self._catching_up: set[asyncio.Task[None]] = set()
 
@@ -105,7 +109,7 @@ class MemoryStage(Stage):
         if self._loader is None:
             self._loader = preload_from(self.settings)
         try:
-            await asyncio.to_thread(self._loader.get, self.settings.memory_embedder_wait)
+            await asyncio.to_thread(self._loader.get, self.options.memory_embedder_wait)
         except EmberError as exc:
             log.info("memory: embedder not ready (%s); this ask gets no memory", exc)
             return False

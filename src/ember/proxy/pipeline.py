@@ -30,6 +30,11 @@ class Pipeline:
         #: stage name -> requests it skipped because its database is switched off
         self.skipped: Counter[str] = Counter()
 
+    @property
+    def http_only(self) -> str | None:
+        """The first stage's reason to keep clients on HTTP (``Stage.http_only``), or None."""
+        return next((s.http_only for s in self.stages if s.http_only), None)
+
     async def run_request(self, ex: Exchange) -> None:
         for stage in self.stages:
             mark = ex.doc.checkpoint()

@@ -78,18 +78,3 @@ def review(settings: Settings) -> tuple[Settings, list[str]]:
     if exposed is not None:
         warnings.append(exposed)
     return settings, warnings
-
-
-def shadow_notice(settings: Settings) -> str:
-    """What the start-up banner says of shadow memory: it is on by default and calls the
-    model with the client's own key, so a user must learn it where they look first, with the
-    budget that bounds it and how to turn it off."""
-    if settings.section("shadow").shadow == "off":
-        return "shadow memory: off (EMBER_SHADOW=off)"
-    shadow = settings.section("shadow")
-    return (
-        f"shadow memory: {shadow.shadow} — after a session goes quiet (and when the proxy "
-        f"stops) ember asks the model, with the client's own key, which facts to remember; "
-        f"it may spend {shadow.shadow_max_share:.0%} of each project's client spend over 7 "
-        f"days plus a small allowance (`ember stats --cwd DIR` shows it). Off: EMBER_SHADOW=off"
-    )

@@ -116,7 +116,7 @@ async def _serve(app: ProxyApp, scope: dict[str, Any], receive: Receive, send: S
     url = ws_url(settings.openai_url, query)
     memo = _memos.setdefault(app, RefusalMemo())
     remembered = memo.refused(url)
-    reason = refusal_reason(settings.openai_websocket, settings.memory_mode, remembered)
+    reason = refusal_reason(settings.openai_websocket, app.pipeline.http_only, remembered)
     if reason is not None:
         await deny(send, scope, REFUSAL_STATUS, reason)
         return

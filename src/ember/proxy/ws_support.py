@@ -31,7 +31,6 @@ REFUSAL_STATUS = 426
 REMEMBER_REFUSAL_SECONDS = 600.0
 
 Mode = Literal["auto", "on", "off"]
-MemoryMode = Literal["auto_tail", "tool", "off"]
 
 _ABOUT_THIS_REQUEST = frozenset({401, 403, 407, 429})
 
@@ -42,16 +41,17 @@ def provider_lacks_websocket(status: int) -> bool:
     return 400 <= status < 500 and status not in _ABOUT_THIS_REQUEST
 
 
-def refusal_reason(mode: Mode, memory_mode: MemoryMode, remembered: bool) -> str | None:
+def refusal_reason(mode: Mode, http_only: str | None, remembered: bool) -> str | None:
     """Why ember refuses an upgrade before asking the provider, or None to ask it.
 
-    Memory in ``tool`` mode runs the model's memory calls inside the proxy, which only the
-    HTTP path does: refusing the upgrade sends Codex to HTTP, where memory works.
+    ``http_only`` is a stage's reason to keep clients on HTTP (``Stage.http_only``: memory in
+    ``tool`` mode runs the model's memory calls inside the HTTP exchange): refusing the upgrade
+    sends Codex to HTTP, where that stage works.
     """
     if mode == "off":
         return "Responses over WebSocket is off in ember (openai_websocket = off); use HTTP"
-    if memory_mode == "tool":
-        return "ember runs memory tools over HTTP only (memory_mode = tool); use HTTP"
+    if http_only is not None:
+        return f"{http_only}; use HTTP"
     if mode == "auto" and remembered:
         return "the provider does not accept Responses over WebSocket; use HTTP"
     return None

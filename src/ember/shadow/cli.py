@@ -23,6 +23,7 @@ from ember.project import ProjectRef, project_from_cli
 from ember.shadow import compare, pairing, reads, spend
 from ember.shadow.cli_tables import proposals_table, runs_table
 from ember.shadow.compare import Side
+from ember.shadow.settings import ShadowSettings
 from ember.store.database import Database
 from ember.store.driver import Connection
 from ember.store.schema import PROJECT
@@ -117,8 +118,8 @@ def runs_cmd(
     tokens (a cache read counts a tenth of a fresh token), as the budget counts it."""
     settings, path, _ = _settings_and_path(project_id, cwd, config_file)
     share, allowance = (
-        settings.section("shadow").shadow_max_share,
-        float(settings.section("shadow").shadow_allowance_tokens),
+        settings.section(ShadowSettings).shadow_max_share,
+        float(settings.section(ShadowSettings).shadow_allowance_tokens),
     )
     prices = settings.price_table()
 
@@ -233,7 +234,7 @@ def _semantic(
     model = (
         endpoint.model
         if endpoint
-        else settings.section("shadow").light_model or pairing.DEFAULT_LIGHT_MODEL
+        else settings.section(ShadowSettings).light_model or pairing.DEFAULT_LIGHT_MODEL
     )
 
     services = click.get_current_context().find_object(CommandServices)

@@ -14,16 +14,32 @@ from ember.shadow.settings import ShadowSettings
 if TYPE_CHECKING:
     import click
 
+    from ember.config import Settings
     from ember.exchange import Stage
     from ember.store.migrations import Migration
 
 
 def _stages(comp: Composition) -> Sequence[Stage]:
-    if comp.settings.section("shadow").shadow == "off":
+    if comp.settings.section(ShadowSettings).shadow == "off":
         return ()
     from ember.shadow.stage import ShadowStage
 
     return (ShadowStage(comp.settings, memories=comp.get("memories")),)
+
+
+def _banner(settings: Settings) -> str:
+    """Shadow memory is on by default and calls the model with the client's own key: a user
+    must learn it where they look first, with the budget that bounds it and how to turn it
+    off."""
+    shadow = settings.section(ShadowSettings)
+    if shadow.shadow == "off":
+        return "shadow memory: off (EMBER_SHADOW=off)"
+    return (
+        f"shadow memory: {shadow.shadow} — after a session goes quiet (and when the proxy "
+        f"stops) ember asks the model, with the client's own key, which facts to remember; "
+        f"it may spend {shadow.shadow_max_share:.0%} of each project's client spend over 7 "
+        f"days plus a small allowance (`ember stats --cwd DIR` shows it). Off: EMBER_SHADOW=off"
+    )
 
 
 def _project_migrations() -> Sequence[Migration]:
@@ -45,4 +61,5 @@ FEATURE = Feature(
     commands=_commands,
     settings=ShadowSettings,
     flat_settings=True,
+    banner=_banner,
 )

@@ -57,6 +57,7 @@ from ember.shadow.propose import (
     tool_call_refusal,
 )
 from ember.shadow.runner import RunRecord
+from ember.shadow.settings import ShadowSettings
 from ember.store.accounting import ExchangeRecord
 from ember.store.registry import Storage, storage_for
 from ember.transcripts import Transcripts
@@ -168,7 +169,7 @@ class ShadowLibrary:
         memories: MemoryOpener | None = None,
         on_close: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        if settings.section("shadow").shadow == "off":
+        if settings.section(ShadowSettings).shadow == "off":
             raise LibraryError("shadow memory is off (EMBER_SHADOW=off): set primary or compare")
         self.settings = settings
         self.upstream = upstream

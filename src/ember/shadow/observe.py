@@ -35,6 +35,7 @@ from ember.shadow.policy import turn_ended
 from ember.shadow.prefix import Prefix, PrefixBook
 from ember.shadow.runner import RunRecord, RunRequest, ShadowRunner, memories_for_promotion
 from ember.shadow.service import SessionShadow, ShadowService
+from ember.shadow.settings import ShadowSettings
 from ember.shadow.steward import Steward
 from ember.store.database import Database
 from ember.store.driver import Connection
@@ -132,7 +133,7 @@ class ShadowCore:
             settings, storage, upstream, url_for, PrefixBook(), settings.price_table(), promote
         )
         self.steward: Steward | None = None
-        if settings.section("shadow").shadow == "compare":
+        if settings.section(ShadowSettings).shadow == "compare":
             self.steward = Steward(
                 storage, upstream, url_for, settings.price_table(), promote=promote
             )
@@ -140,8 +141,8 @@ class ShadowCore:
             runner,
             sessions,
             tasks,
-            idle_seconds=settings.section("shadow").shadow_idle_seconds,
-            tick_seconds=settings.section("shadow").shadow_tick_seconds,
+            idle_seconds=settings.section(ShadowSettings).shadow_idle_seconds,
+            tick_seconds=settings.section(ShadowSettings).shadow_tick_seconds,
             after_run=self._steward_after if self.steward is not None else None,
         )
         self._ticker: asyncio.Task[None] | None = None

@@ -30,6 +30,7 @@ from ember.protocols.plain import plain_request
 from ember.shadow import calls
 from ember.shadow.compare import FactRow, Share, pair_json, usd_sum
 from ember.shadow.question import parse_answer
+from ember.shadow.settings import ShadowSettings
 from ember.store.database import Database
 
 LABEL = "reviewable pairs, not ground truth"
@@ -183,10 +184,10 @@ class LightEndpoint:
 def light_endpoint(settings: Settings) -> LightEndpoint | None:
     """The light model with ``light_api_key``; None without a key. A ``claude-*`` model is
     called on the Anthropic Messages API, anything else on OpenAI Chat Completions."""
-    key = settings.section("shadow").light_api_key
+    key = settings.section(ShadowSettings).light_api_key
     if not key:
         return None
-    model = settings.section("shadow").light_model or DEFAULT_LIGHT_MODEL
+    model = settings.section(ShadowSettings).light_model or DEFAULT_LIGHT_MODEL
     if model.startswith("claude"):
         headers = [("x-api-key", key), ("anthropic-version", ANTHROPIC_VERSION)]
         return LightEndpoint(model, ANTHROPIC, settings.anthropic_url + "/v1/messages", headers)

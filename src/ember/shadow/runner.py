@@ -41,6 +41,7 @@ from ember.shadow.models import (
 )
 from ember.shadow.policy import hot_blocker
 from ember.shadow.prefix import Prefix, PrefixBook
+from ember.shadow.settings import ShadowSettings
 from ember.store.database import Database
 from ember.store.driver import Connection
 from ember.store.registry import Storage
@@ -188,8 +189,8 @@ class ShadowRunner:
     async def budget(self, db: Database, model: str | None) -> Budget:
         """The project's budget window, its allowance priced at ``model``'s input (None: the
         model its clients used last)."""
-        share = self.settings.section("shadow").shadow_max_share
-        allowance = float(self.settings.section("shadow").shadow_allowance_tokens)
+        share = self.settings.section(ShadowSettings).shadow_max_share
+        allowance = float(self.settings.section(ShadowSettings).shadow_allowance_tokens)
         return await db.aread(
             lambda c: spend.project_budget(c, share, allowance, self.prices, model)
         )
@@ -225,13 +226,14 @@ class ShadowRunner:
         prefix: Prefix | None,
     ) -> Plan:
         family = protocol.split("_")[0]
-        model = self.settings.section("shadow").light_model or DEFAULT_LIGHT.get(
+        model = self.settings.section(ShadowSettings).light_model or DEFAULT_LIGHT.get(
             family, DEFAULT_LIGHT["anthropic"]
         )
         creds = prefix.credentials() if prefix is not None else None
         creds = creds or self.prefixes.credentials(str(self.database(req.project).path), family)
-        if not creds and self.settings.section("shadow").light_api_key:
-            creds = _key_headers(family, self.settings.section("shadow").light_api_key)
+        key = self.settings.section(ShadowSettings).light_api_key
+        if not creds and key:
+            creds = _key_headers(family, key)
         pages = question.cold_pages(messages, self.page_tokens)
         fresh = sum(count_tokens("\n".join(p)) + 800 for p in pages)
         output = len(pages) * EXPECTED_OUTPUT_TOKENS
@@ -361,7 +363,7 @@ class ShadowRunner:
         if (
             valid
             and self.promote is not None
-            and self.settings.section("shadow").shadow == "primary"
+            and self.settings.section(ShadowSettings).shadow == "primary"
         ):
             good = [f.fact for f, e in checked if e is None and f.fact is not None]
             await self._promote(db, req, list(zip(valid, good, strict=True)))

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class ShadowSettings(BaseModel):
-    """What shadow memory reads (``settings.section("shadow")``)."""
+    """What shadow memory reads (``settings.section(ShadowSettings)``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -19,6 +19,7 @@ from ember.prices import PriceTable
 from ember.protocols.prewarm import is_prewarm
 from ember.shadow.observe import Answered, ShadowCore, forwarded
 from ember.shadow.service import ShadowService
+from ember.shadow.settings import ShadowSettings
 from ember.shadow.steward import Steward
 from ember.transcripts import Transcripts
 
@@ -35,7 +36,7 @@ class ShadowStage(Stage):
         self.transcripts: Transcripts | None = None
 
     async def start(self, services: Services) -> None:
-        if self.settings.section("shadow").shadow == "off":
+        if self.settings.section(ShadowSettings).shadow == "off":
             return
         self.transcripts = services.transcripts
         self.core = ShadowCore(

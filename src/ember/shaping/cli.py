@@ -15,6 +15,7 @@ from ember.cli.options import config_option, json_option
 from ember.config import Settings, load_settings
 from ember.shaping.recorder import StoredState, read_state
 from ember.shaping.savings import DayBucket, SavingsReport, build_report
+from ember.shaping.settings import ShapingSettings
 from ember.shaping.state import ShapingState
 from ember.stats import Interval, SavingsEstimate
 from ember.store.registry import stats_db_path
@@ -56,7 +57,7 @@ def report_json(report: SavingsReport, settings: Settings, state: ShapingState) 
     return {
         "ledger": state.where("ledger"),
         "baseline": state.where("verbosity"),
-        "holdout": settings.section("shaping").output_holdout,
+        "holdout": settings.section(ShapingSettings).output_holdout,
         "estimated": _estimate_json("estimated", report.estimated),
         "measured": _estimate_json("measured", report.measured),
         "echo_ratio": {
@@ -123,7 +124,7 @@ def report_text(report: SavingsReport, settings: Settings, state: ShapingState) 
     lines.append("estimated  (shaped output vs the unshaped baseline: a counterfactual)")
     lines.append("  " + (_band(report.estimated) if report.estimated.strata else BASELINE_HINT))
     lines.append("measured   (shaped vs holdout sessions sent unshaped, same strata)")
-    holdout = settings.section("shaping").output_holdout
+    holdout = settings.section(ShapingSettings).output_holdout
     if report.measured.strata:
         lines.append("  " + _band(report.measured))
     else:

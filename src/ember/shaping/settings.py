@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class ShapingSettings(BaseModel):
-    """What output shaping reads (``settings.section("shaping")``)."""
+    """What output shaping reads (``settings.section(ShapingSettings)``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -97,7 +97,7 @@ class ShapingStage(Stage):
         capacity: int = DEFAULT_CAPACITY,
     ) -> None:
         self.settings = settings
-        self.options: ShapingSettings = settings.section("shaping")
+        self.options: ShapingSettings = settings.section(ShapingSettings)
         self.clock = clock
         #: the home's stats.db holds shaping's state; until the app hands its storage over
         #: (``start``), what is read comes from the files of before (if any)

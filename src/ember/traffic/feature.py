@@ -29,7 +29,7 @@ class TrafficSettings(BaseModel):
 
 
 def _stages(comp: Composition) -> Sequence[Stage]:
-    if not comp.settings.section("traffic").traffic_learning:
+    if not comp.settings.section(TrafficSettings).traffic_learning:
         return ()
     from ember.traffic.stage import TrafficStage
 
