@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ember.config import load_settings
-from ember.errors import ConfigError
+from ember.errors import ConfigError, FeatureError
 from ember.features import BUILTIN, ENTRY_POINT_GROUP, Feature, registered, registry, resolve
 from ember.server import BackgroundServer
 from ember.store.driver import connect
@@ -243,3 +243,20 @@ def test_ember_features_lists_an_installed_feature_with_its_source(tmp_path: Pat
     assert hello["settings"] == ["greeting", "times"]
     table = ember("features", env=env)
     assert "hello" in table.stdout and "ember-hello" in table.stdout
+
+
+def test_a_feature_named_like_a_setting_is_refused_when_settings_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A feature named ``port`` would make ``[port]`` a table and ``port = 1`` its value at
+    once: refused with the reference to rename, before any setting is read wrong."""
+    site = tmp_path / "site"
+    install_plugin(site, name="port")
+    monkeypatch.syspath_prepend(str(site))
+    registry.cache_clear()
+    try:
+        with pytest.raises(FeatureError, match="is named 'port', like a setting"):
+            load_settings(env={}, home=tmp_path)
+    finally:
+        sys.modules.pop("ember_hello", None)
+        registry.cache_clear()

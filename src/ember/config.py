@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
 
@@ -197,6 +198,7 @@ class Settings(BaseModel):
         return found
 
 
+@cache
 def _owner(model: type[BaseModel]) -> str:
     """The name of the feature whose settings are ``model``."""
     for name, section in feature_sections.models().items():
@@ -283,7 +285,7 @@ def load_settings(
     ``overrides`` are command-line values; ``None`` means "flag not given".
     """
     env = os.environ if env is None else env
-    sections = feature_sections.models()
+    sections = feature_sections.models(_FIELDS)
     env_values, env_sections, env_origin = _from_env(env, sections)
     flat = feature_sections.flat_fields(sections)
     given = {k: v for k, v in overrides.items() if v is not None}

@@ -150,10 +150,7 @@ def _installed() -> list[tuple[str, str]]:
 @cache
 def registry() -> tuple[Registered, ...]:
     """Every feature with its source, builtins first, then installed ones by reference."""
-    from ember.config import Settings
-
     out = [Registered(resolve(r), r, "builtin") for r in BUILTIN]
-    _check_flat([r.feature for r in out], set(Settings.model_fields))
     taken = {r.feature.name for r in out}
     for reference, dist in _installed():
         feature = resolve(reference)
@@ -167,26 +164,9 @@ def registry() -> tuple[Registered, ...]:
                 f"feature {reference!r} declares flat settings: only ember's own features "
                 f"may; put them in its [{feature.name}] table (flat_settings=False)"
             )
-        if feature.settings is not None and feature.name in Settings.model_fields:
-            raise FeatureError(
-                f"feature {reference!r} is named {feature.name!r}, like a setting: its "
-                f"section [{feature.name}] would be that setting; rename it"
-            )
         taken.add(feature.name)
         out.append(Registered(feature, reference, dist))
     return tuple(out)
-
-
-def _check_flat(features: list[Feature], core: set[str]) -> None:
-    """Each top-level key has one owner: the kernel's settings or one feature's."""
-    owner = dict.fromkeys(core, "the kernel")
-    for f in features:
-        if f.settings is None or not f.flat_settings:
-            continue
-        for key in f.settings.model_fields:
-            if key in owner:
-                raise FeatureError(f"setting {key!r} of {f.name!r} is {owner[key]}'s too")
-            owner[key] = f.name
 
 
 def registered() -> tuple[Feature, ...]:

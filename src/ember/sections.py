@@ -19,13 +19,14 @@ its defaults when nothing was set.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ember.errors import ConfigError
+from ember.errors import ConfigError, FeatureError
+from ember.features import registry
 
 
 @dataclass(frozen=True)
@@ -45,14 +46,29 @@ class Section:
 Models = Mapping[str, Section]
 
 
-def models() -> dict[str, Section]:
-    """The registered features that declare settings (imported here, on first use: the
-    registry imports the features, which import the configuration)."""
-    from ember.features import registered
-
-    return {
-        f.name: Section(f.settings, f.flat_settings) for f in registered() if f.settings is not None
-    }
+def models(core: Collection[str] = ()) -> dict[str, Section]:
+    """The sections of the registered features that declare settings. ``FeatureError`` when a
+    top-level key would have two owners (``core``: the kernel's settings): a flat field another
+    feature or the kernel has too, or an installed feature named like a setting (its
+    ``[name]`` table would be that setting)."""
+    owner = dict.fromkeys(core, "the kernel")
+    out: dict[str, Section] = {}
+    for found in registry():
+        f = found.feature
+        if f.settings is None:
+            continue
+        if f.flat_settings:
+            for key in f.settings.model_fields:
+                if key in owner:
+                    raise FeatureError(f"setting {key!r} of {f.name!r} is {owner[key]}'s too")
+                owner[key] = f.name
+        elif f.name in owner:
+            raise FeatureError(
+                f"feature {found.reference!r} is named {f.name!r}, like a setting: its "
+                f"section [{f.name}] would be that setting; rename it"
+            )
+        out[f.name] = Section(f.settings, f.flat_settings)
+    return out
 
 
 def flat_fields(sections: Models) -> dict[str, str]:

@@ -149,13 +149,25 @@ class Transcripts:
         seq: int = ex.state[_SEQ]
         return seq
 
+    @staticmethod
+    def records(ex: Exchange) -> bool:
+        """Whether the exchange is a turn of the user's conversation: its own thread (not a
+        title request or a sub-agent), a resolved project, and not a cache prewarm (Codex's
+        socket opener sends an empty turn to warm the cache: recording it would read as the
+        user saying nothing)."""
+        return (
+            ex.is_main_thread
+            and ex.project is not None
+            and not is_prewarm(ex.adapter.name, ex.body)
+        )
+
     async def of_exchange(self, ex: Exchange, outcome: Outcome) -> Recorded | None:
         """The exchange recorded once, whichever feature asks first (later ones get the same
         answer); None for an exchange that is not recorded (not the user's own thread, no
         project, a cache prewarm, or overtaken by a newer request's answer)."""
         task: asyncio.Future[Recorded | None] | None = ex.state.get(_RECORDED)
         if task is None:
-            if not ex.is_main_thread or ex.project is None or is_prewarm(ex.adapter.name, ex.body):
+            if not self.records(ex) or ex.project is None:  # (the second for the type checker)
                 return None
             turn = Turn(
                 ex.session_id,

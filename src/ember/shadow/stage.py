@@ -16,7 +16,6 @@ from ember.config import Settings
 from ember.exchange import Exchange, Outcome, Services, Stage, Stopping
 from ember.facts import MemoryOpener
 from ember.prices import PriceTable
-from ember.protocols.prewarm import is_prewarm
 from ember.shadow.observe import Answered, ShadowCore, forwarded
 from ember.shadow.service import ShadowService
 from ember.shadow.settings import ShadowSettings
@@ -75,10 +74,8 @@ class ShadowStage(Stage):
     async def on_response(self, ex: Exchange, outcome: Outcome) -> None:
         if self.core is None or self.transcripts is None:
             return
-        if not ex.is_main_thread or ex.project is None:
-            return
-        if is_prewarm(ex.adapter.name, ex.body):
-            return  # a cache prewarm (Codex's socket opener) is no turn: nothing to record
+        if not self.transcripts.records(ex) or ex.project is None:
+            return  # not a turn of the user's conversation (``Transcripts.records``)
         recorded = await self.transcripts.of_exchange(ex, outcome)
         body = outcome.conversation(ex)
         await self.core.noted(

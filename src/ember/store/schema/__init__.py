@@ -14,24 +14,22 @@ a new table is a new migration at the end of its feature's list. One list per da
 applied by its one owner: triggers that span tables of two features need both tables to exist,
 which separate lists migrated by separate owners could not promise.
 
-The lists are put together on first use, not at import: features import the store.
+The lists are put together on first use, not at import: a feature's migrations are loaded
+with the feature (an installed one's import may be slow, or fail with a message of its own).
 """
 
 from __future__ import annotations
 
+from ember.features import migrations
 from ember.store.migrations import Migration, Schema
 from ember.store.schema.accounting import ACCOUNTING
 
 
 def _project() -> tuple[Migration, ...]:
-    from ember.features import migrations
-
     return (*ACCOUNTING, *migrations("project"))
 
 
 def _stats() -> tuple[Migration, ...]:
-    from ember.features import migrations
-
     return (*ACCOUNTING, *migrations("stats"))
 
 
