@@ -27,6 +27,7 @@ demo: $(STAMP_RUN)
 	$(BIN)/ember demo
 
 test: $(STAMP_DEV)
+	./scripts/test-deps
 	$(BIN)/python -m pytest
 
 # The fault-injection suite alone (also part of `make test`): see README, Reliability.

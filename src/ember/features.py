@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ember.exchange import Stage
     from ember.store.migrations import Migration
     from ember.store.registry import Storage
+    from ember.views import Route
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +111,20 @@ class Feature:
     #: what ``ember proxy`` says of the feature when it starts, or None: for what a user must
     #: learn where they look first (shadow memory calls the model with the client's key)
     banner: Callable[[Settings], str | None] = _no_banner
+    #: its part of the dashboard: JSON routes under ``/ui/api/f/<name>/`` (``ember.views``)
+    views: Callable[[], Sequence[Route]] = tuple
+
+
+def later(reference: str) -> Callable[[], Any]:
+    """A function that imports ``module:function`` when first called and returns its result:
+    a feature declares its parts without importing them (``ember --help`` and the proxy's
+    start-up load no dashboard code)."""
+
+    def call() -> Any:
+        module_name, _, attribute = reference.partition(":")
+        return getattr(importlib.import_module(module_name), attribute)()
+
+    return call
 
 
 def resolve(reference: str) -> Feature:

@@ -129,6 +129,8 @@ def serve_forever(
     server = uvicorn.Server(config)
     if hasattr(app, "interrupted"):
         app.interrupted = lambda: server.force_exit
+    if hasattr(app, "stopping"):
+        app.stopping = lambda: server.should_exit
     server.run()
 
 
@@ -166,6 +168,8 @@ class BackgroundServer:
         )
         server = uvicorn.Server(config)
         self._server = server
+        if hasattr(self.app, "stopping"):
+            self.app.stopping = lambda: server.should_exit
         ready = threading.Event()
 
         def run() -> None:

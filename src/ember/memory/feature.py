@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ember.features import Composition, Feature
+from ember.features import Composition, Feature, later
 from ember.memory.settings import MemorySettings
 
 if TYPE_CHECKING:
@@ -57,4 +57,5 @@ FEATURE = Feature(
     commands=_commands,
     settings=MemorySettings,
     flat_settings=True,
+    views=later("ember.memory.views:views"),
 )

@@ -69,6 +69,9 @@ class ProxyApp:
         #: whether the user asked to stop at once (``ember proxy``: a second Ctrl-C); the
         #: server that runs the app sets it
         self.interrupted: Callable[[], bool] = lambda: False
+        #: whether the server is stopping (the dashboard's live feeds end); set by the server
+        self.stopping: Callable[[], bool] = lambda: False
+        self._dashboard: Any = None
 
     # -- ASGI entry -------------------------------------------------------------------------
 
@@ -144,6 +147,9 @@ class ProxyApp:
             status, body = (200, self._health()) if self.ready else (503, _HEALTH_STARTING)
             await send_json(send, status, body)
             return
+        if path == "/ui" or path.startswith("/ui/"):
+            await self._ui(scope, receive, send)
+            return
         if path == "/" and method in ("GET", "HEAD"):
             # Claude Code checks it can reach its base URL with a bare ``HEAD /`` (no key, no
             # version header): ember answers it; forwarding it guessed a provider at random.
@@ -189,6 +195,17 @@ class ProxyApp:
             await send_json(send, 400, adapter.error_body(400, f"ember: {exc}"))
             return
         await self._relay_exchange(ex, headers, receive, send)
+
+    async def _ui(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        """The dashboard (``ember.ui``), built on its first visit: the proxy's start-up and
+        memory do not pay for a page nobody opened. It reads through the proxy's own
+        storage owner, so its forget and edit are writes of the one writer of each file."""
+        if self._dashboard is None:
+            from ember.ui.app import Dashboard
+
+            self._dashboard = Dashboard(self.settings, self.storage)
+            self._dashboard.stopping = lambda: self.stopping() or not self.ready
+        await self._dashboard(scope, receive, send)
 
     def _health(self) -> bytes:
         """``{"status": "ok"}`` while serving; a database that was switched off is listed

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ember.features import Composition, Feature
+from ember.features import Composition, Feature, later
 from ember.shadow.settings import ShadowSettings
 
 if TYPE_CHECKING:
@@ -62,4 +62,5 @@ FEATURE = Feature(
     settings=ShadowSettings,
     flat_settings=True,
     banner=_banner,
+    views=later("ember.shadow.views:views"),
 )

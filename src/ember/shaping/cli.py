@@ -6,7 +6,6 @@ import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -14,17 +13,14 @@ from ember.cli import access
 from ember.cli.options import config_option, json_option
 from ember.config import Settings, load_settings
 from ember.shaping.recorder import StoredState, read_state
+from ember.shaping.report import HOLDOUT_HINT, report_json
 from ember.shaping.savings import DayBucket, SavingsReport, build_report
 from ember.shaping.settings import ShapingSettings
 from ember.shaping.state import ShapingState
-from ember.stats import Interval, SavingsEstimate
+from ember.stats import SavingsEstimate
 from ember.store.registry import stats_db_path
 from ember.store.schema import STATS
 
-HOLDOUT_HINT = (
-    "To measure instead of estimate, leave a share of sessions unshaped: "
-    "EMBER_OUTPUT_HOLDOUT=0.1 ember proxy  (or output_holdout = 0.1 in config.toml)."
-)
 BASELINE_HINT = (
     "No baseline yet: run the proxy with EMBER_OUTPUT_SHAPING=false for a while (its answers "
     "become the baseline), or use a holdout (below) to measure instead."
@@ -32,41 +28,6 @@ BASELINE_HINT = (
 CHART_DAYS = 14
 CHART_WIDTH = 36
 _EIGHTHS = " ▏▎▍▌▋▊▉"
-
-
-def _interval(iv: Interval | None) -> dict[str, float | None] | None:
-    if iv is None:
-        return None
-    return {"value": iv.value, "low": iv.low, "high": iv.high}
-
-
-def _estimate_json(label: str, est: SavingsEstimate) -> dict[str, Any]:
-    return {
-        "label": label,
-        "available": est.strata > 0,
-        "saved_output_tokens": _interval(est.saved_tokens),
-        "saved_share": _interval(est.relative),
-        "requests": est.requests,
-        "strata": est.strata,
-        "strata_left_out": est.strata_left_out,
-        "confidence": 0.95,
-    }
-
-
-def report_json(report: SavingsReport, settings: Settings, state: ShapingState) -> dict[str, Any]:
-    return {
-        "ledger": state.where("ledger"),
-        "baseline": state.where("verbosity"),
-        "holdout": settings.section(ShapingSettings).output_holdout,
-        "estimated": _estimate_json("estimated", report.estimated),
-        "measured": _estimate_json("measured", report.measured),
-        "echo_ratio": {
-            arm: {"mean": s.mean, "answers": s.n} for arm, s in sorted(report.echo.items())
-        },
-        "requests": {"treatment": report.treatment_requests, "control": report.control_requests},
-        "days": [{"day": d, **b.to_json()} for d, b in report.days],
-        "how_to_measure": None if report.measured.strata else HOLDOUT_HINT,
-    }
 
 
 def _band(est: SavingsEstimate) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ember.features import Composition, Feature
+from ember.features import Composition, Feature, later
 from ember.shaping.settings import ShapingSettings
 
 if TYPE_CHECKING:
@@ -42,4 +42,5 @@ FEATURE = Feature(
     commands=_commands,
     settings=ShapingSettings,
     flat_settings=True,
+    views=later("ember.shaping.views:views"),
 )

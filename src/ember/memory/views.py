@@ -1,0 +1,187 @@
+"""Memory on the dashboard (``Feature.views``): the project's memories with their provenance,
+search with the same breakdown as ``ember memory search --explain``, edit and forget, and what
+the proxy injected into each session.
+
+Edits and deletions go through ``HierarchicalMemory`` on the process's own storage owner, the
+one the proxy writes with when it serves the page: the row, its vector, its keyword entry and
+its evidence change in one transaction, as from the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from ember.memory.core import HierarchicalMemory
+from ember.memory.explain import explain_hit
+from ember.memory.settings import MemorySettings
+from ember.memory.used import cited
+from ember.models.factory import preload_from
+from ember.store.transcript import by_ids
+from ember.tokens import count_tokens
+from ember.views import Query, Route, ViewContext, ViewError
+
+#: Memories one page of the list shows at most.
+PAGE = 500
+
+_stores: dict[tuple[int, Path], HierarchicalMemory] = {}
+_lock = threading.Lock()
+
+
+def _store(ctx: ViewContext, q: Query) -> HierarchicalMemory:
+    """The project's store on the context's storage owner, opened once per process; the
+    embedder is the process's own, loaded on the first search."""
+    path = ctx.project_path(q.needs_project())
+    key = (id(ctx.storage), path)
+    with _lock:
+        found = _stores.get(key)
+    if found is not None:
+        return found
+    loader = preload_from(ctx.settings)
+    store = HierarchicalMemory(
+        ctx.storage.database(path),
+        lambda: loader.get(timeout=60),
+        vector_index=ctx.settings.memory_vector_index,
+        time_aware=ctx.settings.section(MemorySettings).memory_time_aware,
+    )
+    with _lock:
+        kept = _stores.setdefault(key, store)
+    if kept is not store:
+        store.close()
+    return kept
+
+
+def _row(m: Any) -> dict[str, Any]:
+    return {
+        "id": m.id,
+        "content": m.content,
+        "category": m.category,
+        "importance": m.importance,
+        "scope": m.scope.value,
+        "created_at": m.created_at,
+        "current": m.is_current,
+    }
+
+
+def memories(ctx: ViewContext, q: Query) -> dict[str, Any]:
+    """Current memories newest first, or with ``q`` the search's hits, each with why it
+    scored what it did and whether it reaches the injection floor."""
+    store = _store(ctx, q)
+    text = q.params.get("q", "").strip()
+    total = store.count()
+    if not text:
+        return {"memories": [_row(m) for m in store.list(limit=PAGE)], "total": total}
+    floor = ctx.settings.section(MemorySettings).memory_min_score
+    hits = store.search(text, top_k=q.number("top_k", 20, 1, 200))
+    found = [_row(h.memory) | {"score": h.score, "explain": explain_hit(h, floor)} for h in hits]
+    return {"memories": found, "total": total}
+
+
+def memory(ctx: ViewContext, q: Query) -> dict[str, Any]:
+    """One memory: its fields, validity, supersession chain, and each piece of evidence with
+    the transcript message it points at (when the transcript still holds it)."""
+    store = _store(ctx, q)
+    memory_id = q.text("id")
+    m = store.get(memory_id)
+    if m is None:
+        raise ViewError(404, f"no memory {memory_id!r} in this project (forgotten?)")
+    evidence = store.evidence(memory_id)
+    ids = [e.message_id for e in evidence if e.message_id]
+    messages = ctx.project_db(q.needs_project()).read(lambda c: by_ids(c, ids)) if ids else {}
+    return _row(m) | {
+        "valid_from": m.valid_from,
+        "valid_until": m.valid_until,
+        "supersedes": m.supersedes,
+        "superseded_by": m.superseded_by,
+        "history": [
+            {"id": h.id, "content": h.content, "valid_until": h.valid_until}
+            for h in store.history(memory_id)
+        ],
+        "evidence": [
+            {
+                "kind": e.kind,
+                "message_id": e.message_id,
+                "session_id": e.session_id,
+                "text": messages[e.message_id].content if e.message_id in messages else None,
+            }
+            for e in evidence
+        ],
+    }
+
+
+def forget(ctx: ViewContext, q: Query) -> dict[str, Any]:
+    deleted = _store(ctx, q).delete(q.text("id"))
+    if not deleted:
+        raise ViewError(404, f"no memory {q.text('id')!r} in this project")
+    return {"deleted": deleted}
+
+
+def edit(ctx: ViewContext, q: Query) -> dict[str, Any]:
+    content = q.body.get("content")
+    importance = q.body.get("importance")
+    if content is not None and (not isinstance(content, str) or not content.strip()):
+        raise ViewError(400, "content must be non-empty text")
+    if importance is not None and not isinstance(importance, int | float):
+        raise ViewError(400, "importance must be a number between 0 and 1")
+    updated = _store(ctx, q).update(
+        q.text("id"),
+        content=content,
+        importance=float(importance) if importance is not None else None,
+    )
+    return _row(updated)
+
+
+def injections(ctx: ViewContext, q: Query) -> list[dict[str, Any]]:
+    """What the proxy appended to each ask of a session (the ledger), with its size and
+    whether the answers after it cite the memories (``ember.memory.used``)."""
+    session = q.text("session")
+    db = ctx.project_db(q.needs_project())
+
+    def read(conn: Any) -> list[dict[str, Any]]:
+        rows = conn.execute(
+            "SELECT message_index, block, memory_ids, created_at, busy FROM memory_injections "
+            "WHERE session_id = ? ORDER BY created_at",
+            (session,),
+        ).fetchall()
+        answers = conn.execute(
+            "SELECT position, content FROM transcript_messages WHERE session_id = ? "
+            "AND role = 'assistant' ORDER BY seq",
+            (session,),
+        ).fetchall()
+        return [_injection(dict(r), [(a[0], a[1]) for a in answers]) for r in rows]
+
+    found = db.read(read)
+    store = _store(ctx, q)
+    for entry in found:
+        texts = [m.content for i in entry["memory_ids"] if (m := store.get(i)) is not None]
+        entry["used"] = cited(texts, entry.pop("_answers")) if entry["_answered"] else None
+        del entry["_answered"]
+    return found
+
+
+def _injection(row: dict[str, Any], answers: list[tuple[int, str]]) -> dict[str, Any]:
+    block = row["block"] or ""
+    after = [text for position, text in answers if position > row["message_index"]][:4]
+    return {
+        "message_index": row["message_index"],
+        "block": block,
+        "memory_ids": json.loads(row["memory_ids"] or "[]"),
+        "created_at": row["created_at"],
+        "busy": bool(row["busy"]),
+        "bytes": len(block.encode()),
+        "tokens": count_tokens(block),
+        "_answers": after,
+        "_answered": bool(after),
+    }
+
+
+def views() -> tuple[Route, ...]:
+    return (
+        Route("GET", "memories", memories),
+        Route("GET", "memory", memory),
+        Route("GET", "injections", injections),
+        Route("POST", "forget", forget, writes=True),
+        Route("POST", "edit", edit, writes=True),
+    )

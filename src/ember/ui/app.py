@@ -1,0 +1,236 @@
+"""The dashboard as an ASGI app under ``/ui``: the page, the kernel's JSON, the features' views
+and the live feed. ``ember ui`` serves it alone; the proxy serves the same app at ``/ui``.
+
+Every handler's reads run in a worker thread (SQLite blocks): the proxy's event loop keeps
+forwarding requests while a page loads a year of spend. A failing read is a JSON error for
+the page, never a broken proxy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from importlib import resources
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ember.config import Settings
+from ember.errors import EmberError
+from ember.features import registered
+from ember.store.registry import Storage
+from ember.ui import data, guard
+from ember.ui.home import HomeReader, projects
+from ember.views import Query, ViewContext, ViewError
+from ember.views import Route as ViewRoute
+
+log = logging.getLogger(__name__)
+
+PREFIX = "/ui"
+#: How often the live feed looks for new writes, and the longest one feed connection lasts
+#: (the browser reconnects by itself): a stopping server never waits on a page left open.
+POLL_SECONDS = 1.0
+FEED_SECONDS = 60.0
+
+
+class Dashboard:
+    """The app and what it reads with. ``stopping``: true once the server is shutting down
+    (the live feed ends at once)."""
+
+    def __init__(self, settings: Settings, storage: Storage) -> None:
+        self.settings = settings
+        self.storage = storage
+        self.token = guard.new_token()
+        self.reader = HomeReader(settings.home, storage)
+        self.context = ViewContext(settings, storage)
+        self.views = _feature_views()
+        self.stopping: Callable[[], bool] = lambda: False
+        static = resources.files("ember.ui") / "static"
+        self.app = Starlette(
+            routes=[
+                Route(PREFIX, self.page),
+                Route(PREFIX + "/", self.page),
+                Mount(PREFIX + "/static", StaticFiles(directory=str(static)), name="static"),
+                Route(PREFIX + "/api/projects", self.api_projects),
+                Route(PREFIX + "/api/spend", self.api_spend),
+                Route(PREFIX + "/api/sessions", self.api_sessions),
+                Route(PREFIX + "/api/requests", self.api_requests),
+                Route(PREFIX + "/api/features", self.api_features),
+                Route(PREFIX + "/api/events", self.api_events),
+                Route(
+                    PREFIX + "/api/f/{feature}/{path:path}",
+                    self.api_feature,
+                    methods=["GET", "POST"],
+                ),
+            ]
+        )
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and not guard.loopback_host(_header(scope, b"host")):
+            response = _error(403, "the dashboard answers on loopback only (Host: 127.0.0.1)")
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    # -- the page ---------------------------------------------------------------------------
+
+    async def page(self, request: Request) -> Response:
+        html = (resources.files("ember.ui") / "static" / "index.html").read_text("utf-8")
+        html = html.replace("__EMBER_TOKEN__", self.token).replace("__EMBER_PREFIX__", PREFIX)
+        return HTMLResponse(html, headers={"cache-control": "no-store"})
+
+    # -- the kernel's data ------------------------------------------------------------------
+
+    async def api_projects(self, request: Request) -> Response:
+        return await _json(self.reader.overview)
+
+    async def api_spend(self, request: Request) -> Response:
+        q = _query(request)
+        days = q.number("days", 30, 1, 366)
+        by = q.params.get("by", "origin")
+        if by not in data.BREAKDOWNS:
+            return _error(400, f"by={by!r}: choose one of {', '.join(data.BREAKDOWNS)}")
+        return await _json(lambda: self.reader.spend(days, by, q.project).to_json())
+
+    async def api_sessions(self, request: Request) -> Response:
+        q = _query(request)
+        limit = q.number("limit", 200, 1, 5000)
+        return await _json(lambda: self._per_project(q, lambda c: data.sessions(c, limit)))
+
+    async def api_requests(self, request: Request) -> Response:
+        q = _query(request)
+        session = q.text("session")
+        limit = q.number("limit", 2000, 1, 100_000)
+        prices = self.settings.price_table()
+
+        def read() -> list[dict[str, Any]]:
+            rows: list[dict[str, Any]] = self._per_project(
+                q, lambda c: data.requests(c, session, limit)
+            )
+            for row in rows:  # what a token of fresh input costs: an injected block's price
+                price = prices.lookup(row["model"])
+                row["input_usd_per_mtok"] = price.input if price is not None else None
+            return rows
+
+        return await _json(read)
+
+    def _per_project(self, q: Query, fn: Callable[[Any], Any]) -> Any:
+        name = q.needs_project()
+        project = self.reader.find(name)
+        if project is None:
+            raise ViewError(404, f"no project named {name!r} in {self.settings.home}")
+        return self.reader.read(project, fn)
+
+    async def api_features(self, request: Request) -> Response:
+        listed = {
+            name: [{"method": r.method, "path": r.path, "writes": r.writes} for r in routes]
+            for name, routes in self.views.items()
+        }
+        return JSONResponse(listed)
+
+    # -- the features' views ----------------------------------------------------------------
+
+    async def api_feature(self, request: Request) -> Response:
+        feature, path = request.path_params["feature"], request.path_params["path"]
+        route = next(
+            (
+                r
+                for r in self.views.get(feature, ())
+                if r.path == path and r.method == request.method
+            ),
+            None,
+        )
+        if route is None:
+            return _error(404, f"no view {request.method} {feature}/{path}")
+        if route.writes and not guard.token_ok(self.token, request.headers.get("x-ember-token")):
+            return _error(
+                403, "this changes data: reload the dashboard (its token is missing or stale)"
+            )
+        body: dict[str, Any] = {}
+        if request.method == "POST":
+            try:
+                body = json.loads(await request.body() or b"{}")
+            except ValueError:
+                return _error(400, "the body must be a JSON object")
+            if not isinstance(body, dict):
+                return _error(400, "the body must be a JSON object")
+        q = _query(request, body)
+        return await _json(lambda: route.handler(self.context, q))
+
+    # -- live -------------------------------------------------------------------------------
+
+    async def api_events(self, request: Request) -> Response:
+        return StreamingResponse(
+            self._feed(request),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-store"},
+        )
+
+    async def _feed(self, request: Request) -> AsyncIterator[str]:
+        """One ``change`` event per project whose files changed since the last look, as
+        ``{"project": name}``; ends after ``FEED_SECONDS`` or when the server stops."""
+        yield "retry: 1000\n\n"
+        seen = await run_in_threadpool(self._stamps)
+        ends = time.monotonic() + FEED_SECONDS
+        while time.monotonic() < ends and not self.stopping():
+            await asyncio.sleep(POLL_SECONDS)
+            if await request.is_disconnected():
+                return
+            now = await run_in_threadpool(self._stamps)
+            for name, stamp in now.items():
+                if seen.get(name) != stamp:
+                    yield f"event: change\ndata: {json.dumps({'project': name})}\n\n"
+            seen = now
+
+    def _stamps(self) -> dict[str, tuple[float, ...]]:
+        return {p.name: p.stamp() for p in projects(self.settings.home)}
+
+
+def _feature_views() -> dict[str, tuple[ViewRoute, ...]]:
+    out = {}
+    for feature in registered():
+        try:
+            routes = tuple(feature.views())
+        except Exception:  # a plugin's views failing must not take the dashboard down
+            log.exception("the views of feature %s could not be loaded", feature.name)
+            continue
+        if routes:
+            out[feature.name] = routes
+    return out
+
+
+def _header(scope: dict[str, Any], name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def _query(request: Request, body: dict[str, Any] | None = None) -> Query:
+    params = dict(request.query_params)
+    project = (body or {}).get("project") or params.get("project")
+    return Query(project if isinstance(project, str) else None, params, body or {})
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+async def _json(fn: Callable[[], Any]) -> Response:
+    """``fn()`` in a worker thread, as JSON; a refusal or a storage failure as an error the
+    page shows."""
+    try:
+        return JSONResponse(await run_in_threadpool(fn))
+    except ViewError as exc:
+        return _error(exc.status, str(exc))
+    except EmberError as exc:
+        log.warning("dashboard read failed: %s", exc)
+        return _error(503, str(exc))

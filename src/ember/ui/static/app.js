@@ -1,0 +1,397 @@
+// ember's dashboard: plain DOM, no framework, nothing loaded from anywhere else.
+// Every text from the server goes in with textContent (never innerHTML): memories hold what
+// users and models wrote.
+"use strict";
+
+const PREFIX = document.querySelector('meta[name="ember-prefix"]').content;
+const TOKEN = document.querySelector('meta[name="ember-token"]').content;
+const COLORS = ["#d9480f", "#1c7ed6", "#2f9e44", "#ae3ec9", "#f59f00", "#0c8599", "#e64980",
+  "#5c940d", "#7048e8", "#868e96"];
+const state = { view: "spend", project: "", by: "origin", days: 30, features: {}, detail: null };
+
+// -- small helpers -------------------------------------------------------------------------
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "on") for (const [ev, fn] of Object.entries(v)) el.addEventListener(ev, fn);
+    else if (v !== null && v !== undefined && v !== false) el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+function svg(tag, attrs, ...children) {
+  const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, v);
+  for (const c of children.flat()) if (c) el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return el;
+}
+
+const usd = (v) => (v === null || v === undefined ? "—" : "$" + Number(v).toFixed(v < 1 ? 4 : 2));
+const int = (v) => (v === null || v === undefined ? "—" : Number(v).toLocaleString("en-US"));
+const pct = (v) => (v === null || v === undefined ? "—" : (100 * v).toFixed(1) + "%");
+const when = (ts) => (ts ? new Date(ts * 1000).toISOString().replace("T", " ").slice(0, 19) : "—");
+const day = (ts) => new Date(ts * 1000).toISOString().slice(5, 10);
+
+function showError(message) {
+  const box = document.getElementById("error");
+  box.textContent = message;
+  box.hidden = false;
+  clearTimeout(showError.timer);
+  showError.timer = setTimeout(() => (box.hidden = true), 8000);
+}
+
+async function api(path, params, body) {
+  const url = new URL(PREFIX + "/api/" + path, location.origin);
+  for (const [k, v] of Object.entries(params || {})) if (v !== "" && v !== null && v !== undefined) url.searchParams.set(k, v);
+  const init = body === undefined ? {} : {
+    method: "POST", body: JSON.stringify(body),
+    headers: { "content-type": "application/json", "x-ember-token": TOKEN },
+  };
+  const res = await fetch(url, init);
+  const data = await res.json().catch(() => ({ error: res.statusText }));
+  if (!res.ok) throw new Error(data.error || res.statusText);
+  return data;
+}
+
+function table(columns, rows, onClick) {
+  const head = h("tr", {}, columns.map((c) => h("th", { class: c.num ? "num" : null }, c.title)));
+  const body = rows.map((r) => h("tr", { class: onClick ? "click" : null, on: onClick ? { click: () => onClick(r) } : {} },
+    columns.map((c) => h("td", { class: c.num ? "num" : null }, c.value(r)))));
+  return h("table", {}, h("thead", {}, head), h("tbody", {}, body));
+}
+
+function card(label, value) { return h("div", { class: "card" }, h("b", {}, value), h("span", {}, label)); }
+
+// -- spend ------------------------------------------------------------------------------------
+
+function barChart(spend, metric) {
+  const W = 900, H = 220, L = 56, B = 22, n = spend.days.length;
+  const totals = spend.days.map((_, i) => spend.series.reduce((s, x) => s + x[metric][i], 0));
+  const top = Math.max(...totals, metric === "usd" ? 0.0001 : 1);
+  const bw = (W - L) / n;
+  const g = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: "100%", role: "img", "aria-label": `${metric} per day` });
+  for (let t = 0; t <= 4; t++) {
+    const y = H - B - ((H - B - 8) * t) / 4;
+    g.append(svg("line", { x1: L, x2: W, y1: y, y2: y, stroke: "#eef0f3" }));
+    const v = (top * t) / 4;
+    g.append(svg("text", { x: L - 4, y: y + 3, "text-anchor": "end" }, metric === "usd" ? "$" + v.toFixed(v < 1 ? 3 : 1) : int(Math.round(v))));
+  }
+  spend.days.forEach((ts, i) => {
+    let y = H - B;
+    spend.series.forEach((s, k) => {
+      const v = s[metric][i];
+      if (!v) return;
+      const hgt = ((H - B - 8) * v) / top;
+      y -= hgt;
+      g.append(svg("rect", { x: L + i * bw + 1, y, width: Math.max(bw - 2, 1), height: hgt, fill: COLORS[k % COLORS.length], "data-key": s.key },
+        svg("title", {}, `${day(ts)} ${s.key}: ${metric === "usd" ? usd(v) : int(v)}`)));
+    });
+    if (n <= 31 ? i % 3 === 0 : i % Math.ceil(n / 12) === 0) g.append(svg("text", { x: L + i * bw + bw / 2, y: H - 6, "text-anchor": "middle" }, day(ts)));
+  });
+  return g;
+}
+
+function shareLine(spend) {
+  const W = 900, H = 90, L = 56, n = spend.days.length, bw = (W - L) / n;
+  const g = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: "100%", role: "img", "aria-label": "cache-read share per day" });
+  const points = [];
+  spend.days.forEach((_, i) => {
+    let read = 0, all = 0;
+    for (const s of spend.series) {
+      const share = s.cache_read_share[i];
+      if (share === null) continue;
+      // weight each key's share by its tokens (a day's share over all of its input)
+      read += share * s.tokens[i];
+      all += s.tokens[i];
+    }
+    if (all) points.push([L + i * bw + bw / 2, H - 10 - (H - 20) * (read / all)]);
+  });
+  g.append(svg("text", { x: L - 4, y: 13, "text-anchor": "end" }, "100%"));
+  g.append(svg("text", { x: L - 4, y: H - 7, "text-anchor": "end" }, "0%"));
+  for (const [x, y] of points) g.append(svg("circle", { cx: x, cy: y, r: 2.5, fill: "#1c7ed6" }));
+  if (points.length) g.append(svg("polyline", { points: points.map((p) => p.join(",")).join(" "), fill: "none", stroke: "#1c7ed6", "stroke-width": 2 }));
+  return g;
+}
+
+async function renderSpend(view) {
+  const spend = await api("spend", { project: state.project, by: state.by, days: state.days });
+  const t = spend.total;
+  const metric = state.metric || "usd";
+  const pick = (name, options, value, set) => h("select", { on: { change: (e) => { set(e.target.value); render(); } } },
+    options.map(([v, label]) => h("option", { value: v, selected: v === String(value) }, label)));
+  view.append(
+    h("div", { class: "cards" },
+      card("spend", usd(t.usd) + (t.unpriced_requests ? ` (+${t.unpriced_requests} unpriced)` : "")),
+      card("requests", int(t.requests)), card("cache-read share", pct(t.cache_read_share)),
+      card("input tokens", int(t.input_tokens)), card("output tokens", int(t.output_tokens))),
+    h("div", { class: "panel", id: "spend-chart" },
+      h("div", { class: "controls" },
+        h("h2", {}, "Spend per day"),
+        pick("by", [["origin", "by origin"], ["model", "by model"], ["project", "by project"]], state.by, (v) => (state.by = v)),
+        pick("metric", [["usd", "cost"], ["tokens", "tokens"], ["requests", "requests"]], metric, (v) => (state.metric = v)),
+        pick("days", [["7", "7 days"], ["30", "30 days"], ["90", "90 days"], ["365", "a year"]], state.days, (v) => (state.days = Number(v)))),
+      barChart(spend, metric),
+      h("div", { class: "legend" }, spend.series.map((s, k) => h("span", {}, h("i", { style: `background:${COLORS[k % COLORS.length]}` }), s.key)))),
+    h("div", { class: "panel" }, h("h2", {}, "Share of input read from the cache"), shareLine(spend)),
+  );
+  if (state.features.shaping) await renderSavings(view);
+}
+
+async function renderSavings(view) {
+  const s = await api("f/shaping/savings", {});
+  const band = (iv) => (iv && iv.low !== null && iv.high !== null ? `${int(Math.round(iv.low))} – ${int(Math.round(iv.high))}` : "—");
+  const row = (est, what) => ({
+    kind: est.label, what, requests: est.requests,
+    saved: est.available ? int(Math.round(est.saved_output_tokens.value)) : "no data yet",
+    band: est.available ? band(est.saved_output_tokens) : "—",
+    share: est.available && est.saved_share ? pct(est.saved_share.value) : "—",
+  });
+  view.append(h("div", { class: "panel", id: "savings" }, h("h2", {}, "What output shaping saved (95% bands)"),
+    table([
+      { title: "kind", value: (r) => r.kind },
+      { title: "against", value: (r) => r.what },
+      { title: "shaped requests", num: true, value: (r) => int(r.requests) },
+      { title: "output tokens saved", num: true, value: (r) => r.saved },
+      { title: "band", num: true, value: (r) => r.band },
+      { title: "share of unshaped output", num: true, value: (r) => r.share },
+    ], [row(s.estimated, "the unshaped baseline (a counterfactual)"), row(s.measured, "holdout sessions left unshaped")]),
+    s.how_to_measure ? h("p", { class: "muted" }, s.how_to_measure) : null));
+}
+
+// -- sessions and requests --------------------------------------------------------------------
+
+async function renderProjects(view) {
+  const rows = await api("projects");
+  view.append(h("div", { class: "panel" }, h("h2", {}, "Projects"), rows.length ? table([
+    { title: "project", value: (r) => r.identity || r.name },
+    { title: "kind", value: (r) => r.kind },
+    { title: "requests", num: true, value: (r) => int(r.requests) },
+    { title: "spend", num: true, value: (r) => usd(r.usd) },
+    { title: "cache-read share", num: true, value: (r) => pct(r.cache_read_share) },
+  ], rows, (r) => selectProject(r.name)) : h("p", { class: "muted" }, "No requests yet: point a client at the proxy.")));
+}
+
+async function renderSessions(view) {
+  if (!state.project) return renderProjects(view);
+  if (state.detail) return renderRequests(view, state.detail);
+  const rows = await api("sessions", { project: state.project });
+  view.append(h("div", { class: "panel", id: "sessions" }, h("h2", {}, "Sessions"), table([
+    { title: "session", value: (r) => r.session_id.slice(0, 18) },
+    { title: "last seen", value: (r) => when(r.last_seen) },
+    { title: "models", value: (r) => r.models || "—" },
+    { title: "requests", num: true, value: (r) => int(r.requests) },
+    { title: "cache read", num: true, value: (r) => int(r.cache_read_tokens) },
+    { title: "output", num: true, value: (r) => int(r.output_tokens) },
+    { title: "client spend", num: true, value: (r) => usd(r.cost_usd ?? r.priced_cost_usd) },
+    { title: "ember's own", num: true, value: (r) => usd(r.ember_usd) },
+  ], rows, (r) => { state.detail = r.session_id; render(); })));
+}
+
+async function renderRequests(view, session) {
+  const rows = await api("requests", { project: state.project, session });
+  let injections = [];
+  if (state.features.memory) injections = await api("f/memory/injections", { project: state.project, session });
+  // An injection is made while its request is prepared (after the request's start, before the
+  // next one's); every later request of the user's thread replays it byte for byte.
+  const main = rows.filter((r) => r.thread_kind === "main" || r.thread_kind === null);
+  const changed = (r) => {
+    if (!main.includes(r)) return { fresh: [], replayed: [] };
+    const next = main[main.indexOf(r) + 1];
+    const until = next ? next.ts : Infinity;
+    return {
+      fresh: injections.filter((x) => x.created_at >= r.ts && x.created_at < until),
+      replayed: injections.filter((x) => x.created_at < r.ts && !x.busy),
+    };
+  };
+  view.append(h("div", { class: "panel", id: "requests" },
+    h("div", { class: "controls" }, h("button", { class: "act", on: { click: () => { state.detail = null; render(); } } }, "← sessions"),
+      h("h2", {}, `Session ${session}`)),
+    table([
+      { title: "time", value: (r) => when(r.ts) },
+      { title: "model", value: (r) => r.model || "—" },
+      { title: "by", value: (r) => h("span", { class: "tag" + (r.origin === "client" ? "" : " warn") }, r.origin) },
+      { title: "thread", value: (r) => r.thread_kind || "—" },
+      { title: "status", value: (r) => `${r.status} ${r.outcome}` },
+      { title: "input", num: true, value: (r) => int(r.input_tokens) },
+      { title: "cache read", num: true, value: (r) => int(r.cache_read_tokens) },
+      { title: "cache write", num: true, value: (r) => int(r.cache_write_tokens) },
+      { title: "output", num: true, value: (r) => int(r.output_tokens) },
+      { title: "cost", num: true, value: (r) => usd(r.cost_usd) + (r.usage_estimated ? " (est.)" : "") },
+      { title: "what ember changed", value: (r) => injectedCell(changed(r), r.input_usd_per_mtok) },
+    ], rows)));
+}
+
+function injectedCell({ fresh, replayed }, price) {
+  const cells = fresh.map((x) => h("details", { class: "injection" },
+    h("summary", {}, x.busy ? h("span", { class: "tag warn" }, "memory busy: none injected")
+      : [h("span", { class: "tag" }, `+${x.memory_ids.length} memories`),
+        ` ${int(x.bytes)} bytes ≈ ${int(x.tokens)} tokens`,
+        price === null ? "" : ` ≈ ${usd((x.tokens * price) / 1e6)} as fresh input `,
+        x.used === null ? "" : h("span", { class: "tag " + (x.used ? "good" : "") }, x.used ? "cited" : "not cited")]),
+    h("pre", {}, x.block), h("div", { class: "muted" }, "ids: " + x.memory_ids.join(", "))));
+  if (replayed.length) {
+    const bytes = replayed.reduce((s, x) => s + x.bytes, 0);
+    cells.push(h("div", { class: "muted replayed" }, `${replayed.length} earlier block(s) replayed, ${int(bytes)} bytes (the same bytes: cached)`));
+  }
+  return cells.length ? cells : h("span", { class: "muted" }, "—");
+}
+
+// -- memories ---------------------------------------------------------------------------------
+
+async function renderMemories(view) {
+  if (!state.project) return renderProjects(view);
+  if (state.memory) return renderMemory(view, state.memory);
+  const q = state.query || "";
+  const box = h("input", { type: "search", id: "memory-search", placeholder: "search memories (explains each score)", value: q });
+  box.addEventListener("keydown", (e) => { if (e.key === "Enter") { state.query = box.value; render(); } });
+  const found = await api("f/memory/memories", { project: state.project, q });
+  view.append(h("div", { class: "panel", id: "memories" },
+    h("div", { class: "controls" }, h("h2", {}, q ? `Memories matching “${q}”` : "Memories"), box),
+    table([
+      { title: "memory", value: (r) => r.content },
+      { title: "category", value: (r) => r.category || "—" },
+      { title: "importance", num: true, value: (r) => r.importance.toFixed(2) },
+      { title: "scope", value: (r) => r.scope },
+      { title: q ? "score (why)" : "created", value: (r) => (q ? explainCell(r) : when(r.created_at)) },
+    ], found.memories, (r) => { state.memory = r.id; render(); }),
+    h("p", { class: "muted" }, `${found.memories.length} of ${found.total} shown`)));
+}
+
+function explainCell(r) {
+  const e = r.explain;
+  return h("span", { title: JSON.stringify(e) }, r.score.toFixed(3), " ",
+    h("span", { class: "tag " + (e.above_floor ? "good" : "warn") }, e.above_floor ? "injectable" : "under the floor"),
+    ` cos ${e.cosine === null ? "—" : e.cosine.toFixed(2)} · words ${e.keywords === null ? "—" : e.keywords.toFixed(2)}`);
+}
+
+async function renderMemory(view, id) {
+  const m = await api("f/memory/memory", { project: state.project, id });
+  const content = h("textarea", { id: "memory-content", rows: 3, cols: 90 }, m.content);
+  const importance = h("input", { type: "text", id: "memory-importance", size: 4, value: m.importance });
+  view.append(h("div", { class: "panel", id: "memory" },
+    h("div", { class: "controls" }, h("button", { class: "act", on: { click: () => { state.memory = null; render(); } } }, "← memories"),
+      h("h2", {}, `Memory ${m.id}`)),
+    content, h("div", { class: "controls" }, "importance ", importance,
+      h("button", { class: "act", id: "memory-save", on: { click: async () => {
+        await guarded(() => api("f/memory/edit", {}, { project: state.project, id, content: content.value, importance: Number(importance.value) }));
+        render();
+      } } }, "save"),
+      h("button", { class: "act danger", id: "memory-forget", on: { click: async () => {
+        if (!confirm("Forget this memory for good?")) return;
+        await guarded(() => api("f/memory/forget", {}, { project: state.project, id }));
+        state.memory = null; render();
+      } } }, "forget")),
+    table([{ title: "field", value: (r) => r[0] }, { title: "value", value: (r) => r[1] }], [
+      ["scope", m.scope], ["category", m.category || "—"], ["valid", `${when(m.valid_from)} → ${m.valid_until ? when(m.valid_until) : "now"}`],
+      ["supersedes", m.supersedes || "—"], ["superseded by", m.superseded_by || "—"], ["created", when(m.created_at)],
+    ]),
+    h("h2", {}, "Evidence"),
+    m.evidence.length ? m.evidence.map((e) => h("details", { class: "evidence" }, h("summary", {}, `${e.kind} · ${e.message_id || "—"}`),
+      h("pre", {}, e.text || "(the message is no longer in the transcript)"))) : h("p", { class: "muted" }, "none recorded"),
+    h("h2", {}, "History"),
+    table([{ title: "id", value: (r) => r.id }, { title: "content", value: (r) => r.content }, { title: "until", value: (r) => when(r.valid_until) }], m.history)));
+}
+
+async function guarded(fn) {
+  try { return await fn(); } catch (e) { showError(e.message); throw e; }
+}
+
+// -- shadow -----------------------------------------------------------------------------------
+
+async function renderShadow(view) {
+  if (!state.project) return renderProjects(view);
+  const s = await api("f/shadow/runs", { project: state.project });
+  view.append(
+    h("div", { class: "cards" }, card("budget left (7 days)", usd(s.budget.left_usd)), card("shadow spend (7 days)", usd(s.budget.spent_usd)),
+      card("runs", int(s.runs.length))),
+    h("div", { class: "panel", id: "shadow-runs" }, h("h2", {}, "Shadow runs"), table([
+      { title: "started", value: (r) => when(r.started_at) },
+      { title: "status", value: (r) => h("span", { class: "tag" + (r.status === "done" ? " good" : r.status === "skipped" ? " warn" : "") }, r.status) },
+      { title: "path", value: (r) => r.path },
+      { title: "why", value: (r) => r.reason || "—" },
+      { title: "cache read", num: true, value: (r) => int(r.cache_read_tokens) },
+      { title: "cost", num: true, value: (r) => usd(r.cost_usd) },
+      { title: "facts", num: true, value: (r) => int(r.proposals) },
+    ], s.runs)),
+    h("div", { class: "panel", id: "shadow-proposals" }, h("h2", {}, "Proposals"), table([
+      { title: "fact", value: (r) => r.content },
+      { title: "status", value: (r) => r.status },
+      { title: "memory", value: (r) => r.memory_id || "—" },
+    ], s.proposals)));
+}
+
+// -- lessons, and any feature's views ----------------------------------------------------------
+
+async function renderGeneric(view, feature) {
+  for (const route of state.features[feature].filter((r) => r.method === "GET" && !r.path.includes("/"))) {
+    const rows = await api(`f/${feature}/${route.path}`, { project: state.project });
+    const list = Array.isArray(rows) ? rows : rows.rows || [];
+    const cols = list.length ? Object.keys(list[0]).slice(0, 8) : [];
+    view.append(h("div", { class: "panel", id: `${feature}-${route.path}` }, h("h2", {}, `${feature}: ${route.path}`),
+      list.length ? table(cols.map((c) => ({ title: c, value: (r) => (typeof r[c] === "object" ? JSON.stringify(r[c]) : r[c]) })), list)
+        : h("p", { class: "muted" }, "nothing yet")));
+  }
+}
+
+// -- the frame --------------------------------------------------------------------------------
+
+const RENDERERS = { spend: renderSpend, sessions: renderSessions, memory: renderMemories, shadow: renderShadow };
+const TITLES = { memory: "Memories", shadow: "Shadow", traffic: "Lessons", learn: "TOIN" };
+
+async function render() {
+  const view = document.getElementById("view");
+  const fresh = h("div", {});
+  try {
+    const fn = RENDERERS[state.view] || ((v) => renderGeneric(v, state.view));
+    await fn(fresh);
+    view.replaceChildren(fresh);
+    view.dataset.rendered = state.view;
+  } catch (e) {
+    showError(e.message);
+  }
+}
+
+function selectProject(name) {
+  state.project = name; state.detail = null; state.memory = null;
+  document.getElementById("project").value = name;
+  if (state.view === "spend") state.view = "sessions";
+  setTab(state.view);
+}
+
+function setTab(name) {
+  state.view = name;
+  for (const b of document.querySelectorAll("#tabs button")) b.classList.toggle("active", b.dataset.view === name);
+  render();
+}
+
+async function start() {
+  state.features = await api("features");
+  const tabs = document.getElementById("tabs");
+  for (const name of Object.keys(state.features)) {
+    if (name === "shaping") continue; // shown with spend
+    tabs.append(h("button", { "data-view": name }, TITLES[name] || name));
+  }
+  tabs.addEventListener("click", (e) => { if (e.target.dataset.view) { state.detail = null; state.memory = null; setTab(e.target.dataset.view); } });
+  const select = document.getElementById("project");
+  for (const p of await api("projects")) select.append(h("option", { value: p.name }, p.identity || p.name));
+  select.addEventListener("change", () => { state.project = select.value; state.detail = null; state.memory = null; render(); });
+  await render();
+  const live = document.getElementById("live");
+  const events = new EventSource(PREFIX + "/api/events");
+  events.onopen = () => live.classList.add("on");
+  events.onerror = () => live.classList.remove("on");
+  events.addEventListener("change", (e) => {
+    const { project } = JSON.parse(e.data);
+    // Spend and requests follow the traffic; a memory being read or edited is never
+    // redrawn under the user's cursor.
+    const follows = state.view === "spend" || state.view === "sessions";
+    if (follows && (!state.project || state.project === project)) render();
+  });
+}
+
+start();

@@ -1,0 +1,148 @@
+"""The dashboard's JSON over a proxy that served real SDK traffic through the emulator."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+
+from ember.store.database import Database
+from ember.store.schema import PROJECT
+from tests.conftest import Stack, StackFactory
+from tests.memory.test_stage_e2e import ACME, FACTS, run_agent, seed
+
+
+@pytest.fixture
+def served(make_stack: StackFactory) -> tuple[Stack, list[str]]:
+    stack = make_stack(stages="features")
+    ids = seed(stack.home, ACME, FACTS)
+    run_agent(stack)  # one ask with memories injected, two tool calls: three requests
+    return stack, ids
+
+
+def get(stack: Stack, path: str, **params: Any) -> Any:
+    r = httpx.get(f"{stack.url}/ui/api/{path}", params=params, timeout=30)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def token(stack: Stack) -> str:
+    page = httpx.get(f"{stack.url}/ui/", timeout=10).text
+    found = re.search(r'name="ember-token" content="([^"]+)"', page)
+    assert found is not None
+    return found.group(1)
+
+
+def project_of(stack: Stack) -> str:
+    [project] = [p for p in get(stack, "projects") if p["kind"] == "project"]
+    assert project["identity"] == ACME
+    return str(project["name"])
+
+
+def test_spend_sessions_and_requests_are_the_accounting_rows(
+    served: tuple[Stack, list[str]],
+) -> None:
+    stack, _ = served
+    name = project_of(stack)
+    spend = get(stack, "spend", days=7, by="model")
+    assert spend["total"]["requests"] == 3
+    assert [s["key"] for s in spend["series"]] and sum(spend["series"][0]["requests"]) == 3
+    assert 0 <= spend["total"]["cache_read_share"] <= 1
+    [session] = get(stack, "sessions", project=name)
+    assert session["requests"] == 3 and session["ember_usd"] == 0
+    rows = get(stack, "requests", project=name, session=session["session_id"])
+    assert [r["origin"] for r in rows] == ["client"] * 3
+    assert sum(r["output_tokens"] for r in rows) == session["output_tokens"]
+
+
+def test_the_request_view_shows_the_memory_block_that_was_injected(
+    served: tuple[Stack, list[str]],
+) -> None:
+    stack, ids = served
+    name = project_of(stack)
+    [session] = get(stack, "sessions", project=name)
+    [injected] = get(stack, "f/memory/injections", project=name, session=session["session_id"])
+    sent = stack.emulator.requests[0].json()["messages"][0]["content"][1]["text"]
+    assert injected["block"] == sent  # exactly the bytes the provider got
+    assert set(injected["memory_ids"]) <= set(ids) and injected["memory_ids"]
+    assert injected["bytes"] == len(sent.encode()) and injected["tokens"] > 0
+    assert injected["used"] in (True, False)  # the answer after it was recorded
+
+
+def test_search_explains_and_forget_removes_the_memory_from_the_database(
+    served: tuple[Stack, list[str]],
+) -> None:
+    stack, ids = served
+    name = project_of(stack)
+    found = get(stack, "f/memory/memories", project=name, q="empty password login")
+    top = found["memories"][0]
+    assert top["id"] == ids[0] and top["explain"]["above_floor"] is True
+    detail = get(stack, "f/memory/memory", project=name, id=ids[0])
+    assert detail["content"] == FACTS[0] and detail["history"][0]["id"] == ids[0]
+    url = f"{stack.url}/ui/api/f/memory/forget"
+    body = {"project": name, "id": ids[0]}
+    refused = httpx.post(url, json=body, timeout=10)  # no token: a page on another origin
+    assert refused.status_code == 403
+    done = httpx.post(url, json=body, headers={"x-ember-token": token(stack)}, timeout=30)
+    assert done.status_code == 200 and done.json()["deleted"] == [ids[0]]
+    stack.app.storage.flush(10)
+    path = stack.home / "projects" / name / "ember.db"
+    db = Database(path, PROJECT, log_failures=False)
+    try:
+        left = db.read(lambda c: [r[0] for r in c.execute("SELECT id FROM memories")])
+    finally:
+        db.close()
+    assert ids[0] not in left and set(ids[1:]) <= set(left)
+
+
+def test_edit_changes_the_fact_and_its_search(served: tuple[Stack, list[str]]) -> None:
+    stack, ids = served
+    name = project_of(stack)
+    headers = {"x-ember-token": token(stack)}
+    body = {"project": name, "id": ids[2], "content": "The team squashes commits before merging."}
+    r = httpx.post(f"{stack.url}/ui/api/f/memory/edit", json=body, headers=headers, timeout=30)
+    assert r.status_code == 200 and r.json()["content"] == body["content"]
+    hits = get(stack, "f/memory/memories", project=name, q="squash commits merging")["memories"]
+    assert hits[0]["id"] == ids[2]
+
+
+def test_bad_input_gets_a_clear_error_and_never_another_project(
+    served: tuple[Stack, list[str]],
+) -> None:
+    stack, _ = served
+    for project in ("../../etc", "nope-0123456789abcdef", ""):
+        r = httpx.get(f"{stack.url}/ui/api/f/memory/memories", params={"project": project})
+        assert r.status_code in (400, 404) and r.json()["error"]
+    r = httpx.get(f"{stack.url}/ui/api/spend", params={"by": "colour"})
+    assert r.status_code == 400 and "choose one of" in r.json()["error"]
+    assert not (stack.home / "projects" / "nope-0123456789abcdef").exists()
+
+
+def test_a_rebound_host_name_is_refused(served: tuple[Stack, list[str]]) -> None:
+    stack, _ = served
+    r = httpx.get(f"{stack.url}/ui/api/projects", headers={"host": "evil.example:8787"})
+    assert r.status_code == 403 and "loopback" in r.json()["error"]
+
+
+def test_the_live_feed_announces_a_new_request(served: tuple[Stack, list[str]]) -> None:
+    stack, _ = served
+    name = project_of(stack)
+    events: list[str] = []
+
+    def listen() -> None:
+        with httpx.stream("GET", f"{stack.url}/ui/api/events", timeout=30) as r:
+            for line in r.iter_lines():
+                if line.startswith("data:"):
+                    events.append(line)
+                    return
+
+    t = threading.Thread(target=listen, daemon=True)
+    t.start()
+    threading.Event().wait(1.5)  # the feed has taken its first look
+    run_agent(stack)
+    t.join(20)
+    assert events and json.loads(events[0][5:])["project"] == name
