@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 HOLD_SECONDS = 10.0
 #: Outcomes in which the provider generated nothing: with no usage reported they cost $0
 #: (a priced model), where any other failure without usage costs "unknown".
-_NOTHING_BILLED = ("upstream_error", "unreachable", "timeout")
+_NOTHING_BILLED = ("upstream_error", "unreachable", "timeout", "refused")
 
 
 class AccountingStage(Stage):

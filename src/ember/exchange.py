@@ -39,10 +39,23 @@ __all__ = ["Exchange", "Outcome", "Services", "Stage", "Stopping"]
 #: with an error (an error status, or a 200 JSON body holding one). ``stream_error``: an error
 #: event inside a stream that had begun with 200. ``cut``: a stream or body that ended before
 #: its final event, whether the connection broke or closed cleanly. ``cancelled``: the client
-#: went away. ``timeout`` / ``unreachable``: no answer from the provider at all.
+#: went away. ``timeout`` / ``unreachable``: no answer from the provider at all. ``refused``:
+#: ember answered itself and never asked the provider (``Exchange.refusal``).
 OutcomeKind = Literal[
-    "ok", "upstream_error", "stream_error", "cut", "cancelled", "timeout", "unreachable"
+    "ok", "upstream_error", "stream_error", "cut", "cancelled", "timeout", "unreachable", "refused"
 ]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A request ember answers itself with an error, in the protocol's own shape, instead of
+    forwarding it (a project over the spend limit its user set). ``retry_after``: seconds
+    until asking again can succeed. Clients are told not to retry (``x-should-retry:
+    false``): an SDK retrying a refusal only hides the message from the user."""
+
+    status: int
+    message: str
+    retry_after: float | None = None
 
 
 class OwnedTools(Protocol):
@@ -81,6 +94,9 @@ class Exchange:
     #: are where ember's block goes (Codex's default model prewarms a socket with an empty
     #: input and sends its prompt with the turn). Set by the WebSocket session, which knows.
     inherits_no_system: bool = False
+    #: set by a request stage: ember answers with this error, the provider is never asked and
+    #: the later request stages do not run
+    refusal: Refusal | None = None
 
     @property
     def is_main_thread(self) -> bool:

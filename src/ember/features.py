@@ -50,6 +50,7 @@ ENTRY_POINT_GROUP = "ember.features"
 
 #: ember's own features, in pipeline order.
 BUILTIN: tuple[str, ...] = (
+    "ember.budget.feature:FEATURE",
     "ember.shaping.feature:FEATURE",
     "ember.memory.feature:FEATURE",
     "ember.shadow.feature:FEATURE",

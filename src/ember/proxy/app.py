@@ -22,11 +22,11 @@ from typing import Any
 
 from ember.config import Settings
 from ember.errors import ProtocolError, RequestTooLarge
-from ember.exchange import Exchange, Services, Stage, Stopping, TaskSet
+from ember.exchange import Exchange, Refusal, Services, Stage, Stopping, TaskSet
 from ember.protocols import ADAPTERS, ANTHROPIC, OPENAI_CHAT
 from ember.protocols.base import ProtocolAdapter
 from ember.proxy import limits
-from ember.proxy.delivery import Delivered
+from ember.proxy.delivery import Delivered, answered_refusal
 from ember.proxy.flow import ExchangeFlow
 from ember.proxy.owned import relay_owned
 from ember.proxy.pipeline import Pipeline
@@ -238,12 +238,25 @@ class ProxyApp:
         self, ex: Exchange, headers: list[tuple[str, str]], receive: Receive, send: Send
     ) -> None:
         await self.flow.prepare(ex)
+        if ex.refusal is not None:
+            await self._refuse(ex, ex.refusal, send)
+            return
         try:
             relayed = await self._relay(ex, headers, receive, send)
         except BaseException:
             self.flow.abandon(ex)
             raise
         self.flow.finish(ex, relayed)
+
+    async def _refuse(self, ex: Exchange, refusal: Refusal, send: Send) -> None:
+        """Answer with the stage's error in the protocol's shape; accounted like any answer
+        (status, no tokens), the provider never asked."""
+        extra = [(b"x-should-retry", b"false")]
+        if refusal.retry_after is not None:
+            extra.append((b"retry-after", str(max(1, round(refusal.retry_after))).encode()))
+        body = ex.adapter.error_body(refusal.status, refusal.message)
+        await send_json(send, refusal.status, body, extra=extra)
+        self.flow.finish(ex, answered_refusal(refusal, body))
 
     async def _relay(
         self, ex: Exchange, headers: list[tuple[str, str]], receive: Receive, send: Send

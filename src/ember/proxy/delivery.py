@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ember.exchange import HiddenRound, OutcomeKind
+from ember.exchange import HiddenRound, OutcomeKind, Refusal
 
 #: How the answer's bytes are framed: an HTTP body (SSE events when ``streamed``, else one
 #: JSON document), or one JSON event per chunk (Responses over WebSocket).
@@ -33,3 +33,10 @@ class Delivered:
     sent_value: Any = None
     hidden: list[HiddenRound] = field(default_factory=list)
     framing: Framing = "http"
+
+
+def answered_refusal(refusal: Refusal, body: bytes, framing: Framing = "http") -> Delivered:
+    """What ember's own answer to a refused request was: the error it sent, nothing upstream."""
+    return Delivered(
+        refusal.status, "refused", False, [body], error=refusal.message, framing=framing
+    )

@@ -37,6 +37,8 @@ class Pipeline:
 
     async def run_request(self, ex: Exchange) -> None:
         for stage in self.stages:
+            if ex.refusal is not None:
+                return  # ember answers it itself: nothing later may edit or search for it
             mark = ex.doc.checkpoint()
             try:
                 await stage.on_request(ex)

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import aiohttp
@@ -36,10 +36,17 @@ _JSON = [(b"content-type", b"application/json")]
 STREAM_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)
 
 
-async def send_json(send: Send, status: int, body: bytes, *, close: bool = False) -> None:
+async def send_json(
+    send: Send,
+    status: int,
+    body: bytes,
+    *,
+    close: bool = False,
+    extra: Sequence[tuple[bytes, bytes]] = (),
+) -> None:
     """One whole JSON answer; ``close``: the connection ends after it (an unread request body
     is never read on: a 408)."""
-    headers = [*_JSON, (b"content-length", str(len(body)).encode())]
+    headers = [*_JSON, (b"content-length", str(len(body)).encode()), *extra]
     if close:
         headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})

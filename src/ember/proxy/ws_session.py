@@ -55,7 +55,7 @@ from ember.protocols.responses_ws import (
     standalone_body,
 )
 from ember.proxy import limits
-from ember.proxy.delivery import Delivered
+from ember.proxy.delivery import Delivered, answered_refusal
 from ember.proxy.flow import ExchangeFlow
 from ember.proxy.relay import Receive, Send
 
@@ -194,6 +194,11 @@ class ResponsesSession:
         inherited = self._continue_thread(ex, kind)
         # an append has no instructions or tools for the stages to edit
         await self.flow.prepare(ex, edit=kind == CREATE)
+        if ex.refusal is not None:
+            event = error_event(ex.refusal.status, ex.refusal.message)
+            await self._to_client(event)
+            self.flow.finish(ex, answered_refusal(ex.refusal, event.encode(), "events"))
+            return
         flight = _Flight(ex, lane(ex.doc.value))
         flight.has_system = inherited or opens_with_system(ex.doc.value)
         flight.whole = self._whole(ex.doc.value, kind)
