@@ -1,5 +1,6 @@
-"""What ``ember memory`` prints for people: search hits, the list table and one memory with
-its history and evidence, each wrapped at the terminal's width (80 columns included).
+"""What ``ember memory`` prints: for people, search hits, the list table and one memory with
+its history and evidence, each wrapped at the terminal's width (80 columns included); with
+--json, one JSON document in the shapes CONTRACT.md gives (a hit, an evidence pointer).
 
 ``memory show`` used to print the evidence only with --json although its help promised it,
 and a value longer than the terminal ran past the right edge; here every field wraps under
@@ -14,11 +15,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import click
 from rich.table import Table
 from rich.text import Text
 
 from ember.cli import render
-from ember.memory.models import Memory, MemoryHit
+from ember.memory.models import Memory, MemoryHit, iso
 
 #: The fields ``memory show`` prints, in order (when set).
 SHOWN = (
@@ -35,6 +37,43 @@ SHOWN = (
     "access_count",
     "metadata",
 )
+
+
+def echo_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, ensure_ascii=False))
+
+
+def _hit_json(h: MemoryHit) -> dict[str, Any]:
+    m = h.memory
+    return {
+        "id": m.id,
+        "content": m.content,
+        "score": h.score,
+        "created_at": iso(m.created_at),
+        "metadata": dict(m.metadata),
+    }
+
+
+def hits_json(hits: list[MemoryHit], explained: list[dict[str, Any] | None]) -> list[Any]:
+    """The contract's hit shape; --explain adds "explain" to each hit."""
+    return [
+        _hit_json(h) | ({"explain": e} if e is not None else {})
+        for h, e in zip(hits, explained, strict=True)
+    ]
+
+
+def explain(h: MemoryHit, floor: float) -> dict[str, Any]:
+    """What the score was made of, and whether it reaches the injection floor: the answer to
+    "why was my fact not injected?" (the contract's hit shape is unchanged without it)."""
+    return {
+        "cosine": h.similarity,
+        "keywords": h.lexical,
+        "time": h.timing,
+        "short_turn": h.substance,
+        "reply_of": h.reply_of,
+        "floor": floor,
+        "above_floor": h.score >= floor,
+    }
 
 
 def evidence_json(kind: str, message_id: str | None, session_id: str | None) -> dict[str, str]:

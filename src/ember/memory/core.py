@@ -5,7 +5,8 @@ The coordinator stores nothing itself. It owns five parts — the SQLite rows, t
 job is that they never disagree: ``add``, ``update``, ``supersede`` and ``delete`` change the
 row, its vector, its FTS entry and its evidence in ONE transaction (an index outside SQLite
 applies its staged change only after the commit), and the cache is updated only after the
-commit. A crash or an exception in the middle leaves all of them as they were.
+commit. A crash or an exception in the middle leaves all of them as they were. What each
+write changes is built as a job for that transaction in ``changes.py``.
 
 Methods are blocking (SQLite, the embedder); async code calls them with ``asyncio.to_thread``.
 The file belongs to its ``Database`` owner (``ember.store``): every write runs as one
@@ -27,12 +28,10 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from ember.errors import StorageError
-from ember.memory import bubbling
+from ember.memory import bubbling, changes
 from ember.memory.deferral import Deferral
-from ember.memory.drafting import clean_id, draft, new_id
+from ember.memory.drafting import draft, new_id
 from ember.memory.errors import (
-    MemoryInputError,
-    MemoryNotFound,
     MemoryStoreError,
     VectorIndexUnavailable,
 )
@@ -41,10 +40,10 @@ from ember.memory.finder import Finder
 from ember.memory.index.base import VectorIndex, Vectors
 from ember.memory.index.cache import LruCache
 from ember.memory.index.fts import FtsIndex
-from ember.memory.models import Evidence, Memory, MemoryFilter, MemoryHit, NewMemory, content_hash
+from ember.memory.models import Evidence, Memory, MemoryFilter, MemoryHit, NewMemory
 from ember.memory.retrieval.query import MemoryQuery
 from ember.memory.retrieval.rank import Fusion, Ranking
-from ember.memory.saving import SaveResult, store_graph
+from ember.memory.saving import SaveResult
 from ember.memory.share import CpuShare
 from ember.memory.store import rows
 from ember.memory.upkeep import Upkeep
@@ -231,11 +230,7 @@ class HierarchicalMemory:
         memories = [self._materialise(item) for item in items]
         texts = [m.content for m in memories]
         vectors = self._deferral.embed(texts) if background else self._embed(texts)
-        out = self._transact(
-            lambda conn, index: self._upkeep.insert_all(
-                conn, index, memories, vectors, items, dedup
-            )
-        )
+        out = self._transact(changes.add_job(self._upkeep, memories, vectors, items, dedup))
         self._cache_put(out)
         return out
 
@@ -243,10 +238,7 @@ class HierarchicalMemory:
         return draft(item, new_id(), self._clock())
 
     def _require(self, conn: Connection, memory_id: str) -> tuple[int, Memory]:
-        found = rows.by_id(conn, memory_id)
-        if found is None:
-            raise MemoryNotFound(f"no memory with id {memory_id!r} in {self.path}")
-        return found
+        return changes.require(conn, memory_id, self.path)
 
     def update(
         self,
@@ -259,33 +251,16 @@ class HierarchicalMemory:
     ) -> Memory:
         """Correct a memory in place (no history kept: use ``supersede`` when a fact changed)."""
         _, old = self._query(lambda conn: self._require(conn, memory_id))
-        changes: dict[str, Any] = {}
-        if content is not None and content.strip() != old.content:
-            changes["content"] = self._materialise(NewMemory(content)).content
-            changes["content_hash"] = content_hash(changes["content"])
-        if importance is not None:
-            self._materialise(NewMemory(old.content, importance=importance))
-            changes["importance"] = float(importance)
-        if category is not None:
-            changes["category"] = clean_id(category)
-        if metadata is not None:
-            changes["metadata"] = dict(metadata)
-        vec = self._embed([changes["content"]]) if "content" in changes else None
-
-        def job(conn: Connection, index: VectorIndex | None) -> Memory:
-            seq, old = self._require(conn, memory_id)
-            if changes:
-                rows.set_fields(conn, seq, **changes)
-            new = dataclasses.replace(old, **changes)
-            if "content" in changes and new.is_current:
-                self._upkeep.reindex_content(conn, index, seq, new, vec)
-            if bubbling.should_bubble(new, self._upkeep.bubble_threshold) and not rows.has_copy(
-                conn, new.id
-            ):
-                self._upkeep.bubble(conn, index, new, self._upkeep.stored_vector(conn, seq))
-            return new
-
-        new = self._transact(job)
+        edits = changes.edits(
+            old,
+            self._materialise,
+            content=content,
+            importance=importance,
+            category=category,
+            metadata=metadata,
+        )
+        vec = self._embed([edits["content"]]) if "content" in edits else None
+        new = self._transact(changes.update_job(self._upkeep, self.path, memory_id, edits, vec))
         self._cache_put([new])
         return new
 
@@ -298,32 +273,11 @@ class HierarchicalMemory:
         live on at the user scope.
         """
         _, old = self._query(lambda conn: self._require(conn, memory_id))
-        if not old.is_current:
-            raise MemoryInputError(
-                f"memory {memory_id} was already superseded by {old.superseded_by}; "
-                "supersede the current version instead"
-            )
-        inherit = {
-            k: getattr(old, k)
-            for k in ("user_id", "session_id", "agent_id", "turn_id", "category", "importance")
-        }
-        inherit["metadata"] = old.metadata
-        draft = self._materialise(NewMemory(content, **{**inherit, **fields}))
-        draft = dataclasses.replace(draft, supersedes=old.id)
-        vec = self._embed([draft.content])
-
-        def job(conn: Connection, index: VectorIndex | None) -> Memory:
-            seq, old = self._require(conn, memory_id)
-            new = self._upkeep.insert(conn, index, draft, vec)
-            copy = None
-            if bubbling.should_bubble(new, self._upkeep.bubble_threshold):
-                copy = self._upkeep.bubble(conn, index, new, vec)
-            self._upkeep.close(conn, index, seq, new.id)
-            for c_seq, _ in rows.current_copies(conn, old.id):
-                self._upkeep.close(conn, index, c_seq, copy.id if copy else new.id)
-            return new
-
-        new = self._transact(job)
+        successor = changes.successor(old, content, fields, self._materialise)
+        vec = self._embed([successor.content])
+        new = self._transact(
+            changes.supersede_job(self._upkeep, self.path, memory_id, successor, vec)
+        )
         self._cache_discard([old.id])
         self._cache_put([new])
         return new
@@ -331,18 +285,7 @@ class HierarchicalMemory:
     def delete(self, memory_id: str) -> list[str]:
         """Delete a memory for good, with its vector, evidence and any user-wide copies
         promoted from it (the same fact); returns the ids deleted (empty if none existed)."""
-
-        def job(conn: Connection, index: VectorIndex | None) -> list[str]:
-            found = rows.by_id(conn, memory_id)
-            if found is None:
-                return []
-            targets = [found, *rows.current_copies(conn, memory_id)]
-            for seq, _ in targets:
-                self._upkeep.unindex(conn, index, seq)
-                rows.delete(conn, seq)
-            return [m.id for _, m in targets]
-
-        deleted = self._transact(job, embed=False)
+        deleted = self._transact(changes.delete_job(self._upkeep, memory_id), embed=False)
         self._cache_discard(deleted)
         return deleted
 
@@ -438,25 +381,10 @@ class HierarchicalMemory:
         """Execute one ``memory_save`` call: its facts (deduplicated, bubbled like ``add``),
         entities and relationships, in one transaction. ``scope`` takes ``user_id``,
         ``session_id``, ``agent_id``, ``turn_id``; ``evidence`` is attached to every fact."""
-        items = [
-            NewMemory(
-                f.content,
-                importance=f.importance,
-                category=f.category,
-                evidence=tuple(evidence),
-                **scope,  # type: ignore[arg-type]
-            )
-            for f in payload.facts
-        ]
+        items = changes.save_items(payload, evidence, scope)
         memories = [self._materialise(i) for i in items]
         vectors = self._embed([m.content for m in memories])
-
-        def job(
-            conn: Connection, index: VectorIndex | None
-        ) -> tuple[builtins.list[Memory], builtins.list[str]]:
-            saved = self._upkeep.insert_all(conn, index, memories, vectors, items, True)
-            return saved, store_graph(conn, payload, saved, self._clock())
-
+        job = changes.save_job(self._upkeep, payload, memories, vectors, items, self._clock)
         saved, entities = self._transact(job)
         self._cache_put(saved)
         return SaveResult(tuple(saved), tuple(entities), len(payload.relationships))
@@ -510,16 +438,7 @@ class HierarchicalMemory:
 
     def _touch(self, hits: Sequence[MemoryHit]) -> None:
         ids = [h.memory.id for h in hits]
-        now = self._clock()
-
-        def job(conn: Connection) -> None:
-            marks = ",".join("?" * len(ids))
-            seqs = [
-                int(r[0])
-                for r in conn.execute(f"SELECT seq FROM memories WHERE id IN ({marks})", ids)
-            ]
-            rows.touch(conn, seqs, now)
-
+        job = changes.touch_job(ids, self._clock())
         # Access counts touch no index, and no answer waits for them: queued with whatever
         # else the writer has (a search that waited for its own commit doubled the writer's
         # commits and held a thread per ask until the disk had it).
