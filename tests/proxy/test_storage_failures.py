@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from ember.cli import cli
 from ember.project import resolve_project
-from ember.store import database as database_mod
+from ember.store import writerloop
 from ember.store.driver import connect
 from ember.store.registry import read_problems
 from ember.testing.agent import TOOLS, system_prompt
@@ -106,7 +106,7 @@ def test_an_unwritable_database_is_switched_off_then_retried(
 ) -> None:
     """The row of the ask made while the file refused writes is held, and written once the
     retry reopens the file: nothing is lost, and the log has one line each way."""
-    monkeypatch.setattr(database_mod, "RETRY_AFTER_SECONDS", 0.5)
+    monkeypatch.setattr(writerloop, "RETRY_AFTER_SECONDS", 0.5)
     stack = make_stack(stages="features")
     ask(stack, "first ask")
     stack.settle()

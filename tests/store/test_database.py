@@ -21,7 +21,7 @@ import pytest
 
 from ember.errors import StorageError, StorageUnavailable
 from ember.protocols.base import Usage
-from ember.store import database as database_mod
+from ember.store import writerloop
 from ember.store.accounting import ExchangeRecord
 from ember.store.database import Database
 from ember.store.driver import Opened, connect
@@ -111,8 +111,8 @@ def _cap(conn: Any) -> None:
 @pytest.fixture
 def disk(monkeypatch: pytest.MonkeyPatch) -> Disk:
     d = Disk()
-    monkeypatch.setattr(database_mod, "connect", d.connect)
-    monkeypatch.setattr(database_mod, "RETRY_AFTER_SECONDS", 0.2)
+    monkeypatch.setattr(writerloop, "connect", d.connect)
+    monkeypatch.setattr(writerloop, "RETRY_AFTER_SECONDS", 0.2)
     return d
 
 
@@ -406,7 +406,7 @@ def test_a_large_wal_that_stopped_growing_is_not_checked_after_every_commit(
 ) -> None:
     """A WAL keeps its size after a checkpoint: checking "past the limit" instead of "grown
     by the limit" ran a quick_check after every commit of a busy proxy (half its CPU)."""
-    monkeypatch.setattr(database_mod, "WAL_CHECK_BYTES", 64 * 1024)
+    monkeypatch.setattr(writerloop, "WAL_CHECK_BYTES", 64 * 1024)
     checks: list[float] = []
     real = Database._check_file
 

@@ -24,6 +24,7 @@ from click.testing import CliRunner
 from ember.cli import cli
 from ember.project import resolve_project
 from ember.store import database as database_mod
+from ember.store import writerloop
 from ember.store.database import Database
 from ember.store.driver import connect
 from ember.store.hold import HoldLimit
@@ -89,8 +90,8 @@ def tracebacks(caplog: pytest.LogCaptureFixture) -> list[str]:
 @pytest.fixture
 def disk(monkeypatch: pytest.MonkeyPatch) -> Disk:
     d = Disk()
-    monkeypatch.setattr(database_mod, "connect", d.connect)
-    monkeypatch.setattr(database_mod, "RETRY_AFTER_SECONDS", 0.3)
+    monkeypatch.setattr(writerloop, "connect", d.connect)
+    monkeypatch.setattr(writerloop, "RETRY_AFTER_SECONDS", 0.3)
     return d
 
 

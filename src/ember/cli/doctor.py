@@ -11,7 +11,7 @@ from ember.cli.options import config_option, json_option, project_options
 from ember.config import load_settings
 from ember.errors import StorageError
 from ember.project import project_from_cli
-from ember.store.database import in_use
+from ember.store.fileguard import in_use
 from ember.store.inspect import Finding, examine, schema_for
 from ember.store.recover import RecoveryReport, recover
 from ember.store.registry import clear_problem

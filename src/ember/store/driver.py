@@ -150,7 +150,7 @@ def connect(
     ``readonly`` connections open the file read-only (and are ``query_only``): a bug cannot
     write through a reader, and a reader never checkpoints — closing the last connection to a
     WAL file copies its WAL into the main file, which only the writer may decide to do, after
-    the file was checked (``database.py``: a damaged WAL must not be copied over the file).
+    the file was checked (``writerloop.py``: a damaged WAL must not be copied over the file).
     Raises the driver's ``Error`` (callers classify it, see ``health``).
     """
     if create and not readonly:

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ember.errors import StorageError
-from ember.store.database import WAL_READ_BYTES, in_use
 from ember.store.driver import connect, driver_name, errors, vec_status
+from ember.store.fileguard import WAL_READ_BYTES, in_use
 from ember.store.health import Health, classify
 from ember.store.home import check_home
 from ember.store.migrations import Schema

@@ -13,7 +13,7 @@ the way the file format documents them (https://www.sqlite.org/fileformat2.html)
 - ``leaf_rows``: the rows of a table b-tree leaf page (records decoded, overflow followed);
 - ``guess_page_size`` and ``fresh_header``: a header to put back over a garbage one.
 
-Nothing here decides what a row is worth: ``recover.py`` matches rows to tables and counts.
+Nothing here decides what a row is worth: ``rescue.py`` matches rows to tables and counts.
 Every decoder is bounded by the bytes it is given and raises ``Malformed`` on anything that
 does not parse — never an ``IndexError`` or an endless overflow chain.
 """
