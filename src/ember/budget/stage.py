@@ -83,19 +83,28 @@ class BudgetStage(Stage):
             self._spent[path] = (kept[0], kept[1] + cost, kept[2] + cost)
 
     async def _spend(self, path: Path) -> tuple[float, float] | None:
+        """(day, month) spend of the project. Spend only grows within a period, so a fresh
+        read never lowers what the answers already added: the rows of the last answers may
+        still be on their way to the file, and a limit must not be passed because of that."""
         now = self.clock()
         kept = self._spent.get(path)
         if kept is not None and now - kept[0] < FRESH_SECONDS:
             return kept[1], kept[2]
-        if not path.is_file():
-            return 0.0, 0.0
         try:
-            day, month = await self.storage.database(path).aread(lambda c: spent(c, now))
+            if path.is_file():
+                day, month = await self.storage.database(path).aread(lambda c: spent(c, now))
+            else:
+                day = month = 0.0  # a new project: nothing spent (its first answers add up)
         except StorageError as exc:
             if not self._read_failed:
                 self._read_failed = True
                 log.warning("budget: cannot read the spend of %s (%s); requests go on", path, exc)
             return None
+        if kept is not None:
+            if policy.day_start(kept[0]) == policy.day_start(now):
+                day = max(day, kept[1])
+            if policy.month_start(kept[0]) == policy.month_start(now):
+                month = max(month, kept[2])
         self._spent[path] = (now, day, month)
         return day, month
 

@@ -27,6 +27,7 @@ from ember.cli.options import config_option, json_option, project_options
 from ember.memory import cli_view as view
 from ember.memory.cli_target import no_data, not_found, reading, resolve
 from ember.memory.cli_write import add_cmd, delete_cmd, import_cmd
+from ember.memory.explain import explain_hit
 from ember.memory.models import iso
 from ember.memory.settings import MemorySettings
 from ember.memory.writers import WRITERS, export, writer_for
@@ -98,7 +99,7 @@ def search_cmd(
             no_data(t, as_json)
         for q in wanted:
             hits = [] if store is None else store.search(q, top_k=top_k, touch=False)
-            found.append((q, hits, [view.explain(h, floor) if explain else None for h in hits]))
+            found.append((q, hits, [explain_hit(h, floor) if explain else None for h in hits]))
     if not as_json:
         if store is not None:
             view.print_search(found)

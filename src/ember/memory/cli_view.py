@@ -62,20 +62,6 @@ def hits_json(hits: list[MemoryHit], explained: list[dict[str, Any] | None]) -> 
     ]
 
 
-def explain(h: MemoryHit, floor: float) -> dict[str, Any]:
-    """What the score was made of, and whether it reaches the injection floor: the answer to
-    "why was my fact not injected?" (the contract's hit shape is unchanged without it)."""
-    return {
-        "cosine": h.similarity,
-        "keywords": h.lexical,
-        "time": h.timing,
-        "short_turn": h.substance,
-        "reply_of": h.reply_of,
-        "floor": floor,
-        "above_floor": h.score >= floor,
-    }
-
-
 def evidence_json(kind: str, message_id: str | None, session_id: str | None) -> dict[str, str]:
     """One pointer in CONTRACT.md's shape: ``{"kind", "messageId"}`` or ``{"kind",
     "sessionId"}`` (a pointer names exactly one of them)."""
