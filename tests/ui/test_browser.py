@@ -148,7 +148,18 @@ def test_every_view_and_forgetting_a_memory_in_a_real_browser(
     click_tab(browser, "shadow")
     rendered(browser, "shadow")
     assert browser.find_element(By.ID, "shadow-runs")
+    assert browser.find_element(By.ID, "shadow-compare")
     shot(browser, "5-shadow")
+    click_tab(browser, "traffic")
+    rendered(browser, "traffic")
+    assert "pytest" in browser.find_element(By.ID, "lessons").text
+    click_tab(browser, "learn")
+    rendered(browser, "learn")
+    assert browser.find_element(By.ID, "toin").find_elements(By.CSS_SELECTOR, "tbody tr")
+    shot(browser, "7-learned")
+    click_tab(browser, "spend")
+    rendered(browser, "spend")
+    assert "No limit for this project" in browser.find_element(By.ID, "budget").text
     errors = browser.find_element(By.ID, "error")
     assert not errors.is_displayed(), errors.text
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
-from ember.features import Composition, Feature
+from ember.features import Composition, Feature, later
 
 if TYPE_CHECKING:
     import click
@@ -57,4 +57,5 @@ FEATURE = Feature(
     commands=_commands,
     settings=LearnSettings,
     flat_settings=True,
+    views=later("ember.learn.views:views"),
 )

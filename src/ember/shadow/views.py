@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.shadow import reads, spend
+from ember.shadow import compare, pairing, reads, spend
 from ember.shadow.compare import Side
 from ember.shadow.settings import ShadowSettings
 from ember.views import Query, Route, ViewContext, ViewError
@@ -53,5 +53,13 @@ def _proposal(p: dict[str, Any]) -> dict[str, Any]:
     return p | {"status": status}
 
 
+def comparison(ctx: ViewContext, q: Query) -> dict[str, Any]:
+    """``ember shadow compare --json`` without its semantic pairing (that calls a model: the
+    CLI asks for it on purpose)."""
+    inputs = ctx.project_db(q.needs_project()).read(reads.compare_inputs)
+    skipped = pairing.not_computed("run ember shadow compare --semantic for it (calls a model)")
+    return compare.report(inputs, skipped)
+
+
 def views() -> tuple[Route, ...]:
-    return (Route("GET", "runs", runs),)
+    return (Route("GET", "runs", runs), Route("GET", "compare", comparison))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
-from ember.features import Composition, Feature
+from ember.features import Composition, Feature, later
 
 if TYPE_CHECKING:
     from ember.exchange import Stage
@@ -48,4 +48,5 @@ FEATURE = Feature(
     project_migrations=_project_migrations,
     settings=TrafficSettings,
     flat_settings=True,
+    views=later("ember.traffic.views:views"),
 )

@@ -7,7 +7,7 @@ const PREFIX = document.querySelector('meta[name="ember-prefix"]').content;
 const TOKEN = document.querySelector('meta[name="ember-token"]').content;
 const COLORS = ["#d9480f", "#1c7ed6", "#2f9e44", "#ae3ec9", "#f59f00", "#0c8599", "#e64980",
   "#5c940d", "#7048e8", "#868e96"];
-const state = { view: "spend", project: "", by: "origin", days: 30, features: {}, detail: null };
+const state = { view: "spend", project: "", by: "origin", days: 30, features: {}, detail: null, projects: [] };
 
 // -- small helpers -------------------------------------------------------------------------
 
@@ -31,6 +31,7 @@ function svg(tag, attrs, ...children) {
   return el;
 }
 
+const money = (v, unit) => (unit === "usd" ? usd(v) : int(Math.round(v)) + " tokens");
 const usd = (v) => (v === null || v === undefined ? "—" : "$" + Number(v).toFixed(v < 1 ? 4 : 2));
 const int = (v) => (v === null || v === undefined ? "—" : Number(v).toLocaleString("en-US"));
 const pct = (v) => (v === null || v === undefined ? "—" : (100 * v).toFixed(1) + "%");
@@ -139,7 +140,24 @@ async function renderSpend(view) {
       h("div", { class: "legend" }, spend.series.map((s, k) => h("span", {}, h("i", { style: `background:${COLORS[k % COLORS.length]}` }), s.key)))),
     h("div", { class: "panel" }, h("h2", {}, "Share of input read from the cache"), shareLine(spend)),
   );
+  if (state.features.budget && state.project) await renderBudget(view);
   if (state.features.shaping) await renderSavings(view);
+}
+
+async function renderBudget(view) {
+  const identity = (state.projects.find((p) => p.name === state.project) || {}).identity || "";
+  const b = await api("f/budget/standing", { project: state.project, identity });
+  const rows = b.limits.map((l) => ({ ...l, share: l.limit_usd ? l.spent_usd / l.limit_usd : 1 }));
+  view.prepend(h("div", { class: "panel", id: "budget" }, h("h2", {}, "Budget"),
+    rows.length ? table([
+      { title: "limit", value: (r) => `${r.period === "day" ? "daily" : "monthly"} (${r.setting})` },
+      { title: "spent", num: true, value: (r) => usd(r.spent_usd) },
+      { title: "of", num: true, value: (r) => usd(r.limit_usd) },
+      { title: "share", num: true, value: (r) => pct(r.share) },
+      { title: "state", value: (r) => h("span", { class: "tag" + (r.state === "ok" ? " good" : " warn") },
+        r.state === "over" ? (b.refuse ? "over: refusing requests" : "over: warning only") : r.state) },
+      { title: "resets", value: (r) => when(r.resets_at) },
+    ], rows) : h("p", { class: "muted" }, "No limit for this project (budget_daily_usd, budget_monthly_usd).")));
 }
 
 async function renderSavings(view) {
@@ -307,11 +325,11 @@ async function renderShadow(view) {
   if (!state.project) return renderProjects(view);
   const s = await api("f/shadow/runs", { project: state.project });
   view.append(
-    h("div", { class: "cards" }, card("budget left (7 days)", usd(s.budget.left_usd)), card("shadow spend (7 days)", usd(s.budget.spent_usd)),
-      card("runs", int(s.runs.length))),
+    h("div", { class: "cards" }, card(`budget left (7 days, ${s.budget.unit})`, money(s.budget.left, s.budget.unit)),
+      card("spent of it", money(s.budget.spent, s.budget.unit)), card("runs", int(s.runs.length)), card("mode", s.mode)),
     h("div", { class: "panel", id: "shadow-runs" }, h("h2", {}, "Shadow runs"), table([
       { title: "started", value: (r) => when(r.started_at) },
-      { title: "status", value: (r) => h("span", { class: "tag" + (r.status === "done" ? " good" : r.status === "skipped" ? " warn" : "") }, r.status) },
+      { title: "status", value: (r) => h("span", { class: "tag" + (r.status === "completed" ? " good" : r.status === "skipped" ? " warn" : "") }, r.status) },
       { title: "path", value: (r) => r.path },
       { title: "why", value: (r) => r.reason || "—" },
       { title: "cache read", num: true, value: (r) => int(r.cache_read_tokens) },
@@ -323,9 +341,64 @@ async function renderShadow(view) {
       { title: "status", value: (r) => r.status },
       { title: "memory", value: (r) => r.memory_id || "—" },
     ], s.proposals)));
+  const c = await api("f/shadow/compare", { project: state.project });
+  const cover = (x) => `${int(x.covered)} of ${int(x.total)} (${pct(x.share)})`;
+  view.append(h("div", { class: "panel", id: "shadow-compare" }, h("h2", {}, "Shadow against the steward (ember shadow compare)"),
+    h("p", { class: "muted" }, `${c.scope.compared_sessions} session(s) compared: ${c.scope.method}`),
+    table([{ title: "coverage", value: (r) => r[0] }, { title: "steward's facts the shadow found", value: (r) => r[1] },
+      { title: "shadow's facts the steward found", value: (r) => r[2] }], [
+      ["exact text", cover(c.exact.steward_covered_by_shadow), cover(c.exact.shadow_covered_by_steward)],
+      ["shared evidence", cover(c.evidence.steward_covered_by_shadow), cover(c.evidence.shadow_covered_by_steward)],
+    ]),
+    h("p", { class: "muted" }, `semantic: ${c.semantic.computed ? "computed" : c.semantic.why}`),
+    table([{ title: "side", value: (r) => r.side }, { title: "spent", num: true, value: (r) => usd(r.usd) }],
+      Object.entries(c.cost.totals_usd).map(([side, v]) => ({ side, usd: v }))),
+    table([
+      { title: "evidence of", value: (r) => r.side }, { title: "proposals", num: true, value: (r) => int(r.proposals) },
+      { title: "valid", num: true, value: (r) => int(r.valid) }, { title: "pointers ok", num: true, value: (r) => `${int(r.ok)} of ${int(r.pointers)}` },
+    ], c.evidence_quality.rows)));
 }
 
 // -- lessons, and any feature's views ----------------------------------------------------------
+
+async function renderLessons(view) {
+  if (!state.project) return renderProjects(view);
+  const rows = await api("f/traffic/lessons", { project: state.project });
+  view.append(h("div", { class: "panel", id: "lessons" }, h("h2", {}, "Lessons learned from traffic"),
+    rows.length ? table([
+      { title: "lesson", value: (r) => r.lesson },
+      { title: "category", value: (r) => r.category },
+      { title: "seen", num: true, value: (r) => int(r.seen) },
+      { title: "state", value: (r) => r.state },
+      { title: "last seen", value: (r) => when(r.last_seen) },
+    ], rows) : h("p", { class: "muted" }, "No lesson seen yet in this project.")));
+}
+
+async function renderLearned(view) {
+  if (state.project) {
+    const b = await api("f/learn/blocks", { project: state.project });
+    const panel = h("div", { class: "panel", id: "learn-blocks" }, h("h2", {}, "ember learn: blocks in the agents' files"));
+    if (!b.folder) panel.append(h("p", { class: "muted" }, "This project is not a local folder: no agent files to read."));
+    else if (!b.files.length) panel.append(h("p", { class: "muted" }, `No learn block in ${b.folder} yet (ember learn --apply writes one).`));
+    for (const f of b.files) {
+      panel.append(h("h3", {}, f.file), f.problem ? h("p", { class: "tag warn" }, f.problem) : null,
+        f.sections.map((x) => h("details", {}, h("summary", {}, x.section), h("pre", {}, x.text))));
+    }
+    view.append(panel);
+  }
+  const patterns = await api("f/learn/toin", {});
+  view.append(h("div", { class: "panel", id: "toin" }, h("h2", {}, "TOIN: tool-output structures observed (all projects)"),
+    patterns.length ? table([
+      { title: "kind", value: (r) => r.kind },
+      { title: "structure", value: (r) => r.structure },
+      { title: "model", value: (r) => r.model_family },
+      { title: "seen", num: true, value: (r) => int(r.observations) },
+      { title: "fetched again", num: true, value: (r) => pct(r.refetch_rate) },
+      { title: "errors", num: true, value: (r) => pct(r.error_rate) },
+      { title: "mean bytes", num: true, value: (r) => int(r.mean_bytes) },
+      { title: "fields", value: (r) => r.fields.join(", ") },
+    ], patterns) : h("p", { class: "muted" }, "No tool output observed yet.")));
+}
 
 async function renderGeneric(view, feature) {
   for (const route of state.features[feature].filter((r) => r.method === "GET" && !r.path.includes("/"))) {
@@ -340,8 +413,13 @@ async function renderGeneric(view, feature) {
 
 // -- the frame --------------------------------------------------------------------------------
 
-const RENDERERS = { spend: renderSpend, sessions: renderSessions, memory: renderMemories, shadow: renderShadow };
-const TITLES = { memory: "Memories", shadow: "Shadow", traffic: "Lessons", learn: "TOIN" };
+const RENDERERS = {
+  spend: renderSpend, sessions: renderSessions, memory: renderMemories, shadow: renderShadow,
+  traffic: renderLessons, learn: renderLearned,
+};
+const TITLES = { memory: "Memories", shadow: "Shadow", traffic: "Lessons", learn: "Learned" };
+// shown inside another view, not as tabs of their own
+const INSIDE = new Set(["shaping", "budget"]);
 
 async function render() {
   const view = document.getElementById("view");
@@ -373,12 +451,13 @@ async function start() {
   state.features = await api("features");
   const tabs = document.getElementById("tabs");
   for (const name of Object.keys(state.features)) {
-    if (name === "shaping") continue; // shown with spend
+    if (INSIDE.has(name)) continue;
     tabs.append(h("button", { "data-view": name }, TITLES[name] || name));
   }
   tabs.addEventListener("click", (e) => { if (e.target.dataset.view) { state.detail = null; state.memory = null; setTab(e.target.dataset.view); } });
   const select = document.getElementById("project");
-  for (const p of await api("projects")) select.append(h("option", { value: p.name }, p.identity || p.name));
+  state.projects = await api("projects");
+  for (const p of state.projects) select.append(h("option", { value: p.name }, p.identity || p.name));
   select.addEventListener("change", () => { state.project = select.value; state.detail = null; state.memory = null; render(); });
   await render();
   const live = document.getElementById("live");
