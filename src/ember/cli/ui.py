@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import click
@@ -47,7 +48,9 @@ def ui(host: str, port: int, config_file: Path | None) -> None:
     click.echo(
         f"ember dashboard on http://{shown}:{port}{PREFIX}  (data: {settings.home})", err=True
     )
+    dashboard = Dashboard(settings, storage)
+    threading.Thread(target=dashboard.warm, name="ui-warm", daemon=True).start()
     try:
-        serve_forever(Dashboard(settings, storage), host, port, settings.log_level)
+        serve_forever(dashboard, host, port, settings.log_level)
     finally:
         storage.close()

@@ -70,6 +70,20 @@ FROM exchanges WHERE ts >= ? GROUP BY day, origin, model
 """
 
 
+_TOTAL = """
+SELECT COUNT(*) AS requests, SUM(input_tokens) AS input, SUM(cache_read_tokens) AS cache_read,
+       SUM(cache_write_tokens) AS cache_write, SUM(output_tokens) AS output,
+       SUM(cost_usd) AS usd, COUNT(*) - COUNT(cost_usd) AS unpriced
+FROM exchanges
+"""
+
+
+def total(conn: Connection) -> dict[str, Any]:
+    """The project's whole tally: one pass without grouping (a grouped pass over a year of a
+    busy project's rows took 40 ms of the page's first paint)."""
+    return dict(conn.execute(_TOTAL).fetchone())
+
+
 def daily(conn: Connection, since: float) -> list[dict[str, Any]]:
     """One row per (UTC day, origin, model) since ``since``."""
     return [dict(r) for r in conn.execute(_DAILY, (since,))]

@@ -96,8 +96,7 @@ class HomeReader:
         out = []
         for p in projects(self.home):
             tally = data.Tally()
-            for row in self.cached(p, "all", lambda c: data.daily(c, 0.0)):
-                tally.add(row)
+            tally.add(self.cached(p, "total", data.total))
             last, identity = self.cached(p, "latest", data.latest)
             out.append(
                 {"name": p.name, "kind": p.kind, "identity": identity, "last_id": last}

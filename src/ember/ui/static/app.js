@@ -120,7 +120,12 @@ function shareLine(spend) {
 }
 
 async function renderSpend(view) {
-  const spend = await api("spend", { project: state.project, by: state.by, days: state.days });
+  // the panels' data at once: the first paint waits for the slowest call, not their sum
+  const [spend, savings, budget] = await Promise.all([
+    api("spend", { project: state.project, by: state.by, days: state.days }),
+    state.features.shaping ? api("f/shaping/savings", {}) : null,
+    state.features.budget && state.project ? budgetStanding() : null,
+  ]);
   const t = spend.total;
   const metric = state.metric || "usd";
   const pick = (name, options, value, set) => h("select", { on: { change: (e) => { set(e.target.value); render(); } } },
@@ -140,13 +145,16 @@ async function renderSpend(view) {
       h("div", { class: "legend" }, spend.series.map((s, k) => h("span", {}, h("i", { style: `background:${COLORS[k % COLORS.length]}` }), s.key)))),
     h("div", { class: "panel" }, h("h2", {}, "Share of input read from the cache"), shareLine(spend)),
   );
-  if (state.features.budget && state.project) await renderBudget(view);
-  if (state.features.shaping) await renderSavings(view);
+  if (budget) renderBudget(view, budget);
+  if (savings) renderSavings(view, savings);
 }
 
-async function renderBudget(view) {
+function budgetStanding() {
   const identity = (state.projects.find((p) => p.name === state.project) || {}).identity || "";
-  const b = await api("f/budget/standing", { project: state.project, identity });
+  return api("f/budget/standing", { project: state.project, identity });
+}
+
+function renderBudget(view, b) {
   const rows = b.limits.map((l) => ({ ...l, share: l.limit_usd ? l.spent_usd / l.limit_usd : 1 }));
   view.prepend(h("div", { class: "panel", id: "budget" }, h("h2", {}, "Budget"),
     rows.length ? table([
@@ -160,8 +168,7 @@ async function renderBudget(view) {
     ], rows) : h("p", { class: "muted" }, "No limit for this project (budget_daily_usd, budget_monthly_usd).")));
 }
 
-async function renderSavings(view) {
-  const s = await api("f/shaping/savings", {});
+function renderSavings(view, s) {
   const band = (iv) => (iv && iv.low !== null && iv.high !== null ? `${int(Math.round(iv.low))} – ${int(Math.round(iv.high))}` : "—");
   const row = (est, what) => ({
     kind: est.label, what, requests: est.requests,
@@ -429,6 +436,8 @@ async function render() {
     await fn(fresh);
     view.replaceChildren(fresh);
     view.dataset.rendered = state.view;
+    // when each view was last drawn (ms since navigation): bench/ui_first_paint.py reads it
+    window.emberDrawn = { view: state.view, at: performance.now() };
   } catch (e) {
     showError(e.message);
   }
@@ -448,7 +457,9 @@ function setTab(name) {
 }
 
 async function start() {
-  state.features = await api("features");
+  const [features, projects] = await Promise.all([api("features"), api("projects")]);
+  state.features = features;
+  state.projects = projects;
   const tabs = document.getElementById("tabs");
   for (const name of Object.keys(state.features)) {
     if (INSIDE.has(name)) continue;
@@ -456,7 +467,6 @@ async function start() {
   }
   tabs.addEventListener("click", (e) => { if (e.target.dataset.view) { state.detail = null; state.memory = null; setTab(e.target.dataset.view); } });
   const select = document.getElementById("project");
-  state.projects = await api("projects");
   for (const p of state.projects) select.append(h("option", { value: p.name }, p.identity || p.name));
   select.addEventListener("change", () => { state.project = select.value; state.detail = null; state.memory = null; render(); });
   await render();
