@@ -21,6 +21,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import replace
 
+import orjson
+
 from ember.errors import StorageError
 from ember.exchange import Exchange, Outcome, Services, Stage
 from ember.prices import PriceTable
@@ -153,6 +155,7 @@ class AccountingStage(Stage):
             thread=ex.thread.id if ex.thread else ex.session_id,
             thread_kind=ex.thread.kind if ex.thread else "main",
             error_type=msg.error.type if msg is not None and msg.error is not None else None,
+            notes=orjson.dumps(ex.notes).decode() if ex.notes else None,
         )
         rows = [record, *self._hidden_rows(record, outcome)]
         for row in rows:
@@ -173,6 +176,7 @@ class AccountingStage(Stage):
                 usage_estimated=False,
                 cost_usd=self.prices.cost(r.model or record.model, r.usage),
                 origin="owned_tools",
+                notes=None,
                 error_type=None,
             )
             for r in outcome.hidden

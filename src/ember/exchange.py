@@ -97,6 +97,10 @@ class Exchange:
     #: set by a request stage: ember answers with this error, the provider is never asked and
     #: the later request stages do not run
     refusal: Refusal | None = None
+    #: what the stages did to this exchange, by stage name, kept with its accounting row
+    #: (``exchanges.notes``, JSON) for the dashboard: small values, never content or keys —
+    #: shaping's verbosity level, how many memories were injected and their bytes
+    notes: dict[str, Any] = field(default_factory=dict)
 
     @property
     def is_main_thread(self) -> bool:

@@ -56,6 +56,7 @@ BUILTIN: tuple[str, ...] = (
     "ember.shadow.feature:FEATURE",
     "ember.traffic.feature:FEATURE",
     "ember.learn.feature:FEATURE",
+    "ember.otel.feature:FEATURE",
 )
 
 

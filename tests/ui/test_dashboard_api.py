@@ -57,6 +57,12 @@ def test_spend_sessions_and_requests_are_the_accounting_rows(
     rows = get(stack, "requests", project=name, session=session["session_id"])
     assert [r["origin"] for r in rows] == ["client"] * 3
     assert sum(r["output_tokens"] for r in rows) == session["output_tokens"]
+    # what ember did to each request, noted with its row: the shipped verbosity level on
+    # every request of the user's thread, memories injected into the new ask only
+    assert [r["notes"]["shaping"]["level"] for r in rows] == [2, 2, 2]
+    first, *later = rows
+    assert first["notes"]["memory"]["injected"] >= 1 and first["notes"]["memory"]["bytes"] > 0
+    assert all("memory" not in r["notes"] for r in later)
 
 
 def test_the_request_view_shows_the_memory_block_that_was_injected(

@@ -169,6 +169,11 @@ class MemoryStage(Stage):
         if entry.block:
             edits.append_user_tail(adapter, ex.doc, ask, entry.block)
         ex.state[self.name] = entry
+        ex.notes[self.name] = {
+            "injected": len(entry.memory_ids),
+            "bytes": len(entry.block.encode()),
+            "busy": entry.busy,
+        }
 
     async def _retrieve(
         self, ex: Exchange, adapter: ProtocolAdapter, ask: int, digest: str, already: set[str]

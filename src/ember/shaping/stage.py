@@ -172,6 +172,13 @@ class ShapingStage(Stage):
         state.ttl = ttl if known_cold else max(state.ttl, ttl)
         state.seq, state.last_seen = seq, now
         ex.state[self.name] = note
+        if arm != "off":
+            ex.notes[self.name] = {
+                "arm": arm,
+                "level": note.level,
+                "block": note.block_edited,
+                "effort": list(changed),
+            }
 
     def _arm(self, session_id: str) -> ArmOrOff:
         if not self.options.output_shaping:

@@ -22,8 +22,8 @@ from ember.store.schema import PROJECT, STATS
 _INSERT = """INSERT INTO exchanges (ts, session_id, project, protocol, model, status, outcome,
     stream, input_tokens, cache_read_tokens, cache_write_tokens, cache_write_1h_tokens,
     output_tokens, usage_known, cost_usd, price_snapshot, latency_ms, ttfb_ms, thread,
-    thread_kind, origin, error_type, usage_estimated)
-    VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"""
+    thread_kind, origin, error_type, usage_estimated, notes)
+    VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"""
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,8 @@ class ExchangeRecord:
     origin: str = "client"
     error_type: str | None = None
     usage_estimated: bool = False
+    #: ``Exchange.notes`` as JSON, or None when no stage changed anything
+    notes: str | None = None
 
     def row(self) -> tuple[Any, ...]:
         u = self.usage or Usage()
@@ -79,6 +81,7 @@ class ExchangeRecord:
             self.origin,
             self.error_type,
             int(self.usage_estimated),
+            self.notes,
         )
 
     def insert(self, conn: Connection) -> None:

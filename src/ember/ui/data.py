@@ -8,6 +8,7 @@ is one scan of the ``exchanges_by_time`` index per project, not one per chart.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -157,17 +158,21 @@ def sessions(conn: Connection, limit: int) -> list[dict[str, Any]]:
 
 
 def requests(conn: Connection, session_id: str, limit: int) -> list[dict[str, Any]]:
-    """A session's requests in order, each with its tokens, cost, cache read and write."""
-    return [
+    """A session's requests in order, each with its tokens, cost, cache read and write, and
+    what ember's stages noted they did to it (``notes``: shaping's level, memories injected)."""
+    rows = [
         dict(r)
         for r in conn.execute(
             "SELECT id, ts, protocol, model, status, outcome, stream, thread_kind, origin, "
             "input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, cost_usd, "
-            "usage_estimated, latency_ms, ttfb_ms, error_type "
+            "usage_estimated, latency_ms, ttfb_ms, error_type, notes "
             "FROM exchanges WHERE session_id = ? ORDER BY id LIMIT ?",
             (session_id, limit),
         )
     ]
+    for r in rows:
+        r["notes"] = json.loads(r["notes"]) if r["notes"] else {}
+    return rows
 
 
 def latest(conn: Connection) -> tuple[int, str | None]:

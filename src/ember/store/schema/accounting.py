@@ -184,4 +184,13 @@ ACCOUNTING: tuple[Migration, ...] = (
         END;
         """,
     ),
+    Migration(
+        "0009_exchanges_notes",
+        """
+        -- What ember's stages did to the exchange, as a small JSON object by stage name (the
+        -- verbosity level shaping set, the memories injected and their bytes...), for the
+        -- dashboard; never content, never credentials. NULL: nothing was changed.
+        ALTER TABLE exchanges ADD COLUMN notes TEXT;
+        """,
+    ),
 )

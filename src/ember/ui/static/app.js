@@ -241,6 +241,7 @@ async function renderRequests(view, session) {
       { title: "model", value: (r) => r.model || "—" },
       { title: "by", value: (r) => h("span", { class: "tag" + (r.origin === "client" ? "" : " warn") }, r.origin) },
       { title: "thread", value: (r) => r.thread_kind || "—" },
+      { title: "verbosity", value: (r) => verbosityCell(r.notes.shaping) },
       { title: "status", value: (r) => `${r.status} ${r.outcome}` },
       { title: "input", num: true, value: (r) => int(r.input_tokens) },
       { title: "cache read", num: true, value: (r) => int(r.cache_read_tokens) },
@@ -249,6 +250,12 @@ async function renderRequests(view, session) {
       { title: "cost", num: true, value: (r) => usd(r.cost_usd) + (r.usage_estimated ? " (est.)" : "") },
       { title: "what ember changed", value: (r) => injectedCell(changed(r), r.input_usd_per_mtok) },
     ], rows)));
+}
+
+function verbosityCell(s) {
+  if (!s) return h("span", { class: "muted" }, "—");
+  if (s.arm === "control") return h("span", { class: "tag", title: "a holdout session: sent unshaped to measure savings" }, "holdout");
+  return [s.level === null ? "—" : `level ${s.level}`, s.effort.length ? h("span", { class: "tag", title: s.effort.join(", ") }, "effort lowered") : ""];
 }
 
 function injectedCell({ fresh, replayed }, price) {
