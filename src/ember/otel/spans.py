@@ -3,8 +3,8 @@ conventions where one exists (``gen_ai.*``) and ``ember.*`` otherwise.
 
 Never content and never credentials: the span carries the model, token counts, cost, status
 and which project and session (the project as its folder name under ``$EMBER_HOME``: the
-folder's basename and a digest of its path, never the path itself). A collector is often another team's system; nothing a user typed
-goes there.
+folder's basename and a digest of its path, never the path itself). A collector is often
+another team's system; nothing a user typed goes there.
 """
 
 from __future__ import annotations
