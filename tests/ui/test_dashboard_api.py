@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
@@ -152,3 +153,62 @@ def test_the_live_feed_announces_a_new_request(served: tuple[Stack, list[str]]) 
     run_agent(stack)
     t.join(20)
     assert events and json.loads(events[0][5:])["project"] == name
+
+
+def test_a_remote_peer_is_refused_even_naming_a_loopback_host(tmp_path: Path) -> None:
+    """A proxy bound to all interfaces keeps its dashboard to this machine."""
+    import asyncio
+
+    from ember.config import load_settings
+    from ember.store.registry import Storage
+    from ember.ui.app import Dashboard
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b""}
+
+    async def call(client: tuple[str, int]) -> int:
+        sent.clear()
+        scope = {
+            "type": "http", "method": "GET", "path": "/ui/api/features", "raw_path": b"",
+            "query_string": b"", "headers": [(b"host", b"127.0.0.1:8787")], "client": client,
+            "server": ("0.0.0.0", 8787), "scheme": "http", "root_path": "", "http_version": "1.1",
+        }  # fmt: skip
+        await dash(scope, receive, send)
+        return int(sent[0]["status"])
+
+    settings = load_settings(env={"EMBER_HOME": str(tmp_path / "home")})
+    dash = Dashboard(settings, Storage(settings.home, vec=False))
+    assert asyncio.run(call(("192.168.1.20", 50000))) == 403
+    assert asyncio.run(call(("127.0.0.1", 50000))) == 200
+
+
+def test_a_memorys_evidence_is_the_transcript_message_it_points_at(
+    served: tuple[Stack, list[str]],
+) -> None:
+    from ember.facts import Evidence
+    from ember.memory import HierarchicalMemory
+    from ember.models import get_embedder
+
+    stack, _ = served
+    name = project_of(stack)
+    stack.app.storage.flush(10)
+    path = stack.home / "projects" / name / "ember.db"
+    db = stack.app.storage.database(path)
+    message_id, content = db.read(
+        lambda c: c.execute(
+            "SELECT id, content FROM transcript_messages WHERE role = 'user' ORDER BY seq LIMIT 1"
+        ).fetchone()
+    )
+    with HierarchicalMemory(db, get_embedder()) as store:
+        fact = store.add(
+            "The user wants the login fix first.",
+            evidence=(Evidence("user-stated", message_id=message_id),),
+        )
+    shown = get(stack, "f/memory/memory", project=name, id=fact.id)
+    [evidence] = shown["evidence"]
+    assert evidence["kind"] == "user-stated" and evidence["text"] == content

@@ -83,7 +83,8 @@ class Dashboard:
             log.debug("dashboard warm-up failed", exc_info=True)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and not guard.loopback_host(_header(scope, b"host")):
+        local = guard.loopback_peer(scope.get("client"))
+        if scope["type"] == "http" and not (local and guard.loopback_host(_header(scope, b"host"))):
             response = _error(403, "the dashboard answers on loopback only (Host: 127.0.0.1)")
             await response(scope, receive, send)
             return

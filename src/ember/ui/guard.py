@@ -3,6 +3,9 @@
 - **Host**: every request must name a loopback host (``127.0.0.1``, ``localhost``, ``[::1]``)
   in its ``Host`` header. A page on another site that rebinds its own name to 127.0.0.1 (DNS
   rebinding) sends its own name there, and gets a 403 instead of the user's memories.
+- **Peer**: the connection must come from a loopback address too. A proxy bound to all
+  interfaces (``host = 0.0.0.0``, warned about at start) still keeps its dashboard to this
+  machine: a remote client can write any ``Host`` header, but not its own address.
 - **Token**: a route that changes data (forget, edit) needs ``x-ember-token`` equal to a
   random token made when the process started, which only the dashboard's own HTML carries. A
   page on another origin can make the browser *send* a request but cannot *read* that HTML
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
+from typing import Any
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
@@ -32,6 +36,14 @@ def host_name(host_header: str) -> str:
 
 def loopback_host(host_header: str | None) -> bool:
     return host_header is not None and host_name(host_header) in _LOOPBACK
+
+
+def loopback_peer(client: tuple[str, int] | list[Any] | None) -> bool:
+    """Whether the ASGI ``client`` (address, port) is this machine; unknown: no."""
+    if not client:
+        return False
+    address = str(client[0])
+    return address in _LOOPBACK or address.startswith("127.") or address == "::ffff:127.0.0.1"
 
 
 def token_ok(expected: str, given: str | None) -> bool:

@@ -185,7 +185,25 @@ function renderSavings(view, s) {
       { title: "band", num: true, value: (r) => r.band },
       { title: "share of unshaped output", num: true, value: (r) => r.share },
     ], [row(s.estimated, "the unshaped baseline (a counterfactual)"), row(s.measured, "holdout sessions left unshaped")]),
+    savedPlot(s.days.filter((d) => d.treatment_requests).slice(-30)),
     s.how_to_measure ? h("p", { class: "muted" }, s.how_to_measure) : null));
+}
+
+// Estimated output tokens saved per day (UTC), signed: a loss is drawn below the line.
+function savedPlot(days) {
+  if (!days.length) return h("p", { class: "muted" }, "No shaped traffic yet.");
+  const W = 900, H = 120, L = 56, mid = H / 2, bw = (W - L) / Math.max(days.length, 1);
+  const top = Math.max(...days.map((d) => Math.abs(d.estimated_saved)), 1);
+  const g = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: "100%", role: "img", "aria-label": "estimated output tokens saved per day" });
+  g.append(svg("line", { x1: L, x2: W, y1: mid, y2: mid, stroke: "#d0d5dd" }));
+  g.append(svg("text", { x: L - 4, y: 12, "text-anchor": "end" }, "+" + int(Math.round(top))));
+  g.append(svg("text", { x: L - 4, y: H - 4, "text-anchor": "end" }, "-" + int(Math.round(top))));
+  days.forEach((d, i) => {
+    const v = d.estimated_saved, hgt = ((mid - 6) * Math.abs(v)) / top;
+    g.append(svg("rect", { x: L + i * bw + 1, y: v >= 0 ? mid - hgt : mid, width: Math.max(bw - 2, 1), height: hgt, fill: v >= 0 ? "#2f9e44" : "#e03131" },
+      svg("title", {}, `${d.day}: ${int(Math.round(v))} tokens (${int(d.treatment_requests)} shaped requests)`)));
+  });
+  return g;
 }
 
 // -- sessions and requests --------------------------------------------------------------------
