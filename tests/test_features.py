@@ -105,11 +105,13 @@ def ember(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 def test_the_builtin_features_come_in_pipeline_order() -> None:
     assert [f.name for f in registered()[: len(BUILTIN)]] == [
+        "budget",  # first: a refused request is never edited or searched for
         "shaping",
         "memory",
         "shadow",
         "traffic",
         "learn",
+        "otel",  # last: its span carries what the others noted
     ]
 
 

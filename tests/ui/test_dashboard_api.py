@@ -14,7 +14,7 @@ import pytest
 from ember.store.database import Database
 from ember.store.schema import PROJECT
 from tests.conftest import Stack, StackFactory
-from tests.memory.test_stage_e2e import ACME, FACTS, run_agent, seed
+from tests.memory.test_stage_e2e import ACME, FACTS, memory_blocks, run_agent, seed
 
 
 @pytest.fixture
@@ -104,6 +104,11 @@ def test_search_explains_and_forget_removes_the_memory_from_the_database(
     finally:
         db.close()
     assert ids[0] not in left and set(ids[1:]) <= set(left)
+    # and the proxy that served the page no longer injects it into a new session
+    before = len(stack.emulator.requests)
+    run_agent(stack, session_id="0a1b2c3d-0000-4000-8000-000000000002")
+    [block] = memory_blocks(stack.emulator.requests[before].json()["messages"][0])
+    assert ids[0] not in block and "empty password" not in block
 
 
 def test_edit_changes_the_fact_and_its_search(served: tuple[Stack, list[str]]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from ember.memory.explain import explain_hit
 from ember.memory.settings import MemorySettings
 from ember.memory.used import cited
 from ember.models.factory import preload_from
+from ember.store.registry import Storage
 from ember.store.transcript import by_ids
 from ember.tokens import count_tokens
 from ember.views import Query, Route, ViewContext, ViewError
@@ -26,7 +28,11 @@ from ember.views import Query, Route, ViewContext, ViewError
 #: Memories one page of the list shows at most.
 PAGE = 500
 
-_stores: dict[tuple[int, Path], HierarchicalMemory] = {}
+#: the stores the views opened, per storage owner (weakly: an owner that is gone takes its
+#: stores with it, and a new owner never finds a store of a closed one)
+_stores: weakref.WeakKeyDictionary[Storage, dict[Path, HierarchicalMemory]] = (
+    weakref.WeakKeyDictionary()
+)
 _lock = threading.Lock()
 
 
@@ -34,9 +40,8 @@ def _store(ctx: ViewContext, q: Query) -> HierarchicalMemory:
     """The project's store on the context's storage owner, opened once per process; the
     embedder is the process's own, loaded on the first search."""
     path = ctx.project_path(q.needs_project())
-    key = (id(ctx.storage), path)
     with _lock:
-        found = _stores.get(key)
+        found = _stores.setdefault(ctx.storage, {}).get(path)
     if found is not None:
         return found
     loader = preload_from(ctx.settings)
@@ -47,7 +52,7 @@ def _store(ctx: ViewContext, q: Query) -> HierarchicalMemory:
         time_aware=ctx.settings.section(MemorySettings).memory_time_aware,
     )
     with _lock:
-        kept = _stores.setdefault(key, store)
+        kept = _stores.setdefault(ctx.storage, {}).setdefault(path, store)
     if kept is not store:
         store.close()
     return kept
