@@ -238,7 +238,9 @@ def test_ember_features_lists_an_installed_feature_with_its_source(tmp_path: Pat
     listed = ember("features", "--json", env=env)
     assert listed.returncode == 0, listed.stderr
     found = {f["name"]: f for f in json.loads(listed.stdout)["features"]}
-    assert list(found)[: len(BUILTIN)] == ["shaping", "memory", "shadow", "traffic", "learn"]
+    assert list(found)[: len(BUILTIN)] == [
+        "budget", "shaping", "memory", "shadow", "traffic", "learn", "otel"
+    ]  # fmt: skip
     hello = found["hello"]
     assert (hello["source"], hello["reference"]) == ("ember-hello", "ember_hello:FEATURE")
     assert hello["commands"] == ["hello"] and hello["project_migrations"] == ["hello_0001_seen"]

@@ -187,6 +187,21 @@ def test_truncated_pages_copy_what_is_left_and_say_what_is_unknown(tmp_path: Pat
         assert "exchanges" in report.uncounted and not report.exact
 
 
+@pytest.mark.parametrize("cut", [0.35, 0.5, 0.7, 0.85, 0.95])
+@pytest.mark.parametrize("into_page", [1000, 2048, 4000])
+def test_wherever_a_copy_is_torn_no_row_is_made_up(
+    tmp_path: Path, cut: float, into_page: int
+) -> None:
+    """A page cut mid-way holds the pointers of cells whose bytes are gone: padded with
+    zeros it read as rows of zeros and truncated text (a row 'anthropi' with status 0), copied
+    as if the user's. Wherever the copy ends, every row recovered is one the file held."""
+    path = tmp_path / "ember.db"
+    held = build(path)
+    os.truncate(path, int(path.stat().st_size * cut) // 4096 * 4096 + into_page)
+    report, got = recover(path)
+    faithful(held, got, report)
+
+
 def test_a_file_cut_before_its_schema_ends_copies_no_stranger_rows(tmp_path: Path) -> None:
     """Cut at 40% the schema's last page is gone too (and every accounting leaf, which come
     after the tables' first pages): nothing can be named or counted, and nothing from the

@@ -146,13 +146,22 @@ def _snapshot(src: Path, copy: Path, report: RecoveryReport) -> Image:
 
 
 def _whole_pages(main: bytes, size: int, report: RecoveryReport) -> bytes:
-    """A file cut short (a torn copy, a full disk): padded to whole pages, and its header's
-    page count lowered to what is there — SQLite refuses a file shorter than its header says,
-    which would hide the pages that are still there."""
+    """A file cut short (a torn copy, a full disk): cut to whole pages, and its header's page
+    count lowered to what is there — SQLite refuses a file shorter than its header says, which
+    would hide the pages that are still there.
+
+    A page cut mid-way is dropped, not padded: a b-tree page keeps its cells at its end, so
+    the part that survived holds the cell pointers and the part that is gone holds what they
+    point at. Padded with zeros it read as rows of zeros and truncated text, copied as if they
+    were the user's (only a first page cut short is padded: without it there is no file)."""
     if not main:
         return main
-    have = -(-len(main) // size)
-    main = main.ljust(have * size, b"\x00")
+    have = max(len(main) // size, 1)
+    if len(main) % size and have * size < len(main):
+        report.notes.append(
+            f"page {have + 1} was cut mid-way: what it held is lost (not guessed from its part)"
+        )
+    main = main[: have * size].ljust(have * size, b"\x00")
     declared = int.from_bytes(main[28:32], "big")
     if main[24:28] == main[92:96] and declared > have:
         report.notes.append(
