@@ -10,6 +10,9 @@ sends its title request (no working directory in it) beside the session's first 
 answer can be back before the turn that names the project arrives; so in a session's first
 ``HOLD_SECONDS`` such a row is held until the session names its project (or the time is up,
 then it goes to ``stats.db``). A ``kill -9`` can lose those held rows too.
+
+Each row is also counted in the app's metrics (``ember.metrics.ExchangeMetrics``) from the same
+record, when it is made: ``/metrics`` and ``ember stats`` add up the same tokens and costs.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import orjson
 
 from ember.errors import StorageError
 from ember.exchange import Exchange, Outcome, Services, Stage
+from ember.metrics import ExchangeMetrics
 from ember.prices import PriceTable
 from ember.project import ProjectRef
 from ember.sessions import SessionRegistry
@@ -59,8 +63,10 @@ class AccountingStage(Stage):
         self._clock = clock
         self._held: dict[str, tuple[float, list[ExchangeRecord]]] = {}
         self._sweeper: asyncio.Task[None] | None = None
+        self.metrics: ExchangeMetrics | None = None
 
     async def start(self, services: Services) -> None:
+        self.metrics = ExchangeMetrics(services.metrics, self.prices)
         self._sweeper = asyncio.create_task(self._sweep(), name="accounting-hold")
 
     async def _sweep(self) -> None:
@@ -158,6 +164,9 @@ class AccountingStage(Stage):
             notes=orjson.dumps(ex.notes).decode() if ex.notes else None,
         )
         rows = [record, *self._hidden_rows(record, outcome)]
+        if self.metrics is not None:
+            for i, row in enumerate(rows):
+                self.metrics.observe(row, timed=i == 0)
         for row in rows:
             if project is None and self._hold(row):
                 continue

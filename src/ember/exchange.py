@@ -5,7 +5,8 @@ feature imports ``ember.proxy``, and the proxy imports no feature — the list o
 composed where the app is built (``ember.compose``). A feature that calls upstream on its own
 (shadow memory, the steward) gets everything it needs from ``Services``: the upstream client
 as one method over plain values, the provider URLs, the storage, the session registry and a
-task set of its own, so its background work never holds up serving or shutdown.
+task set of its own, so its background work never holds up serving or shutdown — and the
+app's metrics registry, where a stage registers what it counts.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from ember.protocols.jsonedit import JsonDoc
 from ember.threads import Thread
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from ember.protocols.tooling import ToolSpec
     from ember.sessions import SessionRegistry
     from ember.store.registry import Storage
@@ -248,6 +251,9 @@ class Services:
     url_for: UrlFor
     #: the user's threads, recorded once per exchange for every feature that reads them
     transcripts: Transcripts
+    #: the app's own Prometheus registry (``GET /metrics``): a stage registers its metrics
+    #: here in ``start``, never in prometheus_client's global one (``ember.metrics``)
+    metrics: CollectorRegistry
     #: the features' background work, cancelled when the app stops
     tasks: TaskSet = field(default_factory=TaskSet)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
 
 from ember.compose import shadow_library
 from ember.config import load_settings
@@ -28,6 +29,7 @@ from ember.shadow.propose import MEMORY_PROPOSE, OUTSIDE_SHADOW
 from ember.testing import Emulator
 from ember.testing.replies import Reply
 from ember.testing.shadow import shadow_replies
+from tests.metrics_support import parse
 from tests.shadow.library_support import CWD, KEY, Framework, agent_tools
 from tests.shadow.test_e2e import rows
 
@@ -133,6 +135,32 @@ async def test_a_framework_gets_a_stated_fact_extracted_hot_and_promoted(
     # The framework's own calls are the session's spend; the shadow's are apart.
     origins = dict(rows(db, "SELECT origin, COUNT(*) FROM exchanges GROUP BY origin"))
     assert origins == {"client": len(app.sent), "shadow": 1}
+
+
+async def test_a_framework_can_serve_the_libraries_own_metrics(
+    emulator: tuple[Emulator, str], library: ShadowLibrary
+) -> None:
+    """No proxy, so no ``/metrics``: the library counts in a registry of its own, which the
+    framework serves with prometheus_client; it holds what the tables hold."""
+    _, url = emulator
+    app = Framework("anthropic", url, library, "lib-metrics", MODELS["anthropic"])
+    await app.user(INTRO)
+    await app.user(FACT)
+    record = await library.run_now("lib-metrics")
+    assert record is not None and record.status == "completed"
+    m = parse(generate_latest(library.metrics).decode())
+    db = database_path(library.settings, CWD)
+    table = dict(
+        rows(
+            db,
+            "SELECT status || '/' || path, COUNT(*) FROM shadow_memory_runs GROUP BY status, path",
+        )
+    )
+    assert table == {"completed/hot": 1}
+    assert m.by("ember_shadow_runs_total", "status", "path") == {("completed", "hot"): 1}
+    [(cost,)] = rows(db, "SELECT SUM(cost_usd) FROM exchanges WHERE origin='shadow'")
+    assert cost > 0
+    assert m.value("ember_shadow_cost_usd_total", origin="shadow") == pytest.approx(cost)
 
 
 @pytest.mark.parametrize("protocol", sorted(MODELS))

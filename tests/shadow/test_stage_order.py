@@ -14,6 +14,7 @@ import pytest
 from ember.compose import build_storage
 from ember.config import load_settings
 from ember.exchange import Exchange, Outcome, Services
+from ember.metrics import new_registry
 from ember.project import ProjectRef
 from ember.protocols import ANTHROPIC
 from ember.protocols.base import AssembledMessage, Block
@@ -35,7 +36,8 @@ def exchange(messages: list[dict[str, Any]], settings: Any, session: str = "s1")
 def services(settings: Any, storage: Any, upstream: Upstream) -> Services:
     sessions = SessionRegistry()
     transcripts = Transcripts(storage, settings.home, sessions)
-    return Services(settings, storage, sessions, upstream, lambda a, p, q: p, transcripts)
+    registry = new_registry()
+    return Services(settings, storage, sessions, upstream, lambda a, p, q: p, transcripts, registry)
 
 
 def outcome(text: str) -> Outcome:

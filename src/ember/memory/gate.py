@@ -17,6 +17,7 @@ once a minute at most.
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
 from collections.abc import Callable
@@ -41,8 +42,9 @@ class AskGate:
         self.limit = max(1, limit)
         self.share = share or CpuShare()
         self.busy = 0
-        #: asks that went without memories since the process started
-        self.turned_away = 0
+        #: asks that went without memories since the process started, by bound: ``slots``
+        #: (every slot taken) or ``cpu_share`` (memory's share of the machine spent)
+        self.turned_away_by: collections.Counter[str] = collections.Counter()
         self._notice = Notice(log, clock=clock)
 
     def enter(self) -> bool:
@@ -51,12 +53,17 @@ class AskGate:
         if self.busy < self.limit and self.share.available():
             self.busy += 1
             return True
-        why = f"all {self.limit} search slots were busy (memory_concurrent_asks)"
+        bound, why = "slots", f"all {self.limit} search slots were busy (memory_concurrent_asks)"
         if self.busy < self.limit:
-            why = "memory used its share of the CPU (memory_cpu_share)"
-        self.turned_away += 1
+            bound, why = "cpu_share", "memory used its share of the CPU (memory_cpu_share)"
+        self.turned_away_by[bound] += 1
         self._notice.add(1, f"ask(s) went without memories: {why}")
         return False
+
+    @property
+    def turned_away(self) -> int:
+        """Asks that went without memories since the process started."""
+        return self.turned_away_by.total()
 
     def leave(self, seconds: float = 0.0) -> None:
         """Give the slot back; ``seconds``: what the search took (charged to the share)."""

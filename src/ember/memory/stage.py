@@ -30,11 +30,12 @@ from pathlib import Path
 
 from ember.config import Settings
 from ember.errors import EmberError, StorageUnavailable
-from ember.exchange import Exchange, Stage
+from ember.exchange import Exchange, Services, Stage
 from ember.memory.core import HierarchicalMemory
 from ember.memory.echo import not_echoed
 from ember.memory.gate import AskGate
 from ember.memory.ledger import InjectionLedger, LedgerEntry, message_digest
+from ember.memory.metrics import MemoryMetrics
 from ember.memory.models import MemoryFilter, MemoryHit
 from ember.memory.retrieval.budget import InjectionBudget
 from ember.memory.retrieval.query import MemoryQuery
@@ -92,6 +93,10 @@ class MemoryStage(Stage):
             options.memory_concurrent_asks or os.cpu_count() or 1, self.router.share
         )
         self._catching_up: set[asyncio.Task[None]] = set()
+        self.metrics: MemoryMetrics | None = None
+
+    async def start(self, services: Services) -> None:
+        self.metrics = MemoryMetrics(services.metrics, self.gate)
 
     def _embedder_now(self) -> Embedder:
         """The embedder if it is loaded; starts loading it (in a thread) on first use.
@@ -156,15 +161,19 @@ class MemoryStage(Stage):
             return  # a compaction's instructions are the client's, not an ask of the user's
         # From here on a failure costs only this ask's new block: the replays above stay, so
         # the session's cached prefix keeps its bytes.
+        entry: LedgerEntry | None = None
         try:
             entry = await self._retrieve(ex, adapter, ask, digests[ask], injected(live))
-            if entry is None:
-                return
-            await self.ledger.record(db, ex.session_id, entry)
+            if entry is not None:
+                await self.ledger.record(db, ex.session_id, entry)
         except StorageUnavailable:
-            return  # the project's database said so itself, once: no warning per ask
+            entry = None  # the project's database said so itself, once: no warning per ask
         except EmberError as exc:
             log.warning("memory: no injection for this ask of session %s: %s", ex.session_id, exc)
+            entry = None
+        if self.metrics is not None:
+            self.metrics.ask(entry)
+        if entry is None:
             return
         if entry.block:
             edits.append_user_tail(adapter, ex.doc, ask, entry.block)

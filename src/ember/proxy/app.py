@@ -3,7 +3,9 @@
 Routes: ``POST /v1/messages`` (Anthropic), ``POST /v1/chat/completions`` and
 ``POST /v1/responses`` (OpenAI) go through the pipeline, and so does each request on a
 WebSocket to ``/v1/responses`` (``proxy/websocket.py``); ``GET /healthz`` answers once the app
-is started; any other path is passed through untouched to the provider the headers point at.
+is started, ``GET /metrics`` with the app's registry in Prometheus' text format (the kernel's
+metrics and what each stage registered); any other path is passed through untouched to the
+provider the headers point at.
 
 The proxy itself never crashes on input: a body that is not JSON (or is nested past
 ``max_json_depth``) gets a 400 in the protocol's error shape, one past ``max_body_mb`` a 413, a
@@ -20,9 +22,12 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
 from ember.config import Settings
 from ember.errors import ProtocolError, RequestTooLarge
 from ember.exchange import Exchange, Refusal, Services, Stage, Stopping, TaskSet
+from ember.metrics import StorageCollector, new_registry
 from ember.protocols import ADAPTERS, ANTHROPIC, OPENAI_CHAT
 from ember.protocols.base import ProtocolAdapter
 from ember.proxy import limits
@@ -65,6 +70,9 @@ class ProxyApp:
         self.pipeline = Pipeline(stages)
         self.flow = ExchangeFlow(settings, self.sessions, self.pipeline)
         self.tasks = TaskSet()
+        #: this app's metrics (``GET /metrics``); stages add theirs when they start
+        self.metrics = new_registry()
+        self.metrics.register(StorageCollector(self.storage))
         self.ready = False
         #: whether the user asked to stop at once (``ember proxy``: a second Ctrl-C); the
         #: server that runs the app sets it
@@ -113,6 +121,7 @@ class ProxyApp:
             self.upstream,
             self._url,
             transcripts,
+            self.metrics,
             self.tasks,
         )
         await self.pipeline.start(services)
@@ -146,6 +155,9 @@ class ProxyApp:
         if path == "/healthz" and method in ("GET", "HEAD"):
             status, body = (200, self._health()) if self.ready else (503, _HEALTH_STARTING)
             await send_json(send, status, body)
+            return
+        if path == "/metrics" and method in ("GET", "HEAD"):
+            await self._metrics(send, head=method == "HEAD")
             return
         if path == "/ui" or path.startswith("/ui/"):
             await self._ui(scope, receive, send)
@@ -206,6 +218,21 @@ class ProxyApp:
             self._dashboard = Dashboard(self.settings, self.storage)
             self._dashboard.stopping = lambda: self.stopping() or not self.ready
         await self._dashboard(scope, receive, send)
+
+    async def _metrics(self, send: Send, *, head: bool) -> None:
+        """The registry in Prometheus' text format, answered by ember (before, the path was
+        passed through, and a scraper got the provider's 404). No key is asked for: it is as
+        reachable as the proxy itself, on loopback unless ``host`` says otherwise, and holds
+        counts and model names, never content. Rendered on the loop: the labels are bounded
+        (``ember.metrics``), and the largest registry they allow, a few hundred series, takes
+        a few milliseconds once per scrape."""
+        body = generate_latest(self.metrics)
+        headers = [
+            (b"content-type", CONTENT_TYPE_LATEST.encode()),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if head else body})
 
     def _health(self) -> bytes:
         """``{"status": "ok"}`` while serving; a database that was switched off is listed

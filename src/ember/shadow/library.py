@@ -36,6 +36,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from ember.config import Settings
 from ember.errors import EmberError
 from ember.exchange import OutcomeKind, TaskSet, UpstreamClient
@@ -177,6 +179,9 @@ class ShadowLibrary:
         self.storage = storage or storage_for(settings)
         self.sessions = SessionRegistry()
         self.tasks = TaskSet()
+        #: shadow memory's metrics (``ember.shadow.metrics``), in a registry of the library's
+        #: own: a framework serves them with ``prometheus_client.generate_latest(metrics)``
+        self.metrics = CollectorRegistry()
         transcripts = Transcripts(self.storage, settings.home, self.sessions)
         self.core = ShadowCore(
             settings,
@@ -187,6 +192,7 @@ class ShadowLibrary:
             self.tasks,
             transcripts,
             memories,
+            self.metrics,
         )
         self._on_close = on_close
         self._started = False

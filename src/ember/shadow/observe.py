@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from ember.config import Settings
 from ember.exchange import OutcomeKind, TaskSet, UpstreamClient, UrlFor
 from ember.facts import MemoryOpener
@@ -30,6 +32,7 @@ from ember.protocols.base import AssembledMessage, ProtocolAdapter
 from ember.sessions import SessionRegistry
 from ember.shadow import backlog, cursors, runs
 from ember.shadow.budget import NOTHING
+from ember.shadow.metrics import ShadowMetrics
 from ember.shadow.models import FactIn
 from ember.shadow.policy import turn_ended
 from ember.shadow.prefix import Prefix, PrefixBook
@@ -123,19 +126,35 @@ class ShadowCore:
         tasks: TaskSet,
         transcripts: Transcripts,
         memories: MemoryOpener | None = None,
+        metrics: CollectorRegistry | None = None,
     ) -> None:
+        """``metrics``: the registry shadow memory's numbers go to (``ember.shadow.metrics``):
+        the proxy's, or library mode's own."""
         self.settings = settings
         self.memories = memories
+        counted = ShadowMetrics(metrics)
         self.transcripts = transcripts
         transcripts.before_first_record(_first_touch)
         promote = self._promote if memories is not None else None
         runner = ShadowRunner(
-            settings, storage, upstream, url_for, PrefixBook(), settings.price_table(), promote
+            settings,
+            storage,
+            upstream,
+            url_for,
+            PrefixBook(),
+            settings.price_table(),
+            promote,
+            metrics=counted,
         )
         self.steward: Steward | None = None
         if settings.section(ShadowSettings).shadow == "compare":
             self.steward = Steward(
-                storage, upstream, url_for, settings.price_table(), promote=promote
+                storage,
+                upstream,
+                url_for,
+                settings.price_table(),
+                promote=promote,
+                metrics=counted,
             )
         self.service = ShadowService(
             runner,

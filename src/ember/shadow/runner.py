@@ -30,6 +30,7 @@ from ember.protocols.plain import PATHS, plain_request
 from ember.shadow import cursors, evidence, question, runs, spend
 from ember.shadow.budget import EXPECTED_OUTPUT_TOKENS, Budget, Spend, weighted_tokens
 from ember.shadow.calls import CallResult, account, call
+from ember.shadow.metrics import ShadowMetrics
 from ember.shadow.models import (
     CallUsage,
     FactIn,
@@ -104,8 +105,10 @@ class ShadowRunner:
         prices: PriceTable,
         promote: Promote | None = None,
         page_tokens: int = question.PAGE_TOKENS,
+        metrics: ShadowMetrics | None = None,
     ) -> None:
         self.settings = settings
+        self.metrics = metrics or ShadowMetrics()
         self.page_tokens = page_tokens
         self.storage = storage
         self.upstream = upstream
@@ -140,6 +143,7 @@ class ShadowRunner:
                     model=plan.model,
                 )
             )
+            self.metrics.run("skipped", plan.path)
             return RunRecord(run_id, "skipped", through)
         await db.awrite(
             lambda c: runs.start_run(
@@ -155,6 +159,7 @@ class ShadowRunner:
             )
         )
         status = await self._execute(db, req, plan, run_id)
+        self.metrics.run(status, plan.path)
         return RunRecord(run_id, status, through)
 
     # -- deciding ------------------------------------------------------------------------
@@ -277,6 +282,7 @@ class ShadowRunner:
                 plan.model,
             )
             db.submit(lambda c: runs.finish_run(c, run_id, finish), label="shadow")
+            self.metrics.run("cancelled", plan.path)
             raise
         return await self._finish(db, req, plan, run_id, results, _ms(started))
 
@@ -317,6 +323,7 @@ class ShadowRunner:
     ) -> CallResult:
         started = time.perf_counter()
         result = await call(self.upstream, adapter, url, headers, body, model, self.prices)
+        self.metrics.call("shadow", result.usage)
         account(
             db,
             result,

@@ -47,6 +47,7 @@ class ShadowStage(Stage):
             services.tasks,
             services.transcripts,
             self.memories,
+            services.metrics,
         )
         self.core.start()
 

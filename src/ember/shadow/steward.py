@@ -39,6 +39,7 @@ from ember.protocols import ADAPTERS
 from ember.protocols.base import ProtocolAdapter
 from ember.protocols.plain import PATHS, plain_request
 from ember.shadow import calls, cursors, evidence, runs
+from ember.shadow.metrics import ShadowMetrics
 from ember.shadow.models import CallUsage, FactIn, ParsedFact, RunStatus, parse_facts
 from ember.shadow.policy import Backoff
 from ember.shadow.question import PAGE_TOKENS, cold_pages, cold_prompt, parse_answer
@@ -172,8 +173,10 @@ class Steward:
         promote: Promote | None = None,
         page_tokens: int = PAGE_TOKENS,
         clock: Callable[[], float] = time.monotonic,
+        metrics: ShadowMetrics | None = None,
     ) -> None:
         self.storage = storage
+        self.metrics = metrics or ShadowMetrics()
         self.upstream = upstream
         self.url_for = url_for
         self.prices = prices
@@ -274,6 +277,7 @@ class Steward:
             result = await calls.call(
                 self.upstream, adapter, url, credentials, body, model, self.prices
             )
+            self.metrics.call(ORIGIN, result.usage)
             calls.account(
                 job.db,
                 result,
