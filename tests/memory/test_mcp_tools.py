@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,8 @@ from ember.memory.mcp_tools import (
     tools_tokens,
 )
 from ember.memory.tools import MEMORY_TOOL_SPECS
+
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_the_five_tools_in_their_order() -> None:
@@ -29,7 +32,7 @@ def test_the_five_tools_in_their_order() -> None:
 
 def test_the_tools_list_is_lean_and_readme_gives_its_cost() -> None:
     """Every prompt that lists them carries them: the list stays well under tool mode's four
-    (whose save carries the extraction rules)."""
+    (whose save carries the extraction rules), and README gives both costs."""
     total = tools_tokens()
     assert total == sum(tools_tokens((t,)) for t in TOOLS)
     tool_mode = tools_tokens(
@@ -37,6 +40,8 @@ def test_the_tools_list_is_lean_and_readme_gives_its_cost() -> None:
     )
     assert total < 520 and total < tool_mode
     assert all(len(t.description) <= 160 for t in TOOLS)
+    readme = README.read_text(encoding="utf-8")
+    assert f"{total} tokens" in readme and f"{tool_mode} tokens" in readme
 
 
 @pytest.mark.parametrize(
