@@ -69,7 +69,9 @@ async def test_save_search_update_list_forget(parts: tuple[ProjectMemory, Storag
     async with Client(build_server(parts[0])) as client:
         saved = await call(client, "memory_save", facts=[{"content": DB_FACT, "importance": 0.8}])
         [fact] = saved["saved"]
-        assert fact["content"] == DB_FACT and saved["evidence"] is None
+        assert fact == {"id": fact["id"], "content": DB_FACT} and saved["evidence"] is None
+        again = await call(client, "memory_save", facts=[{"content": DB_FACT}])
+        assert again["saved"] == [fact | {"already": True}]  # stored once
         found = await call(client, "memory_search", query="which database does the API use?")
         assert [h["id"] for h in found["hits"]] == [fact["id"]]
         assert set(found["hits"][0]) == {"id", "content", "score", "created_at", "metadata"}

@@ -26,6 +26,7 @@ own process is arbitrated by SQLite (WAL, busy timeout), as for the CLI next to 
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -127,9 +128,15 @@ class ProjectMemory:
             )
             for f in args.facts
         ]
+        before = time.time()
         saved = self._created().add_many(items)
+        # A fact already current is returned, not stored again (nor given this evidence).
         return {
-            "saved": [{"id": m.id, "content": m.content} for m in saved],
+            "saved": [
+                {"id": m.id, "content": m.content}
+                | ({"already": True} if m.created_at < before else {})
+                for m in saved
+            ],
             "evidence": "user-stated" if args.user_stated else None,
         }
 
