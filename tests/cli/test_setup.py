@@ -9,15 +9,18 @@ import sys
 import tomllib
 from pathlib import Path
 
+import ember
+
 EMBER = str(Path(sys.executable).with_name("ember"))
+SRC = str(Path(ember.__file__).resolve().parents[1])  # this tree, whatever the directory
 _DROP = {"CLAUDE_CONFIG_DIR", "CODEX_HOME"}
 
 
-def _setup(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _setup(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_") and k not in _DROP}
-    env |= {"HOME": str(home), "EMBER_HOME": str(home / ".ember")}
+    env |= {"HOME": str(home), "EMBER_HOME": str(home / ".ember"), "PYTHONPATH": SRC}
     return subprocess.run(
-        [EMBER, "setup", *args], env=env, capture_output=True, text=True, timeout=60
+        [EMBER, "setup", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=60
     )
 
 
@@ -127,3 +130,43 @@ def test_setup_without_a_client_names_the_clients_and_gives_examples(tmp_path: P
     assert "ember setup claude" in r.stderr and "ember setup codex" in r.stderr
     assert "Usage: ember setup [OPTIONS] {claude|codex}" in r.stderr
     assert not (tmp_path / ".claude").exists() and not (tmp_path / ".codex").exists()
+
+
+def test_mcp_for_codex_prints_then_writes_its_table_keeping_the_rest(tmp_path: Path) -> None:
+    config = tmp_path / ".codex" / "config.toml"
+    config.parent.mkdir()
+    config.write_text(CODEX_CONFIG)
+    shown = _setup(tmp_path, "codex", "--mcp")
+    assert shown.returncode == 0, shown.stderr
+    assert "[mcp_servers.ember]" in shown.stdout and 'args = ["mcp"]' in shown.stdout
+    assert config.read_text() == CODEX_CONFIG
+    written = _setup(tmp_path, "codex", "--mcp", "--write")
+    assert written.returncode == 0, written.stderr
+    merged = config.read_text()
+    assert merged.startswith(CODEX_CONFIG) and "enabled = false  # privacy" in merged
+    server = tomllib.loads(merged)["mcp_servers"]["ember"]
+    assert server["args"][-1] == "mcp" and Path(server["command"]).name in ("ember", "python3")
+    assert "model_provider" not in tomllib.loads(merged)  # the proxy's setting is not touched
+    again = _setup(tmp_path, "codex", "--mcp", "--write")
+    assert again.returncode == 0 and "already starts ember's MCP server" in again.stdout
+
+
+def test_mcp_for_claude_gives_the_command_and_writes_the_projects_mcp_json(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "api"
+    project.mkdir()
+    shown = _setup(tmp_path, "claude", "--mcp", cwd=project)
+    assert shown.returncode == 0, shown.stderr
+    assert "claude mcp add --scope user ember -- " in shown.stdout
+    assert not (project / ".mcp.json").exists()
+    written = _setup(tmp_path, "claude", "--mcp", "--write", cwd=project)
+    assert written.returncode == 0, written.stderr
+    entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["ember"]
+    assert entry["args"][-1] == "mcp"
+    assert not (tmp_path / ".claude").exists()  # Claude Code's own files are its own
+
+
+def test_mcp_takes_no_proxy_options(tmp_path: Path) -> None:
+    r = _setup(tmp_path, "codex", "--mcp", "--port", "9100")
+    assert r.returncode == 2 and "--mcp needs neither" in r.stderr

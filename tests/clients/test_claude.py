@@ -117,3 +117,33 @@ def test_what_cannot_be_beaten_is_refused_in_one_line_naming_the_file_and_key() 
     ours = {"ANTHROPIC_BASE_URL": (ADDR.origin, "~/.claude/settings.json")}
     run = claude.launch("claude", ["--settings", "x.json"], ADDR, "/work/app", {}, ours)
     assert run.argv[0] == "claude"  # it already points at ember: nothing to refuse
+
+
+ARGV = ["/opt/ember/bin/ember", "mcp"]
+
+
+def test_mcp_add_command_registers_ember_for_every_project() -> None:
+    assert claude.mcp_add_command(ARGV) == (
+        "claude mcp add --scope user ember -- /opt/ember/bin/ember mcp"
+    )
+    assert claude.mcp_add_command(["/a b/ember", "mcp"]).endswith("-- '/a b/ember' mcp")
+
+
+def test_mcp_merge_keeps_other_servers_and_a_second_run_changes_nothing() -> None:
+    text = '{\n    "mcpServers": {\n        "docs": {"command": "docs-mcp"}\n    }\n}\n'
+    merged = claude.mcp_merge(text, ARGV)
+    assert json.loads(merged)["mcpServers"] == {
+        "docs": {"command": "docs-mcp"},
+        "ember": {"command": "/opt/ember/bin/ember", "args": ["mcp"]},
+    }
+    assert '\n    "mcpServers"' in merged  # the file's own indent
+    assert claude.mcp_merge(merged, ARGV) == merged
+    assert json.loads(claude.mcp_snippet(ARGV)) == json.loads(claude.mcp_merge(None, ARGV))
+
+
+def test_mcp_merge_keeps_the_users_own_keys_of_the_entry() -> None:
+    text = json.dumps({"mcpServers": {"ember": {"command": "old", "env": {"A": "1"}}}})
+    entry = json.loads(claude.mcp_merge(text, ARGV))["mcpServers"]["ember"]
+    assert entry == {"command": "/opt/ember/bin/ember", "env": {"A": "1"}, "args": ["mcp"]}
+    with pytest.raises(ClientError, match="mcpServers"):
+        claude.mcp_merge('{"mcpServers": []}', ARGV)

@@ -114,3 +114,42 @@ def test_unreadable_config_is_refused_not_overwritten(text: str, message: str) -
 def test_config_file_follows_codex_home(tmp_path: Path) -> None:
     assert codex.config_path({}, tmp_path) == tmp_path / ".codex" / "config.toml"
     assert codex.config_path({"CODEX_HOME": "/c"}, tmp_path) == Path("/c/config.toml")
+
+
+ARGV = ["/opt/ember/bin/ember", "mcp"]
+
+
+def test_mcp_merge_adds_the_server_and_keeps_everything_else() -> None:
+    text = (
+        "# mine\n"
+        'model = "gpt-5.1"\n\n'
+        "[mcp_servers.docs]\n"
+        'command = "docs-mcp"\n\n'
+        "[mcp_servers.ember]\n"
+        "startup_timeout_sec = 20  # slow disk\n"
+    )
+    merged = codex.mcp_merge(text, ARGV)
+    assert merged.startswith('# mine\nmodel = "gpt-5.1"\n')
+    assert "startup_timeout_sec = 20  # slow disk" in merged
+    data = tomllib.loads(merged)
+    assert data["mcp_servers"]["docs"] == {"command": "docs-mcp"}
+    assert data["mcp_servers"]["ember"] == {
+        "startup_timeout_sec": 20,
+        "command": "/opt/ember/bin/ember",
+        "args": ["mcp"],
+    }
+    assert codex.mcp_merge(merged, ARGV) == merged  # a second run changes nothing
+    assert "model_provider" not in data  # the proxy's provider is another setting
+
+
+def test_mcp_snippet_is_the_table_alone() -> None:
+    assert tomllib.loads(codex.mcp_snippet(ARGV)) == {
+        "mcp_servers": {"ember": {"command": "/opt/ember/bin/ember", "args": ["mcp"]}}
+    }
+
+
+def test_mcp_merge_refuses_what_it_cannot_merge() -> None:
+    with pytest.raises(ClientError, match="mcp_servers is not a table"):
+        codex.mcp_merge("mcp_servers = 1\n", ARGV)
+    with pytest.raises(ClientError, match="not valid TOML"):
+        codex.mcp_merge("[mcp_servers", ARGV)

@@ -1,4 +1,5 @@
-"""``ember setup claude|codex [--write]``: the lasting configuration that points a client at ember.
+"""``ember setup claude|codex [--mcp] [--write]``: the lasting configuration that points a client
+at ember — at the proxy, or (``--mcp``) at ``ember mcp``, which the client then starts itself.
 
 Without ``--write`` nothing is written: it prints the configuration, the file it belongs in and
 the change it would make there. With ``--write`` it merges into that file: every other setting
@@ -11,7 +12,11 @@ from __future__ import annotations
 import contextlib
 import difflib
 import os
+import shlex
+import shutil
+import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -19,8 +24,22 @@ import click
 from ember.cli.options import config_option
 from ember.clients import CLIENTS, claude, codex
 from ember.clients.address import ProxyAddress
+from ember.clients.mcp import ember_argv
 from ember.config import load_settings
 from ember.errors import ClientError
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One configuration: the file it goes in, what that file holds now and after the merge,
+    and what to tell the user around it."""
+
+    path: Path
+    current: str | None
+    merged: str
+    intro: str  #: what to print before the diff when not writing
+    done: str  #: the line when the file already holds it
+    after: str  #: the line after a write
 
 
 @click.command()
@@ -31,6 +50,12 @@ from ember.errors import ClientError
     metavar=f"{{{'|'.join(sorted(CLIENTS))}}}",
 )
 @click.option("--write", is_flag=True, help="Merge it into the client's file (backup kept).")
+@click.option(
+    "--mcp",
+    "for_mcp",
+    is_flag=True,
+    help="Configure the client to start `ember mcp` (memory over MCP) instead of the proxy.",
+)
 @click.option("--port", type=int, default=None, help="The proxy's port (EMBER_PORT, default 8787).")
 @click.option(
     "--env-key",
@@ -41,6 +66,7 @@ from ember.errors import ClientError
 def setup(
     client: str | None,
     write: bool,
+    for_mcp: bool,
     port: int | None,
     env_key: str | None,
     config_file: Path | None,
@@ -50,17 +76,49 @@ def setup(
     \b
       ember setup claude            # ~/.claude/settings.json: env.ANTHROPIC_BASE_URL
       ember setup codex --write     # ~/.codex/config.toml: the "ember" model provider
+      ember setup claude --mcp      # `claude mcp add ...`, or ./.mcp.json with --write
+      ember setup codex --mcp       # [mcp_servers.ember] in ~/.codex/config.toml
 
-    Afterwards the client needs the proxy running (`ember proxy`). `ember wrap` needs no setup.
+    Afterwards the client needs the proxy running (`ember proxy`). `ember wrap` needs no setup;
+    with --mcp the client starts `ember mcp` itself.
     """
     if client is None:
         raise click.UsageError(which_client())
-    spec = CLIENTS[client]
     if env_key is not None and client != "codex":
         raise click.UsageError("--env-key is for codex only")
-    settings = load_settings(config_file, port=port)
-    address = ProxyAddress.for_listener(settings.host, settings.port)
+    if for_mcp and (port is not None or env_key is not None):
+        raise click.UsageError("--port and --env-key configure the proxy; --mcp needs neither")
     env = dict(os.environ)
+    plan = (
+        _mcp_plan(client, env) if for_mcp else _proxy_plan(client, env, port, env_key, config_file)
+    )
+    if plan.merged == plan.current:
+        click.echo(plan.done)
+        return
+    diff = _diff(plan.current, plan.merged, plan.path)
+    command = f"ember setup {client}{' --mcp' if for_mcp else ''}"
+    if not write:
+        click.echo(plan.intro)
+        if plan.current is not None:
+            click.echo(f"The change `{command} --write` would make:\n\n{diff}")
+        click.echo(f"Run `{command} --write` to merge it; other settings are kept.")
+        return
+    backup = _write(plan.path, plan.merged, plan.current)
+    click.echo(diff)
+    if backup is not None:
+        click.echo(f"Merged into {plan.path}; the previous file is {backup}.")
+    else:
+        click.echo(f"Wrote {plan.path}.")
+    click.echo(plan.after)
+
+
+def _proxy_plan(
+    client: str, env: dict[str, str], port: int | None, env_key: str | None, config: Path | None
+) -> Plan:
+    """The client's requests sent to the proxy."""
+    spec = CLIENTS[client]
+    settings = load_settings(config, port=port)
+    address = ProxyAddress.for_listener(settings.host, settings.port)
     if client == "claude":
         path = claude.config_path(env, Path.home())
         snippet = claude.snippet(address)
@@ -74,23 +132,44 @@ def setup(
         current = _read(path)
         merged = codex.merge(current, address, key, str(path))
         after = f"Codex then needs the proxy running (`ember proxy`) and your key in ${key}."
-    if merged == current:
-        click.echo(f"{path} already sends {spec.title} through ember at {address.origin}.")
-        return
-    diff = _diff(current, merged, path)
-    if not write:
-        click.echo(f"{spec.title} reads {path}. This goes in it:\n\n{snippet}")
-        if current is not None:
-            click.echo(f"The change `ember setup {client} --write` would make:\n\n{diff}")
-        click.echo(f"Run `ember setup {client} --write` to merge it; other settings are kept.")
-        return
-    backup = _write(path, merged, current)
-    click.echo(diff)
-    if backup is not None:
-        click.echo(f"Merged into {path}; the previous file is {backup}.")
+    return Plan(
+        path,
+        current,
+        merged,
+        intro=f"{spec.title} reads {path}. This goes in it:\n\n{snippet}",
+        done=f"{path} already sends {spec.title} through ember at {address.origin}.",
+        after=after,
+    )
+
+
+def _mcp_plan(client: str, env: dict[str, str]) -> Plan:
+    """The client starting ``ember mcp`` (in the project it runs in) for memory over MCP."""
+    argv = ember_argv(
+        shutil.which("ember"), Path(sys.executable).with_name("ember"), sys.executable
+    )
+    started = f"{CLIENTS[client].title} then starts `{shlex.join(argv)}` itself"
+    if client == "claude":
+        path = claude.mcp_config_path(Path.cwd())
+        current = _read(path)
+        merged = claude.mcp_merge(current, argv, str(path))
+        intro = (
+            f"For every project, run:\n\n  {claude.mcp_add_command(argv)}\n\n"
+            f"For this project only, {path} holds it (Claude Code asks before starting it):"
+            f"\n\n{claude.mcp_snippet(argv)}"
+        )
     else:
-        click.echo(f"Wrote {path}.")
-    click.echo(after)
+        path = codex.config_path(env, Path.home())
+        current = _read(path)
+        merged = codex.mcp_merge(current, argv, str(path))
+        intro = f"Codex reads {path}. This goes in it:\n\n{codex.mcp_snippet(argv)}"
+    return Plan(
+        path,
+        current,
+        merged,
+        intro=intro,
+        done=f"{path} already starts ember's MCP server ({shlex.join(argv)}).",
+        after=f"{started}, serving the project of the directory it runs in.",
+    )
 
 
 def which_client() -> str:

@@ -6,7 +6,9 @@ variables, command-line switches and configuration file format. Each offers
 - ``launch(...)``: the command and environment that run the client through the proxy once
   (``ember wrap``);
 - ``config_path(env, home)``, ``merge(text, ...)`` and ``snippet(...)``: the lasting
-  configuration and how it is merged into the client's own file (``ember setup``).
+  configuration and how it is merged into the client's own file (``ember setup``);
+- ``mcp_merge(text, argv)`` and ``mcp_snippet(argv)``: the client starting ``ember mcp`` itself
+  (``ember setup --mcp``; ``mcp.ember_argv`` decides the command line).
 
 Starting processes, probing ports and writing files live in ``ember.launch`` and the CLI.
 """

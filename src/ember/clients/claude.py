@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ember.clients import Launch
 from ember.clients.address import ProxyAddress, bypass_proxies, project_header
+from ember.clients.mcp import SERVER_NAME
 from ember.errors import ClientError
 
 BASE_URL_VAR = "ANTHROPIC_BASE_URL"
@@ -193,3 +195,45 @@ def _indent(text: str | None) -> int:
     """The file's own indentation (the first indented line), so a merge only shows our lines."""
     m = re.search(r"^( +)\S", text or "", re.MULTILINE)
     return len(m.group(1)) if m else 2
+
+
+# -- the MCP server (``ember setup claude --mcp``) --------------------------------------------
+
+
+def mcp_add_command(argv: Sequence[str]) -> str:
+    """The command that registers ``ember mcp`` for every project (Claude Code keeps it in
+    its own state file, which it rewrites while it runs: ember leaves that file to it)."""
+    return shlex.join(["claude", "mcp", "add", "--scope", "user", SERVER_NAME, "--", *argv])
+
+
+def mcp_config_path(project_dir: Path) -> Path:
+    """A project's shared MCP configuration (Claude Code asks before it starts a server
+    listed there)."""
+    return project_dir / ".mcp.json"
+
+
+def mcp_entry(argv: Sequence[str]) -> dict[str, Any]:
+    return {"command": argv[0], "args": list(argv[1:])}
+
+
+def mcp_snippet(argv: Sequence[str]) -> str:
+    return json.dumps({"mcpServers": {SERVER_NAME: mcp_entry(argv)}}, indent=2) + "\n"
+
+
+def mcp_merge(text: str | None, argv: Sequence[str], where: str = ".mcp.json") -> str:
+    """``text`` (the project's ``.mcp.json``, None when absent) with ember's server in its
+    ``mcpServers``; every other server and key kept, the same text back when nothing changes."""
+    data = _load(text, where)
+    servers = data.setdefault("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise ClientError(f'{where}: "mcpServers" is not an object; fix it by hand, then run again')
+    wanted = mcp_entry(argv)
+    current = servers.get(SERVER_NAME)
+    if text is not None and isinstance(current, dict) and _subset(wanted, current):
+        return text
+    servers[SERVER_NAME] = {**(current if isinstance(current, dict) else {}), **wanted}
+    return json.dumps(data, indent=_indent(text), ensure_ascii=False) + "\n"
+
+
+def _subset(wanted: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    return all(current.get(k) == v for k, v in wanted.items())

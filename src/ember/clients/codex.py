@@ -16,11 +16,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ember.clients import Launch
 from ember.clients.address import ProxyAddress, bypass_proxies, project_header
+from ember.clients.mcp import SERVER_NAME
 from ember.errors import ClientError
+
+if TYPE_CHECKING:
+    from tomlkit import TOMLDocument
 
 PROVIDER_ID = "ember"
 DEFAULT_ENV_KEY = "OPENAI_API_KEY"
@@ -117,13 +121,9 @@ def merge(
     Every other key, table and comment is kept as written (tomlkit edits the parsed document in
     place); only keys whose value differs are set, so a second run returns the same text."""
     import tomlkit
-    from tomlkit.exceptions import TOMLKitError
     from tomlkit.items import InlineTable, Table
 
-    try:
-        doc = tomlkit.parse(text or "")
-    except TOMLKitError as exc:
-        raise ClientError(f"{where} is not valid TOML ({exc}); fix it, then run again") from exc
+    doc = _parse(text, where)
     if doc.get("model_provider") != PROVIDER_ID:
         doc["model_provider"] = PROVIDER_ID
     providers = doc.get("model_providers")
@@ -143,6 +143,51 @@ def merge(
             f"{where}: model_providers.{PROVIDER_ID} is not a table; fix it by hand, then run again"
         )
     for key, value in provider(address, env_key).items():
+        if ours.get(key) != value:
+            ours[key] = value
+    return doc.as_string()
+
+
+def _parse(text: str | None, where: str) -> TOMLDocument:
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+
+    try:
+        return tomlkit.parse(text or "")
+    except TOMLKitError as exc:
+        raise ClientError(f"{where} is not valid TOML ({exc}); fix it, then run again") from exc
+
+
+# -- the MCP server (``ember setup codex --mcp``) ---------------------------------------------
+
+
+def mcp_snippet(argv: Sequence[str]) -> str:
+    return mcp_merge(None, argv)
+
+
+def mcp_merge(text: str | None, argv: Sequence[str], where: str = "config.toml") -> str:
+    """``text`` (the config file, None when absent) with ``[mcp_servers.ember]`` starting
+    ``ember mcp`` (``command`` and ``args``); the user's other keys of that table (``env``,
+    timeouts), other tables and comments are kept, and a second run returns the same text."""
+    import tomlkit
+    from tomlkit.items import InlineTable, Table
+
+    doc = _parse(text, where)
+    servers = doc.get("mcp_servers")
+    if servers is None:
+        servers = tomlkit.table(is_super_table=True)
+        doc["mcp_servers"] = servers
+    if not isinstance(servers, Table | InlineTable):
+        raise ClientError(f"{where}: mcp_servers is not a table; fix it by hand, then run again")
+    ours = servers.get(SERVER_NAME)
+    if ours is None:
+        ours = tomlkit.inline_table() if isinstance(servers, InlineTable) else tomlkit.table()
+        servers[SERVER_NAME] = ours
+    if not isinstance(ours, Table | InlineTable):
+        raise ClientError(
+            f"{where}: mcp_servers.{SERVER_NAME} is not a table; fix it by hand, then run again"
+        )
+    for key, value in (("command", argv[0]), ("args", list(argv[1:]))):
         if ours.get(key) != value:
             ours[key] = value
     return doc.as_string()

@@ -30,6 +30,7 @@ from ember.memory.cli_write import add_cmd, delete_cmd, import_cmd
 from ember.memory.explain import explain_hit
 from ember.memory.models import iso
 from ember.memory.settings import MemorySettings
+from ember.memory.shapes import hits_json
 from ember.memory.writers import WRITERS, export, writer_for
 from ember.memory.writers.base import default_dest
 
@@ -104,7 +105,7 @@ def search_cmd(
         if store is not None:
             view.print_search(found)
         return
-    docs = [{"query": q, "hits": view.hits_json(hits, ex)} for q, hits, ex in found]
+    docs = [{"query": q, "hits": hits_json(hits, ex)} for q, hits, ex in found]
     # One document either way: the object of the one QUERY given, else an array of them.
     view.echo_json(docs[0] if len(queries) == 1 and not from_stdin else docs)
 

@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ember.cli import render
-from ember.memory.models import Memory, MemoryHit, iso
+from ember.memory.models import Memory, MemoryHit
 
 #: The fields ``memory show`` prints, in order (when set).
 SHOWN = (
@@ -41,25 +41,6 @@ SHOWN = (
 
 def echo_json(obj: Any) -> None:
     click.echo(json.dumps(obj, ensure_ascii=False))
-
-
-def _hit_json(h: MemoryHit) -> dict[str, Any]:
-    m = h.memory
-    return {
-        "id": m.id,
-        "content": m.content,
-        "score": h.score,
-        "created_at": iso(m.created_at),
-        "metadata": dict(m.metadata),
-    }
-
-
-def hits_json(hits: list[MemoryHit], explained: list[dict[str, Any] | None]) -> list[Any]:
-    """The contract's hit shape; --explain adds "explain" to each hit."""
-    return [
-        _hit_json(h) | ({"explain": e} if e is not None else {})
-        for h, e in zip(hits, explained, strict=True)
-    ]
 
 
 def evidence_json(kind: str, message_id: str | None, session_id: str | None) -> dict[str, str]:

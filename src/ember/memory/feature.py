@@ -1,5 +1,6 @@
 """Memory as one feature: the stage that injects memories (or offers memory tools), the
-project database's injection ledger and memory tables, and ``ember memory``.
+project database's injection ledger and memory tables, ``ember memory`` and ``ember mcp`` (the
+project's memory served to any agent over the Model Context Protocol).
 
 It offers the others ``memories`` (an ``ember.facts.MemoryOpener``): the project stores shadow
 memory and traffic learning save their facts into, the very ones the memory stage reads. With
@@ -46,8 +47,9 @@ def _project_migrations() -> Sequence[Migration]:
 
 def _commands() -> Sequence[click.Command]:
     from ember.memory.cli import memory
+    from ember.memory.mcp_cli import mcp
 
-    return (memory,)
+    return (memory, mcp)
 
 
 FEATURE = Feature(

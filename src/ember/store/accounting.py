@@ -125,6 +125,25 @@ def own_spend(path: Path) -> list[dict[str, Any]]:
     )
 
 
+#: Every call of a file, by origin (the client's, then ember's own: shadow, steward...).
+_BY_ORIGIN = (
+    "SELECT origin, COUNT(*) AS requests, SUM(input_tokens) AS input_tokens, "
+    "SUM(cache_read_tokens) AS cache_read_tokens, SUM(cache_write_tokens) AS cache_write_tokens, "
+    "SUM(output_tokens) AS output_tokens, "
+    "CASE WHEN COUNT(cost_usd) = COUNT(*) THEN SUM(cost_usd) END AS cost_usd, "
+    "COUNT(*) - COUNT(cost_usd) AS unpriced_requests, MIN(ts) AS first_ts, MAX(ts) AS last_ts "
+    "FROM exchanges GROUP BY origin ORDER BY origin"
+)
+
+
+def totals_by_origin(conn: Connection) -> list[dict[str, Any]]:
+    """Requests, tokens and cost of every call recorded in the file of ``conn``, one row per
+    origin; cost is None for an origin with any unpriced call (never a partial sum shown as
+    the whole). Takes a connection, so a process that owns the file reads through its owner
+    (a second owner of one file in a process is what ``ember.store`` forbids)."""
+    return [dict(r) for r in conn.execute(_BY_ORIGIN)]
+
+
 def exchanges(path: Path, session_id: str | None = None) -> list[dict[str, Any]]:
     if session_id:
         return _query(path, "SELECT * FROM exchanges WHERE session_id=? ORDER BY id", (session_id,))

@@ -1,0 +1,207 @@
+"""``ember mcp``: the served project's memory as a Model Context Protocol server.
+
+Built on the official SDK's low-level ``Server`` (``mcp``), which takes the tools list as
+written: the schemas in ``mcp_tools`` are what every prompt that lists them carries, with no
+generated titles or wrappers added. Five tools (``memory_search``, ``memory_save``,
+``memory_update``, ``memory_forget``, ``memory_list``) and two read-only resources
+(``ember://memories``, ``ember://spend``), over stdio (the default: the client starts the
+server) or streamable HTTP on loopback.
+
+Invariants, and what each prevents:
+
+- stdout carries the protocol and nothing else: the SDK's stdio transport points file
+  descriptor 1 at stderr while it serves, and every log goes to stderr (a stray line on stdout
+  is a frame the client cannot parse, and it drops the connection);
+- a tool never raises into the transport: bad arguments, an unknown id or a store failure
+  come back as a tool result with ``isError`` saying what was wrong and the fix, which the
+  model reads and acts on; a tool or resource that does not exist is a protocol error
+  (``INVALID_PARAMS``), the client's mistake rather than the model's;
+- blocking work (SQLite, the embedder) runs in worker threads, so a slow first search (the
+  model loads then, never at start) does not stall the other requests of the connection;
+- over HTTP, a non-loopback address is refused and the Host and Origin headers are checked
+  (the server has no authentication: a web page must not reach it through DNS rebinding).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import anyio.to_thread
+import mcp_types as types
+from mcp.server import Server
+from mcp.shared.exceptions import MCPError
+
+from ember import __version__
+from ember.errors import EmberError
+from ember.memory.errors import MemoryInputError, MemoryNotFound
+from ember.memory.mcp_memory import ProjectMemory
+from ember.memory.mcp_tools import FORGET, LIST, SAVE, SEARCH, TOOLS, UPDATE, parse
+
+log = logging.getLogger(__name__)
+
+MEMORIES_URI = "ember://memories"
+SPEND_URI = "ember://spend"
+DEFAULT_HTTP_PORT = 8789
+HTTP_PATH = "/mcp"
+
+_RESOURCES = (
+    types.Resource(
+        uri=MEMORIES_URI,
+        name="memories",
+        description="This project's current memories, newest first (at most 1000).",
+        mime_type="application/json",
+    ),
+    types.Resource(
+        uri=SPEND_URI,
+        name="spend",
+        description="Requests, tokens and cost accounted for this project, by origin.",
+        mime_type="application/json",
+    ),
+)
+
+
+def build_server(memory: ProjectMemory) -> Server[Any]:
+    """The MCP server over ``memory`` (which it does not close: the caller does)."""
+    operations: dict[str, Callable[[Any, str | None], dict[str, Any]]] = {
+        SEARCH: lambda a, _: memory.search(a),
+        SAVE: memory.save,
+        UPDATE: lambda a, _: memory.update(a),
+        FORGET: lambda a, _: memory.forget(a),
+        LIST: lambda a, _: memory.listing(a),
+    }
+    readers: dict[str, Callable[[], dict[str, Any]]] = {
+        MEMORIES_URI: memory.memories,
+        SPEND_URI: memory.spend,
+    }
+    listed = types.ListToolsResult(
+        tools=[
+            types.Tool(name=t.name, description=t.description, input_schema=t.schema) for t in TOOLS
+        ]
+    )
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return listed
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        operation = operations.get(params.name)
+        if operation is None:
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"unknown tool {params.name!r}; ember's are {', '.join(operations)}",
+            )
+        return await _run(params.name, operation, params.arguments, _client_name(ctx))
+
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=list(_RESOURCES))
+
+    async def read_resource(
+        ctx: Any, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        reader = readers.get(uri)
+        if reader is None:
+            raise MCPError(
+                types.INVALID_PARAMS, f"unknown resource {uri!r}; ember's are {', '.join(readers)}"
+            )
+        try:
+            doc = await anyio.to_thread.run_sync(reader)
+        except EmberError as exc:
+            raise MCPError(types.INTERNAL_ERROR, f"{uri} cannot be read: {exc}") from exc
+        text = json.dumps(doc, ensure_ascii=False)
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, text=text, mime_type="application/json")]
+        )
+
+    return Server(
+        "ember",
+        version=__version__,
+        title="ember memory",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
+    )
+
+
+async def _run(
+    name: str,
+    operation: Callable[[Any, str | None], dict[str, Any]],
+    arguments: dict[str, Any] | None,
+    client: str | None,
+) -> types.CallToolResult:
+    """One tool call: its arguments checked, its work on a worker thread, its answer as JSON
+    text; every failure ember foresaw is an ``isError`` result saying what to do."""
+    try:
+        args = parse(name, arguments)
+        doc = await anyio.to_thread.run_sync(operation, args, client)
+    except (MemoryInputError, MemoryNotFound) as exc:
+        return _error(str(exc))
+    except EmberError as exc:
+        log.warning("%s: %s", name, exc)
+        return _error(f"{name} failed: {exc}")
+    text = json.dumps(doc, ensure_ascii=False)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+
+
+def _error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _client_name(ctx: Any) -> str | None:
+    """The client's name from its ``initialize`` (``claude-code``, ``codex-mcp-client``...),
+    kept with what it saves; None when it gave none."""
+    params = getattr(getattr(ctx, "session", None), "client_params", None)
+    info = getattr(params, "client_info", None)
+    name = getattr(info, "name", None)
+    return name if isinstance(name, str) and name else None
+
+
+# -- transports ------------------------------------------------------------------------------
+
+
+async def serve_stdio(server: Server[Any]) -> None:
+    """Serve one client on stdin/stdout until it closes stdin."""
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+async def serve_http(server: Server[Any], host: str, port: int) -> None:
+    """Serve streamable HTTP at ``http://host:port/mcp`` until interrupted; ``host`` must be
+    loopback (checked by the caller too), and so must every request's Host and Origin."""
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    if not is_loopback(host):
+        raise EmberError(
+            f"--host {host} is not a loopback address; ember mcp has no authentication and "
+            "serves loopback only"
+        )
+    named = f"[{host}]" if ":" in host else host
+    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", f"{named}:*"]
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=hosts,
+        allowed_origins=[f"http://{h}" for h in hosts],
+    )
+    app = server.streamable_http_app(
+        streamable_http_path=HTTP_PATH, transport_security=security, host=host
+    )
+    config = uvicorn.Config(
+        app, host=host, port=port, log_config=None, access_log=False, lifespan="on"
+    )
+    await uvicorn.Server(config).serve()
