@@ -17,7 +17,13 @@ from ember.cli.options import config_option
     show_default=True,
     help="Loopback address to bind (127.0.0.1, ::1 or localhost); nothing else is allowed.",
 )
-@click.option("--port", type=click.IntRange(0, 65535), default=8788, show_default=True)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8790,
+    show_default=True,
+    help="8790: beside the proxy (8787), the emulator (8788) and ember mcp --http (8789).",
+)
 @config_option
 def ui(host: str, port: int, config_file: Path | None) -> None:
     """Serve the dashboard: spend over time by project, model and origin, sessions and what
