@@ -131,6 +131,10 @@ def test_bad_input_gets_a_clear_error_and_never_another_project(
         assert r.status_code in (400, 404) and r.json()["error"]
     r = httpx.get(f"{stack.url}/ui/api/spend", params={"by": "colour"})
     assert r.status_code == 400 and "choose one of" in r.json()["error"]
+    r = httpx.get(f"{stack.url}/ui/api/spend", params={"days": "a year"})
+    assert r.status_code == 400 and "not a whole number" in r.json()["error"]
+    r = httpx.get(f"{stack.url}/ui/api/sessions", params={"project": "x", "limit": "0"})
+    assert r.status_code == 400 and "out of range" in r.json()["error"]
     assert not (stack.home / "projects" / "nope-0123456789abcdef").exists()
 
 

@@ -70,7 +70,9 @@ class Dashboard:
                     self.api_feature,
                     methods=["GET", "POST"],
                 ),
-            ]
+            ],
+            # a bad parameter read outside a worker (?days=abc) is the same JSON error
+            exception_handlers={ViewError: _refused},
         )
 
     def warm(self) -> None:
@@ -228,6 +230,11 @@ def _query(request: Request, body: dict[str, Any] | None = None) -> Query:
     params = dict(request.query_params)
     project = (body or {}).get("project") or params.get("project")
     return Query(project if isinstance(project, str) else None, params, body or {})
+
+
+async def _refused(request: Request, exc: Exception) -> Response:
+    status = exc.status if isinstance(exc, ViewError) else 500
+    return _error(status, str(exc))
 
 
 def _error(status: int, message: str) -> JSONResponse:
