@@ -14,7 +14,7 @@ Facts this relies on (Codex CLI 0.171.0, recorded in tests/fixtures/clients/READ
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -120,32 +120,39 @@ def merge(
 
     Every other key, table and comment is kept as written (tomlkit edits the parsed document in
     place); only keys whose value differs are set, so a second run returns the same text."""
-    import tomlkit
-    from tomlkit.items import InlineTable, Table
-
     doc = _parse(text, where)
     if doc.get("model_provider") != PROVIDER_ID:
         doc["model_provider"] = PROVIDER_ID
-    providers = doc.get("model_providers")
-    if providers is None:
-        providers = tomlkit.table(is_super_table=True)
-        doc["model_providers"] = providers
-    if not isinstance(providers, Table | InlineTable):
-        raise ClientError(
-            f"{where}: model_providers is not a table; fix it by hand, then run again"
-        )
-    ours = providers.get(PROVIDER_ID)
+    _set_in(doc, "model_providers", PROVIDER_ID, provider(address, env_key).items(), where)
+    return doc.as_string()
+
+
+def _set_in(
+    doc: TOMLDocument, parent: str, name: str, values: Iterable[tuple[str, Any]], where: str
+) -> None:
+    """``[parent.name]`` holding ``values``: each table made when absent (inline inside an
+    inline parent), only keys whose value differs set, the rest of the table kept as written;
+    a parent or table that is not a table is the user's to fix, never overwritten."""
+    import tomlkit
+    from tomlkit.items import InlineTable, Table
+
+    outer = doc.get(parent)
+    if outer is None:
+        outer = tomlkit.table(is_super_table=True)
+        doc[parent] = outer
+    if not isinstance(outer, Table | InlineTable):
+        raise ClientError(f"{where}: {parent} is not a table; fix it by hand, then run again")
+    ours = outer.get(name)
     if ours is None:
-        ours = tomlkit.inline_table() if isinstance(providers, InlineTable) else tomlkit.table()
-        providers[PROVIDER_ID] = ours
+        ours = tomlkit.inline_table() if isinstance(outer, InlineTable) else tomlkit.table()
+        outer[name] = ours
     if not isinstance(ours, Table | InlineTable):
         raise ClientError(
-            f"{where}: model_providers.{PROVIDER_ID} is not a table; fix it by hand, then run again"
+            f"{where}: {parent}.{name} is not a table; fix it by hand, then run again"
         )
-    for key, value in provider(address, env_key).items():
+    for key, value in values:
         if ours.get(key) != value:
             ours[key] = value
-    return doc.as_string()
 
 
 def _parse(text: str | None, where: str) -> TOMLDocument:
@@ -169,25 +176,8 @@ def mcp_merge(text: str | None, argv: Sequence[str], where: str = "config.toml")
     """``text`` (the config file, None when absent) with ``[mcp_servers.ember]`` starting
     ``ember mcp`` (``command`` and ``args``); the user's other keys of that table (``env``,
     timeouts), other tables and comments are kept, and a second run returns the same text."""
-    import tomlkit
-    from tomlkit.items import InlineTable, Table
-
     doc = _parse(text, where)
-    servers = doc.get("mcp_servers")
-    if servers is None:
-        servers = tomlkit.table(is_super_table=True)
-        doc["mcp_servers"] = servers
-    if not isinstance(servers, Table | InlineTable):
-        raise ClientError(f"{where}: mcp_servers is not a table; fix it by hand, then run again")
-    ours = servers.get(SERVER_NAME)
-    if ours is None:
-        ours = tomlkit.inline_table() if isinstance(servers, InlineTable) else tomlkit.table()
-        servers[SERVER_NAME] = ours
-    if not isinstance(ours, Table | InlineTable):
-        raise ClientError(
-            f"{where}: mcp_servers.{SERVER_NAME} is not a table; fix it by hand, then run again"
-        )
-    for key, value in (("command", argv[0]), ("args", list(argv[1:]))):
-        if ours.get(key) != value:
-            ours[key] = value
+    _set_in(
+        doc, "mcp_servers", SERVER_NAME, (("command", argv[0]), ("args", list(argv[1:]))), where
+    )
     return doc.as_string()
