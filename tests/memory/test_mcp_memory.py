@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from mcp import Client
@@ -22,6 +21,7 @@ from ember.protocols.base import Usage
 from ember.store.accounting import ExchangeRecord
 from ember.store.registry import Storage, storage_for
 from tests.memory.conftest import HashEmbedder
+from tests.memory.mcp_support import call, error
 
 DB_FACT = "The API server uses PostgreSQL 16, configured in config/database.yml."
 OTHER = "Release notes are written by the on-call engineer every Friday afternoon."
@@ -46,18 +46,6 @@ def parts(settings: Settings, target: Served) -> Iterator[tuple[ProjectMemory, S
     yield memory, storage
     memory.close()
     storage.close()
-
-
-async def call(client: Client, tool: str, **arguments: Any) -> Any:
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    return json.loads(result.content[0].text)  # type: ignore[union-attr]
-
-
-async def error(client: Client, tool: str, **arguments: Any) -> str:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error
-    return str(result.content[0].text)  # type: ignore[union-attr]
 
 
 def inspect(target: Served) -> HierarchicalMemory:

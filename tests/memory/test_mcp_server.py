@@ -28,6 +28,8 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 import ember
 from ember.server import free_port
 from tests.conftest import StackFactory
+from tests.memory.mcp_support import call
+from tests.memory.mcp_support import error as fails
 from tests.memory.test_stage_e2e import memory_blocks, run_agent, sent
 
 SRC = str(Path(ember.__file__).resolve().parents[1])
@@ -60,18 +62,6 @@ async def mcp_session(
         ):
             await session.initialize()
             yield session
-
-
-async def call(session: ClientSession, tool: str, **arguments: Any) -> Any:
-    result = await session.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    return json.loads(result.content[0].text)  # type: ignore[union-attr]
-
-
-async def fails(session: ClientSession, tool: str, **arguments: Any) -> str:
-    result = await session.call_tool(tool, arguments)
-    assert result.is_error
-    return str(result.content[0].text)  # type: ignore[union-attr]
 
 
 def text(result: Any) -> Any:
