@@ -397,6 +397,16 @@ class TestResponses:
         assert call.type == "function_call" and call.name == "read"
         assert json.loads(call.arguments) == {"path": "a"}
 
+    def test_namespaced_function_call(self, gpt: openai.OpenAI, emulator: Emulator) -> None:
+        """Codex runs an MCP tool only when the call names its namespace apart from the tool."""
+        call = ToolCall("memory_save", {"facts": []}, namespace="mcp__ember")
+        emulator.script(Reply("", [call]), Reply("", [call]))
+        plain = gpt.responses.create(model=GPT, input="save")
+        with gpt.responses.stream(model=GPT, input="save") as stream:
+            done = [e.item for e in stream if e.type == "response.output_item.done"]
+        for item in (plain.output[0].model_dump(), done[0].model_dump()):
+            assert (item["name"], item.get("namespace")) == ("memory_save", "mcp__ember")
+
     def test_stream_helper(self, gpt: openai.OpenAI, emulator: Emulator) -> None:
         emulator.script(Reply(text=LONG, tool_calls=[("edit", {"file": "z" * 40})]))
         with gpt.responses.stream(model=GPT, input="go") as stream:

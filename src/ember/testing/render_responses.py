@@ -41,7 +41,7 @@ def _message_item(turn: Turn, text: str, done: bool) -> dict[str, Any]:
 
 def _call_item(turn: Turn, index: int, done: bool) -> dict[str, Any]:
     call = turn.reply.tool_calls[index]
-    return {
+    item = {
         "id": f"fc_emu_{turn.serial:08d}_{index}",
         "type": "function_call",
         "status": "completed" if done else "in_progress",
@@ -49,6 +49,9 @@ def _call_item(turn: Turn, index: int, done: bool) -> dict[str, Any]:
         "name": call.name,
         "arguments": call.arguments if done else "",
     }
+    if call.namespace is not None:
+        item["namespace"] = call.namespace
+    return item
 
 
 def output_items(turn: Turn) -> list[dict[str, Any]]:

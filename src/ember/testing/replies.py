@@ -24,11 +24,17 @@ _SIGNATURE_SALT = b"ember-emulator-thinking-v1:"
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """One tool invocation in a reply; ``id`` is generated per response when omitted."""
+    """One tool invocation in a reply; ``id`` is generated per response when omitted.
+
+    ``namespace``: the Responses API's tool namespace the call belongs to. Codex lists an MCP
+    server's tools as one ``{"type": "namespace", "name": "mcp__ember", "tools": [...]}`` and
+    runs a ``function_call`` only when it names that namespace apart from the bare tool name;
+    the other wire formats have no namespaces and ignore it."""
 
     name: str
     input: Mapping[str, Any] = field(default_factory=dict)
     id: str | None = None
+    namespace: str | None = None
 
     @property
     def arguments(self) -> str:
@@ -44,7 +50,9 @@ def _tool_call(value: ToolCallLike) -> ToolCall:
         return value
     if isinstance(value, tuple):
         return ToolCall(value[0], dict(value[1]))
-    return ToolCall(str(value["name"]), dict(value.get("input", {})), value.get("id"))
+    return ToolCall(
+        str(value["name"]), dict(value.get("input", {})), value.get("id"), value.get("namespace")
+    )
 
 
 @dataclass(frozen=True, init=False)
