@@ -81,6 +81,15 @@ async def test_the_sdk_client_saves_finds_updates_lists_and_forgets(tmp_path: Pa
             "memory_forget",
             "memory_list",
         ]
+        # Codex approves by these hints (`codex exec` refuses what it would have to ask about):
+        # reads and additive writes run, forgetting stays behind the user's yes.
+        hints = {t.name: t.annotations for t in listed.tools}
+        assert all(h is not None and h.open_world_hint is False for h in hints.values())
+        assert [n for n, h in hints.items() if h and h.read_only_hint] == [
+            "memory_search",
+            "memory_list",
+        ]
+        assert [n for n, h in hints.items() if h and h.destructive_hint] == ["memory_forget"]
         saved = await call(
             session,
             "memory_save",
@@ -148,15 +157,26 @@ def ember_mcp(
     )
 
 
-def test_a_project_that_cannot_be_resolved_is_refused_at_start(tmp_path: Path) -> None:
+async def test_started_where_no_project_is_it_serves_nothing_and_says_why(
+    tmp_path: Path,
+) -> None:
+    """A client that requires the server (Codex, as `ember setup codex --mcp` sets it up)
+    must still start in the home directory: the server starts, with nothing to offer."""
+    home, log = tmp_path / "home", tmp_path / "server.log"
+    async with mcp_session(home, errlog=log, cwd=Path("/")) as session:
+        assert (await session.list_tools()).tools == []
+        assert (await session.list_resources()).resources == []
+        said = await fails(session, "memory_search", query="deploys")
+    assert "the working directory is the filesystem root" in said and "--cwd DIR" in said
+    assert "no project to serve: the working directory is the filesystem root" in log.read_text()
+    assert not home.exists()  # nothing was created
+
+
+def test_a_project_the_user_named_wrong_is_refused_at_start(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    refused = ember_mcp(home, cwd="/")
-    assert refused.returncode == 2 and refused.stdout == ""
-    assert "no project to serve: the working directory is the filesystem root" in refused.stderr
-    assert "--cwd DIR" in refused.stderr
     typo = ember_mcp(home, "--cwd", str(tmp_path / "typo"), cwd=tmp_path)
-    assert typo.returncode == 2 and "is not a directory" in typo.stderr
-    assert not home.exists()  # nothing was created for either
+    assert typo.returncode == 2 and typo.stdout == "" and "is not a directory" in typo.stderr
+    assert not home.exists()
 
 
 def test_stdout_carries_the_protocol_and_nothing_else(tmp_path: Path) -> None:

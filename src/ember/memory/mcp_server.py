@@ -39,7 +39,7 @@ from ember import __version__
 from ember.errors import EmberError
 from ember.memory.errors import MemoryInputError, MemoryNotFound
 from ember.memory.mcp_memory import ProjectMemory
-from ember.memory.mcp_tools import FORGET, LIST, SAVE, SEARCH, TOOLS, UPDATE, parse
+from ember.memory.mcp_tools import FORGET, LIST, SAVE, SEARCH, TOOLS, UPDATE, ToolDef, parse
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +77,7 @@ def build_server(memory: ProjectMemory) -> Server[Any]:
         MEMORIES_URI: memory.memories,
         SPEND_URI: memory.spend,
     }
-    listed = types.ListToolsResult(
-        tools=[
-            types.Tool(name=t.name, description=t.description, input_schema=t.schema) for t in TOOLS
-        ]
-    )
+    listed = types.ListToolsResult(tools=[_tool(t) for t in TOOLS])
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return listed
@@ -127,6 +123,31 @@ def build_server(memory: ProjectMemory) -> Server[Any]:
     )
 
 
+def build_unserved(reason: str) -> Server[Any]:
+    """A server for a directory that names no project: it answers the handshake, lists no
+    tools and no resources (nothing in the agent's prompt), and says ``reason`` in its
+    instructions; a call of a tool anyway gets the reason as its error."""
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return _error(f"ember mcp serves no memory here: {reason}")
+
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[])
+
+    return Server(
+        "ember",
+        version=__version__,
+        title="ember memory",
+        instructions=f"ember serves no memory in this session: {reason}",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+    )
+
+
 async def _run(
     name: str,
     operation: Callable[[Any, str | None], dict[str, Any]],
@@ -145,6 +166,20 @@ async def _run(
         return _error(f"{name} failed: {exc}")
     text = json.dumps(doc, ensure_ascii=False)
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+
+
+def _tool(t: ToolDef) -> types.Tool:
+    """A tool as listed, with the hints clients approve calls by: none of them reaches past
+    this project's memory (not open-world); a save of a fact already current changes nothing."""
+    hints = types.ToolAnnotations(
+        read_only_hint=t.read_only,
+        destructive_hint=t.destructive,
+        idempotent_hint=t.read_only or t.destructive or t.name == SAVE,
+        open_world_hint=False,
+    )
+    return types.Tool(
+        name=t.name, description=t.description, input_schema=t.schema, annotations=hints
+    )
 
 
 def _error(text: str) -> types.CallToolResult:

@@ -42,11 +42,18 @@ _IMPORTANCE = {"type": "number", "minimum": 0, "maximum": 1}
 
 @dataclass(frozen=True)
 class ToolDef:
-    """One tool as ``tools/list`` shows it."""
+    """One tool as ``tools/list`` shows it.
+
+    ``read_only`` / ``destructive`` become the MCP tool annotations clients decide approval
+    by: Codex runs a tool marked read-only without asking, and in ``codex exec`` (approval
+    "never") refuses any other tool it would have had to ask about. A search marked as a write
+    would never run there; a forget marked harmless would run without the user's yes."""
 
     name: str
     description: str
     schema: dict[str, Any]
+    read_only: bool = False
+    destructive: bool = False
 
 
 TOOLS: tuple[ToolDef, ...] = (
@@ -63,6 +70,7 @@ TOOLS: tuple[ToolDef, ...] = (
             },
             "required": ["query"],
         },
+        read_only=True,
     ),
     ToolDef(
         SAVE,
@@ -107,6 +115,7 @@ TOOLS: tuple[ToolDef, ...] = (
         FORGET,
         "Delete a memory by id, for good.",
         {"type": "object", "properties": {"id": _ID}, "required": ["id"]},
+        destructive=True,
     ),
     ToolDef(
         LIST,
@@ -117,6 +126,7 @@ TOOLS: tuple[ToolDef, ...] = (
                 "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIST, "default": 20}
             },
         },
+        read_only=True,
     ),
 )
 
