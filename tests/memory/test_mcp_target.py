@@ -8,7 +8,7 @@ import pytest
 
 from ember.config import load_settings
 from ember.errors import ProjectError
-from ember.memory.mcp_target import served
+from ember.memory.mcp_target import NoProjectHere, served
 from ember.project import project_from_cli
 
 
@@ -36,7 +36,7 @@ def test_the_root_or_the_home_directory_is_no_project(tmp_path: Path, where: str
     home = tmp_path / "me"
     home.mkdir()
     workdir = "/" if where == "/" else str(home)
-    with pytest.raises(ProjectError, match=r"no project to serve: .*--cwd DIR"):
+    with pytest.raises(NoProjectHere, match=r"no project to serve: .*--cwd DIR"):
         served(settings(tmp_path), None, None, workdir=lambda: workdir, home_dir=lambda: home)
 
 
@@ -44,15 +44,17 @@ def test_a_deleted_working_directory_is_no_project(tmp_path: Path) -> None:
     def gone() -> str:
         raise FileNotFoundError(2, "No such file or directory")
 
-    with pytest.raises(ProjectError, match="cannot be read"):
+    with pytest.raises(NoProjectHere, match="cannot be read"):
         served(settings(tmp_path), None, None, workdir=gone)
 
 
 def test_a_missing_cwd_or_an_empty_id_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ProjectError, match="not a directory"):
+    with pytest.raises(ProjectError, match="not a directory") as typo:
         served(settings(tmp_path), None, tmp_path / "typo")
-    with pytest.raises(ProjectError, match="--project-id is empty"):
+    with pytest.raises(ProjectError, match="--project-id is empty") as empty:
         served(settings(tmp_path), " ", None)
+    # what the user typed wrong stops the server; only an inherited directory serves nothing
+    assert not isinstance(typo.value, NoProjectHere) and not isinstance(empty.value, NoProjectHere)
 
 
 def test_the_shared_store_only_when_the_user_chose_it(tmp_path: Path) -> None:

@@ -14,13 +14,15 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ember.cli.options import config_option, project_options
 
 if TYPE_CHECKING:
+    from mcp.server import Server
+
     from ember.config import Settings
     from ember.models.base import Embedder
 
@@ -52,13 +54,11 @@ def mcp(
       ember setup codex --mcp --write      # [mcp_servers.ember] in ~/.codex/config.toml
       ember mcp --http --port 8789         # http://127.0.0.1:8789/mcp
     """
-    import anyio
-
     from ember import logs
     from ember.config import load_settings
     from ember.memory import mcp_server
     from ember.memory.mcp_memory import ProjectMemory
-    from ember.memory.mcp_target import served
+    from ember.memory.mcp_target import NoProjectHere, served
     from ember.store.registry import storage_for
 
     if not over_http and port is not None:
@@ -72,22 +72,37 @@ def mcp(
     logs.configure(settings.log_level)
     if settings.log_level != "debug":
         logging.getLogger("mcp").setLevel(logging.WARNING)
-    target = served(settings, project_id, cwd)
+    try:
+        target = served(settings, project_id, cwd)
+    except NoProjectHere as exc:
+        click.echo(f"ember mcp: {exc}", err=True)
+        _serve(mcp_server.build_unserved(str(exc)), over_http, host, port, "no project")
+        return
     storage = storage_for(settings)
     memory = ProjectMemory(settings, target, _embedder(settings), storage)
-    server = mcp_server.build_server(memory)
+    try:
+        _serve(mcp_server.build_server(memory), over_http, host, port, target.label)
+    finally:
+        memory.close()
+        storage.close()
+
+
+def _serve(server: Server[Any], over_http: bool, host: str, port: int | None, label: str) -> None:
+    import anyio
+
+    from ember.memory import mcp_server
+
     try:
         if over_http:
-            where = f"http://{host}:{port or mcp_server.DEFAULT_HTTP_PORT}{mcp_server.HTTP_PATH}"
-            click.echo(f"ember mcp: serving {target.label} at {where}", err=True)
-            anyio.run(mcp_server.serve_http, server, host, port or mcp_server.DEFAULT_HTTP_PORT)
+            port = port or mcp_server.DEFAULT_HTTP_PORT
+            where = f"http://{host}:{port}{mcp_server.HTTP_PATH}"
+            click.echo(f"ember mcp: serving {label} at {where}", err=True)
+            anyio.run(mcp_server.serve_http, server, host, port)
         else:
             anyio.run(mcp_server.serve_stdio, server)
     except KeyboardInterrupt:
         pass
     finally:
-        memory.close()
-        storage.close()
         sys.stderr.flush()
 
 

@@ -1,4 +1,4 @@
-"""Which project ``ember mcp`` serves: decided once, when it starts, or it does not start.
+"""Which project ``ember mcp`` serves: decided once, when it starts, or nothing is served.
 
 ``--project-id ID`` or ``--cwd DIR`` name it as for ``ember memory`` (the resolution the proxy
 applies to its headers); without either, the working directory the client started the server
@@ -11,7 +11,10 @@ finds them. So, at start:
 - an inherited working directory that names no project — the filesystem root or the home
   directory, where clients that know no project start their servers (one such server for
   every chat would pool all of them in one "project"), or a directory deleted under the
-  process — is refused with the fix (``--cwd`` or ``--project-id``);
+  process — serves nothing (``NoProjectHere``: no tools, no resources, the reason and the
+  fix in its instructions and on stderr). It still starts: Codex is set up to require the
+  server (its tools come only then, ``ember setup codex --mcp``), and a required server that
+  exits stops Codex from starting at all in the home directory;
 - unless the user chose ``unresolved_project = global``: then the shared store is served, as
   the proxy serves it for requests without a project, and the log says it is the leak risk
   it is.
@@ -77,11 +80,18 @@ def served(
             path,
         )
         return Served(None, path, stats_db_path(settings.home))
-    raise ProjectError(
+    raise NoProjectHere(
         f"no project to serve: {why}. Start it with --cwd DIR (the project's directory) or "
-        "--project-id ID; memories are kept per project, and serving another's would hand its "
-        "memories to this agent (unresolved_project = global opts into one shared store)"
+        "--project-id ID, or start the agent in the project; memories are kept per project, "
+        "and serving another's would hand its memories to this agent (unresolved_project = "
+        "global opts into one shared store)"
     )
+
+
+class NoProjectHere(ProjectError):
+    """The directory the client started the server in names no project: nothing is served.
+    (A ``--cwd`` or ``--project-id`` the user typed wrong is a plain ``ProjectError``: the
+    server does not start, since a typo must not pass for an empty project.)"""
 
 
 def _inherited(
