@@ -139,6 +139,7 @@ def test_mcp_for_codex_prints_then_writes_its_table_keeping_the_rest(tmp_path: P
     shown = _setup(tmp_path, "codex", "--mcp")
     assert shown.returncode == 0, shown.stderr
     assert "[mcp_servers.ember]" in shown.stdout and 'args = ["mcp"]' in shown.stdout
+    assert "asks before memory_forget" in shown.stdout
     assert config.read_text() == CODEX_CONFIG
     written = _setup(tmp_path, "codex", "--mcp", "--write")
     assert written.returncode == 0, written.stderr
@@ -159,6 +160,10 @@ def test_mcp_for_claude_gives_the_command_and_writes_the_projects_mcp_json(
     shown = _setup(tmp_path, "claude", "--mcp", cwd=project)
     assert shown.returncode == 0, shown.stderr
     assert "claude mcp add --scope user ember -- " in shown.stdout
+    # claude -p refuses every tool it was not told to allow: the note names the four that
+    # do not forget, and leaves forgetting to the user's yes
+    allowed = shown.stdout.split("--allowedTools ")[1].split("\n")[0].split()
+    assert allowed == [f"mcp__ember__memory_{n}" for n in ("search", "save", "update", "list")]
     assert not (project / ".mcp.json").exists()
     written = _setup(tmp_path, "claude", "--mcp", "--write", cwd=project)
     assert written.returncode == 0, written.stderr

@@ -137,6 +137,10 @@ def test_mcp_merge_adds_the_server_and_keeps_everything_else() -> None:
         "startup_timeout_sec": 20,
         "command": "/opt/ember/bin/ember",
         "args": ["mcp"],
+        # Codex hands a server none of these unless told, and runs a turn without the tools of
+        # an optional server still starting after a second (both seen with Codex 0.171)
+        "env_vars": ["EMBER_HOME", "EMBER_CONFIG"],
+        "required": True,
     }
     assert codex.mcp_merge(merged, ARGV) == merged  # a second run changes nothing
     assert "model_provider" not in data  # the proxy's provider is another setting
@@ -144,7 +148,14 @@ def test_mcp_merge_adds_the_server_and_keeps_everything_else() -> None:
 
 def test_mcp_snippet_is_the_table_alone() -> None:
     assert tomllib.loads(codex.mcp_snippet(ARGV)) == {
-        "mcp_servers": {"ember": {"command": "/opt/ember/bin/ember", "args": ["mcp"]}}
+        "mcp_servers": {
+            "ember": {
+                "command": "/opt/ember/bin/ember",
+                "args": ["mcp"],
+                "env_vars": ["EMBER_HOME", "EMBER_CONFIG"],
+                "required": True,
+            }
+        }
     }
 
 

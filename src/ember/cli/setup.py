@@ -166,9 +166,30 @@ def _mcp_plan(client: str, env: dict[str, str]) -> Plan:
         path,
         current,
         merged,
-        intro=intro,
+        intro=f"{intro}\n{_mcp_approval(client)}\n",
         done=f"{path} already starts ember's MCP server ({shlex.join(argv)}).",
-        after=f"{started}, serving the project of the directory it runs in.",
+        after=f"{started}, serving the project of the directory it runs in.\n"
+        + _mcp_approval(client),
+    )
+
+
+def _mcp_approval(client: str) -> str:
+    """Who says yes to a tool call. Found with the real clients: Codex runs a tool by its MCP
+    hints and ``codex exec``, with no one to ask, refuses any other; Claude Code ignores the
+    hints and asks before every tool's first use, so ``claude -p`` refuses all five unless
+    they are allowed."""
+    from ember.memory.mcp_tools import TOOLS
+
+    if client == "codex":
+        return (
+            "Codex runs memory_search, memory_list, memory_save and memory_update on its own "
+            "and asks before memory_forget (`codex exec`, with no one to ask, refuses it)."
+        )
+    names = " ".join(f"mcp__ember__{t.name}" for t in TOOLS if not t.destructive)
+    return (
+        "Claude Code asks before each tool's first use. Print mode (-p) has no one to ask: "
+        f"allow them with --allowedTools {names}\n(or the same names in "
+        '"permissions": {"allow": [...]} of ~/.claude/settings.json).'
     )
 
 

@@ -172,12 +172,27 @@ def mcp_snippet(argv: Sequence[str]) -> str:
     return mcp_merge(None, argv)
 
 
+#: Variables Codex hands ``ember mcp`` (it passes a server only a short list of its own, HOME
+#: and PATH among them): without them a user's EMBER_HOME store is not the one the server
+#: opens, and what the agent saves goes where the proxy never looks (seen with Codex 0.171).
+MCP_ENV_VARS = ("EMBER_HOME", "EMBER_CONFIG")
+
+
 def mcp_merge(text: str | None, argv: Sequence[str], where: str = "config.toml") -> str:
     """``text`` (the config file, None when absent) with ``[mcp_servers.ember]`` starting
-    ``ember mcp`` (``command`` and ``args``); the user's other keys of that table (``env``,
-    timeouts), other tables and comments are kept, and a second run returns the same text."""
+    ``ember mcp`` (``command``, ``args``), forwarding ``MCP_ENV_VARS``, and ``required``: Codex
+    gives an optional server about a second to start and then runs the turn without its tools
+    (``ember mcp`` takes 0.8-1.1 s here, so the tools came in some sessions and not in others);
+    a required one it waits for. The server starts wherever Codex does, serving nothing where
+    there is no project (``mcp_target``), so requiring it never stops Codex from starting.
+    The user's other keys of that table (``env``, timeouts), other tables and comments are
+    kept, and a second run returns the same text."""
     doc = _parse(text, where)
-    _set_in(
-        doc, "mcp_servers", SERVER_NAME, (("command", argv[0]), ("args", list(argv[1:]))), where
+    values = (
+        ("command", argv[0]),
+        ("args", list(argv[1:])),
+        ("env_vars", list(MCP_ENV_VARS)),
+        ("required", True),
     )
+    _set_in(doc, "mcp_servers", SERVER_NAME, values, where)
     return doc.as_string()
