@@ -112,7 +112,7 @@ def test_every_view_and_forgetting_a_memory_in_a_real_browser(
     run_agent(stack)
     browser.get(f"{stack.url}/ui/")
     wait_for(browser, "#spend-chart svg rect")  # bars drawn from the accounting rows
-    assert browser.find_element(By.CSS_SELECTOR, ".cards").text.count("requests")
+    until(browser, lambda d: "requests" in d.find_element(By.CSS_SELECTOR, ".cards").text)
     shot(browser, "1-spend")
 
     click_tab(browser, "sessions")
@@ -159,7 +159,8 @@ def test_every_view_and_forgetting_a_memory_in_a_real_browser(
     shot(browser, "7-learned")
     click_tab(browser, "spend")
     rendered(browser, "spend")
-    assert "No limit for this project" in browser.find_element(By.ID, "budget").text
+    # the spend view redraws when the live feed ticks: read the budget card afresh each try
+    until(browser, lambda d: "No limit for this project" in d.find_element(By.ID, "budget").text)
     errors = browser.find_element(By.ID, "error")
     assert not errors.is_displayed(), errors.text
 
