@@ -1,8 +1,10 @@
-"""Shared fixtures: the provider emulator and the real proxy, each served on loopback."""
+"""Shared fixtures: the provider emulator and the real proxy, each served on loopback; a real
+PostgreSQL with pgvector (issue #24), started once per run when a test asks for it."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -18,6 +20,10 @@ from ember.proxy.app import ProxyApp
 from ember.server import BackgroundServer
 from ember.store.registry import Storage
 from ember.testing import Emulator
+from ember.testing.postgres import PgServer, PostgresUnavailable, postgres_server
+
+#: Set (as .ci/run does) to fail, not skip, the PostgreSQL tests when no server can be had.
+PG_REQUIRED = "EMBER_TEST_PG_REQUIRED"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -98,3 +104,24 @@ def stack(make_stack: StackFactory) -> Stack:
 def full_stack(make_stack: StackFactory) -> Stack:
     """The proxy with every feature stage the settings enable, as `ember proxy` builds it."""
     return make_stack(stages="features")
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One PostgreSQL 16 with pgvector for the run (``$EMBER_TEST_PG_URL``'s, or a throwaway
+    one, stopped and removed at the end); the tests skip, saying why, when none can be had."""
+    with ExitStack() as stack:
+        try:
+            server = stack.enter_context(postgres_server())
+        except PostgresUnavailable as why:
+            if os.environ.get(PG_REQUIRED):
+                pytest.fail(f"{PG_REQUIRED} is set and there is no PostgreSQL: {why}")
+            pytest.skip(f"no PostgreSQL for these tests: {why}")
+        yield server
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> Iterator[str]:
+    """A database of this test's own on ``pg_server``, with pgvector, dropped afterwards."""
+    with pg_server.fresh_database() as url:
+        yield url
