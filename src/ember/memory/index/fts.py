@@ -106,8 +106,7 @@ class FtsIndex:
         kept = [t for t in rarest_first if df.get(t, 0) <= half] or rarest_first[:1]
         if sum(df.get(t, 0) for t in kept) <= budget:
             return [t for t in terms if t in kept]  # the caller's order
-        expr = match_expression(kept)
-        if expr is None or self._count(conn, expr) <= budget:
+        if self.matching(conn, kept) <= budget:
             return [t for t in terms if t in kept]
         within: set[str] = set()
         total = 0
@@ -117,6 +116,11 @@ class FtsIndex:
             within.add(term)
             total += df.get(term, 0)
         return [t for t in terms if t in within]
+
+    def matching(self, conn: Connection, terms: Sequence[str]) -> int:
+        """How many memories hold any of ``terms`` (what the OR of them scores)."""
+        expr = match_expression(terms)
+        return 0 if expr is None else self._count(conn, expr)
 
     def _count(self, conn: Connection, expr: str) -> int:
         row = conn.execute(
