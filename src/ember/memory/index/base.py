@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ember.store.driver import Connection
+from ember.store.pg.connection import dialect
 
 Vectors = npt.NDArray[np.float32]
 
@@ -48,13 +49,18 @@ class VectorIndex(Protocol):
 
 
 def put_vectors(conn: Connection, seqs: Sequence[int], vectors: Vectors) -> None:
-    conn.executemany(
-        "INSERT OR REPLACE INTO memory_vectors (seq, vector) VALUES (?, ?)",
-        [
-            (s, np.ascontiguousarray(v, dtype=np.float32).tobytes())
-            for s, v in zip(seqs, vectors, strict=True)
-        ],
-    )
+    rows = [
+        (s, np.ascontiguousarray(v, dtype=np.float32).tobytes())
+        for s, v in zip(seqs, vectors, strict=True)
+    ]
+    if dialect(conn) == "postgres":
+        conn.executemany(
+            "INSERT INTO memory_vectors (seq, vector) VALUES (?, ?) "
+            "ON CONFLICT (seq) DO UPDATE SET vector = EXCLUDED.vector",
+            rows,
+        )
+    else:
+        conn.executemany("INSERT OR REPLACE INTO memory_vectors (seq, vector) VALUES (?, ?)", rows)
 
 
 def drop_vectors(conn: Connection, seqs: Sequence[int]) -> None:

@@ -1,0 +1,93 @@
+"""The vector index on PostgreSQL: pgvector's HNSW for candidates, exact cosines to rank.
+
+The same two stages as ``SqliteVecIndex``, and the same second one: candidates come from an
+HNSW graph over ``vector(dim)`` (cosine distance), then every candidate's cosine is computed
+from its float32 row in ``memory_vectors`` with numpy (``base.exact_cosines``), exactly as on
+SQLite. So a memory found on both backends scores the very same float, and the calibrated
+floor means the same thing on PostgreSQL (what ``<=>`` returns is computed in another
+precision, and ranking by it would move hits across the floor).
+
+Invariants:
+- Membership is ``VectorIndex``'s: ``add``/``remove`` run inside the caller's transaction,
+  so a rolled-back memory leaves no row in ``memory_vec``.
+- The graph is searched with ``hnsw.ef_search`` at least the candidates asked for, set for
+  that one transaction (pgvector returns at most ``ef_search`` rows: with its default of 40
+  a search for 100 candidates came back with 40).
+- A vector goes to the server as text (``[x,y,...]`` with 9 significant digits, which a
+  float32 survives exactly): no adapter package, and the exact float32 stays in
+  ``memory_vectors`` anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ember.memory.index.base import Vectors, exact_cosines, top_k
+from ember.memory.index.sqlite_vec import coarse_for
+
+
+def ddl(dim: int) -> str:
+    """The table and its graph, at the embedder's dimension."""
+    return (
+        f"CREATE TABLE IF NOT EXISTS memory_vec (seq BIGINT PRIMARY KEY, embedding vector({dim}));"
+        " CREATE INDEX IF NOT EXISTS memory_vec_hnsw ON memory_vec"
+        " USING hnsw (embedding vector_cosine_ops);"
+    )
+
+
+def as_text(vector: Vectors) -> str:
+    """pgvector's text form of one vector (float32 round-trips through 9 digits)."""
+    return "[" + ",".join(f"{x:.9g}" for x in np.asarray(vector, dtype=np.float32)) + "]"
+
+
+class PgVectorIndex:
+    """Stateless but for its dimension: the graph lives in the project's schema and commits or
+    rolls back with the memory rows."""
+
+    name = "pgvector"
+
+    def __init__(self, dim: int) -> None:
+        self._dim = dim
+
+    def ensure(self, conn: Any) -> None:
+        """Create the table and its graph (a write)."""
+        conn.execute(ddl(self._dim))
+
+    def add(self, conn: Any, seqs: Sequence[int], vectors: Vectors) -> None:
+        conn.executemany(
+            "INSERT INTO memory_vec (seq, embedding) VALUES (?, ?::vector) "
+            "ON CONFLICT (seq) DO UPDATE SET embedding = EXCLUDED.embedding",
+            [(s, as_text(v)) for s, v in zip(seqs, np.atleast_2d(vectors), strict=True)],
+        )
+
+    def remove(self, conn: Any, seqs: Sequence[int]) -> None:
+        if seqs:
+            conn.execute("DELETE FROM memory_vec WHERE seq = ANY(?)", (list(seqs),))
+
+    def search(self, conn: Any, vector: Vectors, k: int) -> list[tuple[int, float]]:
+        top = conn.execute("SELECT max(seq) FROM memory_vec").fetchone()
+        coarse = coarse_for(k, int(top[0]) if top and top[0] is not None else 0)
+        conn.execute(f"SET LOCAL hnsw.ef_search = {max(coarse, 40)}")
+        rows = conn.execute(
+            "SELECT seq FROM memory_vec ORDER BY embedding <=> ?::vector LIMIT ?",
+            (as_text(vector), coarse),
+        ).fetchall()
+        sims = exact_cosines(conn, vector, [int(r[0]) for r in rows], self._dim)
+        return top_k(sims, k)
+
+    def commit(self) -> None:
+        """Nothing to do: the graph is in the same transaction."""
+
+    def rollback(self) -> None:
+        """Nothing to do: PostgreSQL rolled the graph back with the rows."""
+
+    def reset(self, conn: Any) -> None:
+        """Recreate the table empty, at this index's dimension (the embedder changed)."""
+        conn.execute("DROP TABLE IF EXISTS memory_vec")
+        conn.execute(ddl(self._dim))
+
+    def close(self) -> None:
+        """Nothing held."""
