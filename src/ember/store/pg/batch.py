@@ -2,9 +2,12 @@
 
 Invariants, the same as SQLite's (``store.writer``), and what each prevents:
 
-- The batch commits as one transaction, each job inside its own savepoint when there are
-  several: a job that fails on a statement (a constraint, a bug) is rolled back alone and
-  its siblings still commit. An exclusive job has the transaction to itself.
+- The batch commits as one transaction, and a job that fails on a statement (a constraint, a
+  bug) is rolled back alone while its siblings still commit. A savepoint costs two round
+  trips per job (three times an insert's), so a batch first runs without them; only when a
+  job fails is it rolled back and run again with a savepoint per job. Jobs are written to be
+  run again (the SQLite writer reruns a batch that met a busy file too). An exclusive job
+  has the transaction to itself.
 - The transaction serves one schema (``SET LOCAL search_path``) and bumps the schema's
   version counter last (``data_version``): the bump commits with the rows, never before.
 - A future is resolved only after the commit, and a job's ``on_commit`` runs only then.
@@ -35,7 +38,8 @@ Results = list[tuple[Job[Any], Any, BaseException | None]]
 
 
 class _StatementFailure(Exception):
-    """A lone (exclusive) job failed on a statement: only its transaction is rolled back."""
+    """A job failed on a statement with no savepoint around it: the transaction is rolled
+    back (a lone job's failure is its own; in a batch, the batch runs again with them)."""
 
     def __init__(self, cause: Exception) -> None:
         super().__init__(str(cause))
@@ -45,14 +49,18 @@ class _StatementFailure(Exception):
 def run_batch(conn: psycopg.Connection[Any], schema: str, jobs: list[Job[Any]]) -> None:
     """Run ``jobs`` in one transaction on ``schema``; resolves every future, except when the
     store failed: then ``FileFailure``, futures open."""
-    for attempt in range(CONFLICT_TRIES):
+    savepoints = False
+    for attempt in range(CONFLICT_TRIES + 1):
         try:
-            results = _attempt(conn, schema, jobs)
+            results = _attempt(conn, schema, jobs, savepoints=savepoints)
         except _StatementFailure as failure:
-            fail_all(jobs, failure.cause)
-            return
+            if len(jobs) == 1 or savepoints:
+                fail_all(jobs, failure.cause)
+                return
+            savepoints = True  # one job failed: find it, and commit the others
+            continue
         except FileFailure as failure:
-            if failure.state != "busy" or attempt == CONFLICT_TRIES - 1:
+            if failure.state != "busy" or attempt >= CONFLICT_TRIES - 1:
                 raise
             time.sleep(0.05 * 2**attempt)
             continue
@@ -60,7 +68,9 @@ def run_batch(conn: psycopg.Connection[Any], schema: str, jobs: list[Job[Any]]) 
         return
 
 
-def _attempt(conn: psycopg.Connection[Any], schema: str, jobs: list[Job[Any]]) -> Results:
+def _attempt(
+    conn: psycopg.Connection[Any], schema: str, jobs: list[Job[Any]], *, savepoints: bool
+) -> Results:
     pg = PgConnection(conn)
     ran: list[Job[Any]] = []
     results: Results = []
@@ -69,7 +79,7 @@ def _attempt(conn: psycopg.Connection[Any], schema: str, jobs: list[Job[Any]]) -
             enter(conn, schema, lock=False)
             for job in jobs:
                 ran.append(job)
-                results.append(_run_one(conn, pg, job, savepoint=len(jobs) > 1))
+                results.append(_run_one(conn, pg, job, savepoint=savepoints))
             conn.execute(BUMP_VERSION)
     except BaseException as exc:
         for job in ran:
