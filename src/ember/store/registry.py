@@ -35,7 +35,7 @@ from ember.store.database import Database
 from ember.store.health import Health
 from ember.store.hold import HOLD_WRITES, HoldLimit
 from ember.store.migrations import Schema
-from ember.store.pg.url import conninfo, require_driver, where
+from ember.store.pg.url import conninfo, require_driver
 from ember.store.schema import PROJECT, STATS, for_postgres
 
 if TYPE_CHECKING:
@@ -145,15 +145,6 @@ class Storage:
             check_seconds=self._check_seconds,
             **kw,
         )
-
-    def where(self, path: Path) -> str:
-        """How the database of ``path`` is named in its health and ``storage-problems.json``:
-        the file, or its schema on the PostgreSQL server (no database is created)."""
-        if self.store_url is None:
-            return str(path)
-        from ember.store.pg.names import schema_name
-
-        return where(schema_name(self.home, path), self.store_url)
 
     def stats(self) -> Database:
         return self.database(stats_db_path(self.home), STATS)

@@ -268,3 +268,11 @@ def test_writes_of_many_projects_share_a_bounded_pool(storage: Storage, tmp_path
     pool = dbs[0]._pool()  # type: ignore[attr-defined]
     assert all(db._pool() is pool for db in dbs)  # type: ignore[attr-defined]
     assert pool.get_stats()["pool_size"] <= MAX_CONNECTIONS
+
+
+def test_every_connection_bounds_its_statements(storage: Storage, tmp_path: Path) -> None:
+    """A statement that runs away is stopped by the server (57014: that job fails alone)."""
+    db = storage.database(_project(tmp_path, "acme"))
+    with db._pool().connection() as conn:  # type: ignore[attr-defined]
+        assert conn.execute("SHOW statement_timeout").fetchone()[0] == "1min"
+        assert conn.execute("SHOW application_name").fetchone()[0] == "ember"

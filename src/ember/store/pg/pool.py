@@ -12,6 +12,10 @@ Invariants, and what each prevents:
   stops retrying a dead server after ``RECONNECT_SECONDS`` (the next borrower starts again):
   a server that comes back is used again within one retry of the owner's, never after a
   backoff grown for minutes.
+- A statement runs at most ``STATEMENT_SECONDS`` (the server's ``statement_timeout``) and a
+  TCP connection to a server that stopped answering is given up after ``TCP_SECONDS``
+  (keepalives, ``tcp_user_timeout``): a writer thread never waits for ever on a network that
+  dropped the server; the URL's own values for these win.
 - A connection is checked before it is lent (``check_connection``: an empty query): after a
   server restart the pool's connections are all dead, and the first write after the restart
   must not switch the database off for it.
@@ -42,6 +46,10 @@ MAX_CONNECTIONS = 8
 WAIT_SECONDS = 5.0
 #: How long one connection attempt may take (libpq's connect_timeout, whole seconds).
 CONNECT_SECONDS = 5
+#: The longest a statement of ember's may run on the server.
+STATEMENT_SECONDS = 60
+#: How long a TCP connection may go unanswered before it counts as lost.
+TCP_SECONDS = 30
 #: How long the pool keeps retrying a server that refuses connections before it gives up
 #: (until the next borrower asks).
 RECONNECT_SECONDS = 5.0
@@ -79,11 +87,32 @@ def release(url: str) -> None:
     pool.close(timeout=WAIT_SECONDS)
 
 
+def bounded(url: str) -> str:
+    """``url`` as a connection string whose every wait is bounded (the URL's values win)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    given = conninfo_to_dict(conninfo(url))
+    defaults: dict[str, str | int] = {
+        "connect_timeout": CONNECT_SECONDS,
+        "application_name": "ember",
+        "keepalives": 1,
+        "keepalives_idle": 10,
+        "keepalives_interval": 5,
+        "keepalives_count": 4,
+        "tcp_user_timeout": TCP_SECONDS * 1000,
+    }
+    extra = {k: v for k, v in defaults.items() if k not in given}
+    options = str(given.get("options") or "")
+    if "statement_timeout" not in options:
+        extra["options"] = f"{options} -c statement_timeout={STATEMENT_SECONDS * 1000}".strip()
+    return conninfo(url, **extra)
+
+
 def _open(url: str) -> ConnectionPool[Any]:
     from psycopg_pool import ConnectionPool
 
     pool: ConnectionPool[Any] = ConnectionPool(
-        conninfo(url, connect_timeout=CONNECT_SECONDS, application_name="ember"),
+        bounded(url),
         min_size=0,
         max_size=MAX_CONNECTIONS,
         kwargs={"autocommit": True},
