@@ -27,6 +27,7 @@ class Relay:
         self._listener: socket.socket | None = None
         self._live: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self._acceptor: threading.Thread | None = None
 
     def url(self, password: str = "") -> str:
         """The database's URL through this port (a password is sent only if asked for: the
@@ -42,11 +43,14 @@ class Relay:
         listener.settimeout(0.2)
         self.port = listener.getsockname()[1]
         self._listener = listener
-        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+        self._acceptor = threading.Thread(target=self._accept, args=(listener,), daemon=True)
+        self._acceptor.start()
 
     def close(self) -> None:
         """Refuse new connections and cut the live ones."""
         listener, self._listener = self._listener, None
+        if self._acceptor is not None:  # its accept() holds the port until it returns
+            self._acceptor.join(5)
         if listener is not None:
             listener.close()
         with self._lock:

@@ -111,3 +111,24 @@ def test_a_store_that_only_reads_comes_back_by_itself(
         assert db.health.ok
     finally:
         storage.close()
+
+
+def test_a_restart_between_writes_is_not_an_outage(
+    tmp_path: Path, server: Relay, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every pooled connection dies with a restart; the next write gets a fresh one instead of
+    switching the database off for a server that is already back."""
+    caplog.set_level(logging.INFO, logger="ember")
+    storage = Storage(tmp_path, store_url=server.url())
+    db = storage.database(tmp_path / "stats.db")
+    try:
+        for i in range(3):
+            db.write(_row(f"before-{i}").insert)
+        server.close()  # the live connections are cut...
+        server.open()  # ...and the server is back before the next write
+        db.write(_row("after").insert)
+        assert db.read(lambda c: c.execute("SELECT COUNT(*) FROM exchanges").fetchone()[0]) == 4
+        assert db.health.ok
+    finally:
+        storage.close()
+    assert "switched off" not in caplog.text
