@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from ember import sections as feature_sections
 from ember.errors import ConfigError
 from ember.prices import Price, PriceTable
+from ember.store.pg.url import check_store_url
 
 __all__ = ["ENV_PREFIX", "PriceModel", "Settings", "load_settings"]
 
@@ -129,6 +130,11 @@ class Settings(BaseModel):
     #: its writer), seconds; sooner once its WAL passes 16 MB. A damaged file is switched off
     #: at once and its WAL never copied into it.
     storage_check_seconds: float = Field(default=60.0, gt=0)
+    #: Where every project's data lives: unset = the SQLite files in EMBER_HOME; a
+    #: ``postgresql://user:password@host:5432/db`` URL = one schema per project in that
+    #: PostgreSQL (issue #24; ember/store/pg/). Needs the ``postgres`` extra. It may hold a
+    #: password: kept out of this model's repr, and shown only as user@host:port/db.
+    store_url: str | None = Field(default=None, repr=False)
 
     # -- stopping (shadow memory reads what is unread: issue #9) ----------------------------
     #: A stopping proxy (``ember wrap``'s client exited, Ctrl-C, SIGTERM) gives unread sessions
@@ -151,6 +157,11 @@ class Settings(BaseModel):
         if not v.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return v.rstrip("/")
+
+    @field_validator("store_url")
+    @classmethod
+    def _store_url(cls, v: str | None) -> str | None:
+        return check_store_url(v)
 
     @field_validator("home", "project_root")
     @classmethod
@@ -209,6 +220,8 @@ def _owner(model: type[BaseModel]) -> str:
 
 _FIELDS = set(Settings.model_fields)
 _ENV_ONLY_SKIP = {"prices"}  # tables live in the file only
+#: Values never echoed in an error: a store URL may hold a password.
+_SECRET = {"store_url"}
 
 
 _suggest = feature_sections.suggest
@@ -325,6 +338,6 @@ def _validated(values: dict[str, Any], origin: dict[str, str]) -> Settings:
         where = origin.get(field, field)
         detail = ".".join(str(p) for p in err["loc"][1:])
         problem = err["msg"] + (f" (at {detail})" if detail else "")
-        if "input" in err and not isinstance(err["input"], dict):
+        if "input" in err and not isinstance(err["input"], dict) and field not in _SECRET:
             problem += f"; got {err['input']!r}"
         raise ConfigError(where, problem) from exc

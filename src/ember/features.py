@@ -115,6 +115,11 @@ class Feature:
     banner: Callable[[Settings], str | None] = _no_banner
     #: its part of the dashboard: JSON routes under ``/ui/api/f/<name>/`` (``ember.views``)
     views: Callable[[], Sequence[Route]] = tuple
+    #: it runs on a PostgreSQL store (``store_url``, issue #24): each of its migrations has a
+    #: ``postgres`` form and its queries run there. Until it does, a PostgreSQL store leaves
+    #: its tables out and the app builds none of its stages (said once at start-up), rather
+    #: than letting it fail on missing tables inside requests.
+    postgres: bool = False
 
 
 def later(reference: str) -> Callable[[], Any]:
@@ -191,18 +196,33 @@ def registered() -> tuple[Feature, ...]:
     return tuple(r.feature for r in registry())
 
 
-def migrations(database: str) -> tuple[Migration, ...]:
-    """The features' migrations of ``database`` (``project`` or ``stats``), in order."""
+def migrations(database: str, *, postgres: bool = False) -> tuple[Migration, ...]:
+    """The features' migrations of ``database`` (``project`` or ``stats``), in order; with
+    ``postgres``, only those of the features that run on PostgreSQL (``Feature.postgres``)."""
     out: list[Migration] = []
     for feature in registered():
+        if postgres and not feature.postgres:
+            continue
         part = feature.project_migrations if database == "project" else feature.stats_migrations
         out.extend(part())
     return tuple(out)
 
 
 def stages(comp: Composition) -> list[Stage]:
-    """Every registered feature's stages for ``comp.settings``, in order."""
-    return [stage for feature in registered() for stage in feature.stages(comp)]
+    """Every registered feature's stages for ``comp.settings``, in order; on a PostgreSQL
+    store, only those of the features that run there (``not_on_postgres`` names the rest)."""
+    skip = comp.storage.postgres
+    return [
+        stage
+        for feature in registered()
+        if not skip or feature.postgres
+        for stage in feature.stages(comp)
+    ]
+
+
+def not_on_postgres() -> list[str]:
+    """The features that do not run on a PostgreSQL store yet (``Feature.postgres``)."""
+    return [f.name for f in registered() if not f.postgres]
 
 
 def banners(settings: Settings) -> list[str]:

@@ -44,7 +44,7 @@ _OUTCOME_CLASSES = frozenset({"stream_error", "cut", "cancelled", "timeout", "un
 LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, math.inf)
 TTFB_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, math.inf)
 #: The states of a database switched off (``ember.store.health``), each reported, 0 or not.
-OFF_STATES: tuple[State, ...] = ("corrupt", "unwritable", "full", "ioerr", "busy")
+OFF_STATES: tuple[State, ...] = ("corrupt", "unwritable", "full", "ioerr", "busy", "unreachable")
 
 
 M = TypeVar("M", bound=MetricWrapperBase)

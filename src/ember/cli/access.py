@@ -18,12 +18,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ember.errors import EmberError, StorageError
 from ember.store.database import Database
 from ember.store.health import Health, State, classify
 from ember.store.home import check_folders, check_readable, check_writable
 from ember.store.migrations import Schema
+
+if TYPE_CHECKING:
+    from ember.config import Settings
+    from ember.store.pg.database import PgDatabase
 
 
 def no_data(path: Path, what: str = "This project") -> str:
@@ -66,6 +71,34 @@ def database(path: Path, schema: Schema, *, vec: bool = False) -> Iterator[Datab
 
 
 @contextmanager
+def pg_database(settings: Settings, path: Path, schema: Schema) -> Iterator[PgDatabase]:
+    """A short-lived owner of the PostgreSQL schema ``path`` maps to (``store_url``), closed
+    on leaving; an unreachable server is one line with a fix for a one-shot command. The
+    schema is not created until the block reads or writes (``PgDatabase.exists`` first)."""
+    from ember.store.pg.database import PgDatabase
+    from ember.store.pg.names import schema_name
+    from ember.store.schema import for_postgres
+
+    assert settings.store_url is not None
+    db = PgDatabase(
+        path,
+        for_postgres(schema),
+        url=settings.store_url,
+        schema_name=schema_name(settings.home, path),
+        log_failures=False,
+    )
+    try:
+        yield db
+    except Exception as exc:
+        reworded = _reworded(exc, db.where, db.health)
+        if reworded is None:
+            raise
+        raise reworded from exc
+    finally:
+        db.close()
+
+
+@contextmanager
 def one_shot(path: Path) -> Iterator[None]:
     """Re-raise a storage failure about the file itself (damaged, unwritable, full, I/O,
     locked) as a ``StorageError`` whose fix suits a command that runs once: the proxy's
@@ -79,7 +112,7 @@ def one_shot(path: Path) -> Iterator[None]:
         raise reworded from exc
 
 
-def _reworded(exc: BaseException, path: Path, health: Health | None) -> StorageError | None:
+def _reworded(exc: BaseException, path: Path | str, health: Health | None) -> StorageError | None:
     found = _file_failure(exc)
     if found is None and health is not None and not health.ok:
         found = health.state, health.detail
@@ -117,4 +150,6 @@ _ONE_SHOT: dict[State, str] = {
     "{path}`",
     "busy": "is locked by another process ({detail}); run the command again once it is done "
     "(`fuser {path}` names it)",
+    "unreachable": "cannot be reached ({detail}); check that the PostgreSQL server of store_url "
+    "is running and reachable from here, then run the command again",
 }

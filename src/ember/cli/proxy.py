@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ember.cli.options import config_option
-from ember.config import load_settings
+from ember.config import Settings, load_settings
 
 
 @click.command()
@@ -86,9 +86,24 @@ def proxy(
         f"ember proxy on {url}  (anthropic -> {settings.anthropic_url}, "
         f"openai -> {settings.openai_url})\n"
         f"  export ANTHROPIC_BASE_URL={url}\n  export OPENAI_BASE_URL={url}/v1\n"
-        + "\n".join(banners(settings)),
+        + "\n".join([*_storage_banner(settings), *banners(settings)]),
         err=True,
     )
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
     serve_forever(build_app(settings), settings.host, settings.port, settings.log_level)
+
+
+def _storage_banner(settings: Settings) -> list[str]:
+    """Where the data goes, when it is not EMBER_HOME's files: the server without its
+    password, and the features that stay off there until they run on PostgreSQL."""
+    if settings.store_url is None:
+        return []
+    from ember.features import not_on_postgres
+    from ember.store.pg.url import redacted
+
+    off = not_on_postgres()
+    line = f"storage: PostgreSQL {redacted(settings.store_url)}, one schema per project"
+    if off:
+        line += f"; off there until they support it: {', '.join(off)}"
+    return [line]

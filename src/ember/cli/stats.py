@@ -18,8 +18,9 @@ from ember.memory.ledger import AskCounts, ask_counts
 from ember.project import project_from_cli
 from ember.shadow import spend
 from ember.shadow.budget import Budget
-from ember.store.accounting import own_spend, session_totals
+from ember.store.accounting import own_spend, own_spend_of, session_totals, sessions_of
 from ember.store.database import Database
+from ember.store.migrations import Schema
 from ember.store.registry import read_problems, stats_db_path
 from ember.store.schema import PROJECT, STATS
 
@@ -55,6 +56,9 @@ def stats(
     settings = load_settings(config_file)
     ref = project_from_cli(project_id, str(cwd) if cwd else None)
     path = ref.db_path(settings.home) if ref else stats_db_path(settings.home)
+    if settings.store_url is not None:
+        _stats_on_postgres(settings, path, PROJECT if ref is not None else STATS, limit, as_json)
+        return
     rows: list[dict[str, Any]] = []
     own: list[dict[str, Any]] = []
     budget = None
@@ -89,8 +93,32 @@ def stats(
         render.say(asks.sentence(), out=render.console())
 
 
+def _stats_on_postgres(
+    settings: Settings, path: Path, schema: Schema, limit: int, as_json: bool
+) -> None:
+    """The same report from the project's schema on PostgreSQL (``store_url``): sessions and
+    ember's own calls. The shadow budget and memory's asks are left out until those features
+    run on PostgreSQL (``Feature.postgres``): their tables are not there."""
+    rows: list[dict[str, Any]] = []
+    own: list[dict[str, Any]] = []
+    with access.pg_database(settings, path, schema) as db:
+        where = db.where
+        found = db.exists()
+        if found:
+            rows, own = db.read(sessions_of)[:limit], db.read(own_spend_of)
+    problem = read_problems(settings.home).get(where)
+    if as_json:
+        out: dict[str, Any] = {"db": where, "sessions": rows, "ember_spend": own}
+        if problem is not None:
+            out["problem"] = problem
+        click.echo(json.dumps(out, indent=2))
+        return
+    missing = None if found else f"No sessions recorded: {where} does not exist yet."
+    _print(where, missing, rows, own, None, problem)
+
+
 def _print(
-    path: Path,
+    path: Path | str,
     missing: str | None,
     rows: list[dict[str, Any]],
     own: list[dict[str, Any]],
@@ -127,7 +155,7 @@ _TOKENS = ("input", "cache\nread", "cache\nwrite", "output")
 _TOKEN_KEYS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
 
 
-def _sessions_table(rows: list[dict[str, Any]], path: Path) -> Table:
+def _sessions_table(rows: list[dict[str, Any]], path: Path | str) -> Table:
     """Fits 80 columns: a session id cut to its start, tokens as 12.3k (exact in --json)."""
     clip = render.Clip()
     table = render.table(f"ember sessions ({path})")

@@ -27,4 +27,7 @@ def _banner(settings: Settings) -> str | None:
     return None if endpoint is None else f"OpenTelemetry: one span per exchange to {endpoint}"
 
 
-FEATURE = Feature("otel", _stages, settings=OtelSettings, flat_settings=True, banner=_banner)
+#: Keeps nothing in the store: it runs on a PostgreSQL store as it does on SQLite.
+FEATURE = Feature(
+    "otel", _stages, settings=OtelSettings, flat_settings=True, banner=_banner, postgres=True
+)

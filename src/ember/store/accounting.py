@@ -106,23 +106,36 @@ def _query(path: Path, sql: str, args: tuple[Any, ...] = ()) -> list[dict[str, A
         db.close()
 
 
+_SESSIONS = "SELECT * FROM session_totals ORDER BY last_seen DESC"
+_OWN = (
+    "SELECT origin, COUNT(*) AS requests, SUM(input_tokens) AS input_tokens, "
+    "SUM(cache_read_tokens) AS cache_read_tokens, "
+    "SUM(cache_write_tokens) AS cache_write_tokens, SUM(output_tokens) AS output_tokens, "
+    "CASE WHEN COUNT(cost_usd) = COUNT(*) THEN SUM(cost_usd) END AS cost_usd "
+    "FROM exchanges WHERE origin != 'client' GROUP BY origin ORDER BY origin"
+)
+
+
 def session_totals(path: Path) -> list[dict[str, Any]]:
     """Per-session totals, most recent first; an empty list when nothing was recorded."""
-    return _query(path, "SELECT * FROM session_totals ORDER BY last_seen DESC")
+    return _query(path, _SESSIONS)
+
+
+def sessions_of(conn: Connection) -> list[dict[str, Any]]:
+    """``session_totals`` through a connection of the database's owner (either backend)."""
+    return [dict(r) for r in conn.execute(_SESSIONS)]
 
 
 def own_spend(path: Path) -> list[dict[str, Any]]:
     """What ember spent on its own (shadow memory, the steward, owned-tool rounds, learn),
     per origin, never folded into a session's totals; cost is None when any call of that
     origin has no price."""
-    return _query(
-        path,
-        "SELECT origin, COUNT(*) AS requests, SUM(input_tokens) AS input_tokens, "
-        "SUM(cache_read_tokens) AS cache_read_tokens, "
-        "SUM(cache_write_tokens) AS cache_write_tokens, SUM(output_tokens) AS output_tokens, "
-        "CASE WHEN COUNT(cost_usd) = COUNT(*) THEN SUM(cost_usd) END AS cost_usd "
-        "FROM exchanges WHERE origin != 'client' GROUP BY origin ORDER BY origin",
-    )
+    return _query(path, _OWN)
+
+
+def own_spend_of(conn: Connection) -> list[dict[str, Any]]:
+    """``own_spend`` through a connection of the database's owner (either backend)."""
+    return [dict(r) for r in conn.execute(_OWN)]
 
 
 #: Every call of a file, by origin (the client's, then ember's own: shadow, steward...).

@@ -115,7 +115,7 @@ class Database(WriterLoop):
         self._on_problem = on_problem
         self._hold = hold
         self._state_lock = threading.Lock()
-        self._health = Health(str(path))
+        self._health = Health(self.where)
         self._tally = Tally()
         self._readers = Readers(
             path,
@@ -125,6 +125,11 @@ class Database(WriterLoop):
         self.last_used = time.monotonic()
 
     # -- health -----------------------------------------------------------------------------
+
+    @property
+    def where(self) -> str:
+        """The database as its health, its log lines and its errors name it: the file."""
+        return str(self.path)
 
     @property
     def health(self) -> Health:
@@ -148,7 +153,7 @@ class Database(WriterLoop):
             before = self._health
             first = before.ok or before.state != state
             if first:
-                self._health = Health(str(self.path), state, str(cause), time.time())
+                self._health = Health(self.where, state, str(cause), time.time())
                 self._tally.new_gap()
             else:
                 self._health = replace(before, detail=str(cause))
@@ -160,11 +165,11 @@ class Database(WriterLoop):
             log.error(
                 "database %s switched off (%s: %s); %s; requests go on without its features."
                 " Fix: %s",
-                self.path,
+                self.where,
                 state,
                 cause,
                 self._gap_policy(state),
-                self._health.fix(str(self.path)),
+                self._health.fix(self.where),
             )
         self._report()
 
@@ -185,13 +190,13 @@ class Database(WriterLoop):
             before = self._health
             if before.ok or before.state not in TRANSIENT:
                 return
-            self._health = Health(str(self.path), was=before.state)
+            self._health = Health(self.where, was=before.state)
             tally = self._tally.onto(before)
         if self._log_failures:
             log.warning(
                 "database %s is back after %.0fs (was %s): %d held writes "
                 "written, %d dropped since it was first switched off",
-                self.path,
+                self.where,
                 time.time() - before.since,
                 before.state,
                 tally.caught_up,
@@ -224,7 +229,7 @@ class Database(WriterLoop):
         job: w.Job[T] = w.Job(fn, exclusive, on_commit, on_rollback, label, hold)
         with self._queue.cond:
             if self._closed:
-                job.future.set_exception(StorageError(f"{self.path} is closed"))
+                job.future.set_exception(StorageError(f"{self.where} is closed"))
                 return job.future
             if not self._admit(job):
                 refused = True
@@ -274,7 +279,7 @@ class Database(WriterLoop):
             log.warning(
                 "database %s: the hold limit (%d writes, all databases together) is reached;"
                 " further writes are dropped and counted until the file is back",
-                self.path,
+                self.where,
                 self._hold.limit,
             )
 
@@ -316,7 +321,7 @@ class Database(WriterLoop):
             log.error(
                 "database %s is still switched off (%s) at shutdown: %d held writes are "
                 "dropped (counted in %s)",
-                self.path,
+                self.where,
                 self._health.state,
                 len(jobs),
                 "storage-problems.json" if self._on_problem else "its health",
@@ -374,7 +379,7 @@ class Database(WriterLoop):
                 raise
             if state == "corrupt":
                 self._fail(state, exc)
-            raise StorageUnavailable(Health(str(self.path), state, str(exc)).describe()) from exc
+            raise StorageUnavailable(Health(self.where, state, str(exc)).describe()) from exc
         finally:
             self._readers.give_back(conn)
 
@@ -419,7 +424,7 @@ class Database(WriterLoop):
         if writer is not None and writer is not threading.current_thread():
             writer.join(timeout)
             if writer.is_alive():
-                log.error("database %s: writes still pending after %.0fs", self.path, timeout)
+                log.error("database %s: writes still pending after %.0fs", self.where, timeout)
         self._close_readers()
         if self.health.reportable:
             self._report()  # the final counts, for whoever looks next (``ember stats``)

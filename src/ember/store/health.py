@@ -23,10 +23,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
-State = Literal["ok", "corrupt", "unwritable", "full", "ioerr", "busy"]
+State = Literal["ok", "corrupt", "unwritable", "full", "ioerr", "busy", "unreachable"]
 
-#: States that can clear on their own (space freed, permissions fixed): retried after a pause.
-TRANSIENT: frozenset[State] = frozenset({"unwritable", "full", "ioerr", "busy"})
+#: States that can clear on their own (space freed, permissions fixed, a PostgreSQL server
+#: back up): retried after a pause.
+TRANSIENT: frozenset[State] = frozenset({"unwritable", "full", "ioerr", "busy", "unreachable"})
 #: The first retry of a transient failure comes after this long; each failed retry doubles it.
 RETRY_FIRST_SECONDS = 0.5
 #: ... up to this long between retries: how late a held write can be once the disk is back.
@@ -89,6 +90,8 @@ _FIX: dict[State, str] = {
     "ioerr": "check the disk (dmesg); ember retries on its own; `ember doctor --db {target}` "
     "checks the file",
     "busy": "another process holds the write lock for long; find it (`fuser`), ember retries",
+    "unreachable": "check that the PostgreSQL server of store_url is running and reachable "
+    "from here; ember retries on its own",
 }
 
 
@@ -98,6 +101,7 @@ _WHAT: dict[State, str] = {
     "full": "cannot grow: the disk is full",
     "ioerr": "hit a disk I/O error",
     "busy": "stayed locked by another process",
+    "unreachable": "cannot be reached",
 }
 
 

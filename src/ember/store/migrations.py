@@ -5,6 +5,12 @@ with the row that records it, so a crash mid-migration leaves the database at th
 version instead of half-changed; a migration is never edited once released (databases in the
 field already recorded it by name) — a change is a new migration.
 
+A migration may carry a second form, ``postgres``: the same change for the PostgreSQL store
+(issue #24: types, views and triggers differ between the dialects, so each is written in full,
+never translated by pattern). A migration without it has no PostgreSQL form yet: a PostgreSQL
+database refuses a schema that needs it (``store.pg.migrate``) and names it. The SQLite text
+of a released migration is never edited to suit PostgreSQL.
+
 Only a database's owner (``store.database.Database``) runs ``migrate``, once, when it opens
 the file: several owners each migrating the same file with their own list is how two lists
 came to disagree about what a database contains.
@@ -25,7 +31,10 @@ __all__ = ["Migration", "Schema"]
 @dataclass(frozen=True)
 class Migration:
     name: str
+    #: the SQLite statements (released: never edited)
     sql: str
+    #: the same change for PostgreSQL, one script (None: not ported yet)
+    postgres: str | None = None
 
 
 class Schema:
@@ -56,6 +65,10 @@ class Schema:
 
     def __repr__(self) -> str:
         return f"Schema({self.name!r})"
+
+    def unported(self) -> list[str]:
+        """The names of the migrations with no PostgreSQL form yet, in order."""
+        return [m.name for m in self.migrations if m.postgres is None]
 
 
 def _checked(name: str, migrations: Sequence[Migration]) -> tuple[Migration, ...]:

@@ -11,6 +11,12 @@ Failures are remembered in ``$EMBER_HOME/storage-problems.json`` (best effort), 
 log, in ``/healthz`` and to whoever looks next. A database that came back keeps its entry
 while writes were dropped in its gap (``Health.reportable``): what was lost stays visible.
 
+With a ``store_url`` (issue #24) the same paths name schemas of one PostgreSQL instead of files
+(``store.pg``): ``database(path)`` returns a ``PgDatabase`` for the schema the path maps to
+(``pg.names``), with the same interface, health and hold limit, and the schema's parts that
+run there (``schema.for_postgres``). Nothing is created in ``EMBER_HOME`` for it but
+``storage-problems.json`` when a schema is switched off.
+
 One ``HoldLimit`` for the process: the writes every database keeps through a gap (disk full)
 count against it together, so many projects on a full disk cannot multiply the memory.
 """
@@ -29,7 +35,8 @@ from ember.store.database import Database
 from ember.store.health import Health
 from ember.store.hold import HOLD_WRITES, HoldLimit
 from ember.store.migrations import Schema
-from ember.store.schema import PROJECT, STATS
+from ember.store.pg.url import conninfo, require_driver
+from ember.store.schema import PROJECT, STATS, for_postgres
 
 if TYPE_CHECKING:
     from ember.config import Settings
@@ -73,11 +80,17 @@ class Storage:
         idle_seconds: float | None = None,
         hold_writes: int = HOLD_WRITES,
         check_seconds: float | None = None,
+        store_url: str | None = None,
     ) -> None:
         """``hold_writes``: writes kept in memory while files are off, all databases together
         (0: none, a refused write is dropped and counted at once). ``check_seconds``: how
         often a database being written is checked for damage (``PRAGMA quick_check``; None:
-        ``database.CHECK_SECONDS``)."""
+        ``database.CHECK_SECONDS``). ``store_url``: a PostgreSQL URL (already checked,
+        ``pg.url.check_store_url``) to keep everything in instead of files."""
+        if store_url is not None:
+            require_driver()
+            conninfo(store_url)  # a URL libpq cannot read fails here, not in every write
+        self.store_url = store_url
         self.home = home
         self.vec = vec
         self.max_open = max_open
@@ -93,16 +106,7 @@ class Storage:
         with self._lock:
             db = self._dbs.get(path)
             if db is None:
-                kw: dict[str, Any] = {} if self._idle is None else {"idle_seconds": self._idle}
-                db = Database(
-                    path,
-                    schema,
-                    vec=self.vec,
-                    on_problem=self._record,
-                    hold=self.hold,
-                    check_seconds=self._check_seconds,
-                    **kw,
-                )
+                db = self._new(path, schema)
                 self._dbs[path] = db
             elif db.schema.name != schema.name:
                 raise ValueError(f"{path} is a {db.schema.name} database, not {schema.name}")
@@ -111,6 +115,36 @@ class Storage:
         for old in crowded:
             old.suspend()
         return db
+
+    @property
+    def postgres(self) -> bool:
+        """Whether this storage keeps its data in PostgreSQL (``store_url``)."""
+        return self.store_url is not None
+
+    def _new(self, path: Path, schema: Schema) -> Database:
+        kw: dict[str, Any] = {} if self._idle is None else {"idle_seconds": self._idle}
+        if self.store_url is not None:
+            from ember.store.pg.database import PgDatabase
+            from ember.store.pg.names import schema_name
+
+            return PgDatabase(
+                path,
+                for_postgres(schema),
+                url=self.store_url,
+                schema_name=schema_name(self.home, path),
+                on_problem=self._record,
+                hold=self.hold,
+                **kw,
+            )
+        return Database(
+            path,
+            schema,
+            vec=self.vec,
+            on_problem=self._record,
+            hold=self.hold,
+            check_seconds=self._check_seconds,
+            **kw,
+        )
 
     def stats(self) -> Database:
         return self.database(stats_db_path(self.home), STATS)
@@ -164,4 +198,5 @@ def storage_for(settings: Settings) -> Storage:
         vec=settings.memory_vector_index != "hnsw",
         hold_writes=settings.storage_hold_writes,
         check_seconds=settings.storage_check_seconds,
+        store_url=settings.store_url,
     )

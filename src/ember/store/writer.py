@@ -144,9 +144,9 @@ def run_batch(conn: Connection, jobs: list[Job[Any]], sleep: Callable[[float], N
             delay = min(delay * 2, 2.0)
             continue
         except _StatementFailure as failure:  # a lone job failed: only it is rolled back
-            _fail_all(jobs, failure.cause)
+            fail_all(jobs, failure.cause)
             return
-        _resolve(results)
+        resolve(results)
         return
 
 
@@ -168,7 +168,7 @@ def _attempt(conn: Connection, jobs: list[Job[Any]]) -> Results:
         with contextlib.suppress(errors.Error):
             conn.execute("ROLLBACK")
         for job in ran:
-            _hook(job.on_rollback, job)
+            run_hook(job.on_rollback, job)
         raise
     return results
 
@@ -214,25 +214,25 @@ def _execute(conn: Connection, sql: str) -> None:
         raise
 
 
-def _resolve(results: Results) -> None:
+def resolve(results: Results) -> None:
     for job, value, exc in results:
         if exc is None:
-            _hook(job.on_commit, job)
+            run_hook(job.on_commit, job)
             if not job.future.done():
                 job.future.set_result(value)
         else:
-            _hook(job.on_rollback, job)
+            run_hook(job.on_rollback, job)
             if not job.future.done():
                 job.future.set_exception(exc)
 
 
-def _fail_all(jobs: list[Job[Any]], exc: BaseException) -> None:
+def fail_all(jobs: list[Job[Any]], exc: BaseException) -> None:
     for job in jobs:
         if not job.future.done():
             job.future.set_exception(exc)
 
 
-def _hook(fn: Callable[[], None] | None, job: Job[Any]) -> None:
+def run_hook(fn: Callable[[], None] | None, job: Job[Any]) -> None:
     if fn is None:
         return
     try:

@@ -14,6 +14,11 @@ a new table is a new migration at the end of its feature's list. One list per da
 applied by its one owner: triggers that span tables of two features need both tables to exist,
 which separate lists migrated by separate owners could not promise.
 
+A PostgreSQL store (``store_url``, issue #24) applies ``for_postgres(schema)``: the kernel's
+migrations and those of the features that run there (``Feature.postgres``), each in its
+``postgres`` form. A feature joins it by writing that form for each of its migrations and
+setting ``postgres=True``: its names then apply, in list order, to schemas already in use.
+
 The lists are put together on first use, not at import: a feature's migrations are loaded
 with the feature (an installed one's import may be slow, or fail with a message of its own).
 """
@@ -33,7 +38,28 @@ def _stats() -> tuple[Migration, ...]:
     return (*ACCOUNTING, *migrations("stats"))
 
 
+def _pg_project() -> tuple[Migration, ...]:
+    return (*ACCOUNTING, *migrations("project", postgres=True))
+
+
+def _pg_stats() -> tuple[Migration, ...]:
+    return (*ACCOUNTING, *migrations("stats", postgres=True))
+
+
 PROJECT = Schema("project", _project)
 STATS = Schema("stats", _stats)
+PG_PROJECT = Schema("project", _pg_project)
+PG_STATS = Schema("stats", _pg_stats)
 
-__all__ = ["PROJECT", "STATS"]
+
+def for_postgres(schema: Schema) -> Schema:
+    """What a PostgreSQL store applies for ``schema``: the ember schemas' parts that run
+    there; any other schema (a test's, a plugin's own) as it is (refused when unported)."""
+    if schema is PROJECT:
+        return PG_PROJECT
+    if schema is STATS:
+        return PG_STATS
+    return schema
+
+
+__all__ = ["PG_PROJECT", "PG_STATS", "PROJECT", "STATS", "for_postgres"]

@@ -1,0 +1,111 @@
+"""One batch of write jobs in one PostgreSQL transaction (the SQLite writer's ``run_batch``).
+
+Invariants, the same as SQLite's (``store.writer``), and what each prevents:
+
+- The batch commits as one transaction, and a job that fails on a statement (a constraint, a
+  bug) is rolled back alone while its siblings still commit. A savepoint costs two round
+  trips per job (three times an insert's), so a batch first runs without them; only when a
+  job fails is it rolled back and run again with a savepoint per job. Jobs are written to be
+  run again (the SQLite writer reruns a batch that met a busy file too). An exclusive job
+  has the transaction to itself.
+- The transaction serves one schema (``SET LOCAL search_path``) and bumps the schema's
+  version counter last (``data_version``): the bump commits with the rows, never before.
+- A future is resolved only after the commit, and a job's ``on_commit`` runs only then.
+- A store-level failure (``pg.failures.classify``: the server unreachable, its disk full...)
+  rolls the batch back and raises ``FileFailure`` with every future still open: the owner
+  holds the jobs through the gap or drops them, never resolves one twice.
+- A serialization failure or a deadlock is retried here a few times first: another process
+  writing the same schema at the same moment is a wait, not an outage.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from ember.store.pg.connection import PgConnection
+from ember.store.pg.failures import classify
+from ember.store.pg.migrate import BUMP_VERSION, enter
+from ember.store.writer import FileFailure, Job, fail_all, resolve, run_hook
+
+if TYPE_CHECKING:
+    import psycopg
+
+#: Tries of a batch that met a serialization failure or a deadlock, before it counts as busy.
+CONFLICT_TRIES = 5
+
+Results = list[tuple[Job[Any], Any, BaseException | None]]
+
+
+class _StatementFailure(Exception):
+    """A job failed on a statement with no savepoint around it: the transaction is rolled
+    back (a lone job's failure is its own; in a batch, the batch runs again with them)."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def run_batch(conn: psycopg.Connection[Any], schema: str, jobs: list[Job[Any]]) -> None:
+    """Run ``jobs`` in one transaction on ``schema``; resolves every future, except when the
+    store failed: then ``FileFailure``, futures open."""
+    savepoints = False
+    for attempt in range(CONFLICT_TRIES + 1):
+        try:
+            results = _attempt(conn, schema, jobs, savepoints=savepoints)
+        except _StatementFailure as failure:
+            if len(jobs) == 1 or savepoints:
+                fail_all(jobs, failure.cause)
+                return
+            savepoints = True  # one job failed: find it, and commit the others
+            continue
+        except FileFailure as failure:
+            if failure.state != "busy" or attempt >= CONFLICT_TRIES - 1:
+                raise
+            time.sleep(0.05 * 2**attempt)
+            continue
+        resolve(results)
+        return
+
+
+def _attempt(
+    conn: psycopg.Connection[Any], schema: str, jobs: list[Job[Any]], *, savepoints: bool
+) -> Results:
+    pg = PgConnection(conn)
+    ran: list[Job[Any]] = []
+    results: Results = []
+    try:
+        with conn.transaction():
+            enter(conn, schema, lock=False)
+            for job in jobs:
+                ran.append(job)
+                results.append(_run_one(conn, pg, job, savepoint=savepoints))
+            conn.execute(BUMP_VERSION)
+    except BaseException as exc:
+        for job in ran:
+            run_hook(job.on_rollback, job)
+        if isinstance(exc, (FileFailure, _StatementFailure)) or not isinstance(exc, Exception):
+            raise
+        state = classify(exc)
+        if state is not None:
+            raise FileFailure(state, exc) from exc
+        raise _StatementFailure(exc) from exc  # the schema's own statements: every job fails
+    return results
+
+
+def _run_one(
+    conn: psycopg.Connection[Any], pg: PgConnection, job: Job[Any], *, savepoint: bool
+) -> tuple[Job[Any], Any, BaseException | None]:
+    try:
+        if not savepoint:
+            return job, job.fn(pg), None  # type: ignore[arg-type]
+        with conn.transaction():  # a savepoint: rolled back alone when the job fails
+            value = job.fn(pg)  # type: ignore[arg-type]
+    except Exception as exc:
+        state = classify(exc)
+        if state is not None:
+            raise FileFailure(state, exc) from exc
+        if not savepoint:
+            raise _StatementFailure(exc) from exc
+        return job, None, exc
+    return job, value, None

@@ -1,0 +1,257 @@
+"""``PgDatabase``: what a project keeps, in its schema of a PostgreSQL server (issue #24).
+
+The same owner as a SQLite file's (``store.database.Database``), with the same interface and
+the same promises to callers — ``submit`` never blocks and is batched, ``write``/``awrite`` wait
+for their own job, reads see one snapshot, a gap's writes are held (``store.hold``) and
+retried, awaited writes and reads fail at once with ``StorageUnavailable`` while the store is
+off, and each change of health is said once. Only what touches the store differs:
+
+- The "file" is a schema (``pg.names``): every transaction a connection serves is confined
+  to it by ``SET LOCAL search_path`` (``pg.migrate.enter``), so no statement of a project's
+  features can read or write another project's tables.
+- Connections are borrowed from the process's pool for the URL (``pg.pool``), one per read or
+  per batch; the writer thread keeps none while idle.
+- Opening is migrating (``pg.migrate``), on the writer thread, under the schema's advisory
+  lock: several processes opening one project at once create it once.
+- ``data_version`` is the schema's counter, bumped by every write transaction of every
+  process (``pg.batch``), read in one statement.
+- No file checks: damage, WAL and quarantine are the server's business. A server that cannot
+  be reached is ``unreachable``, a transient state: held, retried, back by itself.
+- Reads of a database switched off fail at once until a retry is due (``_gate``), then try
+  the server again: a project that only reads comes back as soon as the server does.
+
+The writer loop's hooks are the SQLite owner's (``writerloop.WriterLoop``: ``_gap``,
+``_wait_for_retry``); the file-specific half of it (open, check, checkpoint, quarantine) is
+replaced by ``_session`` here and never runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from ember.errors import StorageUnavailable
+from ember.store import writer as w
+from ember.store.database import IDLE_SECONDS, Database, ProblemHook
+from ember.store.driver import Connection
+from ember.store.health import TRANSIENT, Health, State, retry_delay
+from ember.store.hold import HoldLimit
+from ember.store.migrations import Schema
+from ember.store.pg import pool as pools
+from ember.store.pg.batch import run_batch
+from ember.store.pg.connection import PgConnection
+from ember.store.pg.failures import classify
+from ember.store.pg.migrate import enter, migrate, quoted, require_ported
+from ember.store.pg.url import where
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg_pool import ConnectionPool
+
+log = logging.getLogger("ember.store.database")
+
+T = TypeVar("T")
+
+
+class PgDatabase(Database):
+    def __init__(
+        self,
+        path: Path,
+        schema: Schema,
+        *,
+        url: str,
+        schema_name: str,
+        on_problem: ProblemHook | None = None,
+        idle_seconds: float = IDLE_SECONDS,
+        log_failures: bool = True,
+        hold: HoldLimit | None = None,
+    ) -> None:
+        """``path``: the file the project would have (callers key on it); ``schema_name``:
+        where its data is (``pg.names.schema_name``). Raises ``StorageError`` when
+        ``schema`` needs a migration with no PostgreSQL form."""
+        self.url = url
+        self.schema_name = schema_name
+        self._label = where(schema_name, url)
+        require_ported(schema, self._label)
+        super().__init__(
+            path,
+            schema,
+            vec=False,
+            on_problem=on_problem,
+            idle_seconds=idle_seconds,
+            log_failures=log_failures,
+            hold=hold,
+        )
+        self._pool_lock = threading.Lock()
+        self._held_pool: ConnectionPool[Any] | None = None
+        self._reads_retry_at = 0.0  # monotonic: when a read may try a store that is off
+        self._reads_retries = 0
+
+    @property
+    def where(self) -> str:
+        return self._label
+
+    def _gap_policy(self, state: State) -> str:
+        if self._hold is None or self._hold.limit == 0:
+            return "its writes are dropped and counted until the server is back"
+        return (
+            f"its writes are held in memory (up to {self._hold.limit} in all) and written "
+            "when the server is back"
+        )
+
+    def _pool(self) -> ConnectionPool[Any]:
+        with self._pool_lock:
+            if self._held_pool is None:
+                self._held_pool = pools.acquire(self.url)
+            return self._held_pool
+
+    # -- the writer thread ------------------------------------------------------------------
+
+    def _session(self) -> bool:
+        """Migrate once, then run batches until idle, closed or failed. True: go round again
+        (a transient failure left writes held)."""
+        if self._health.state in TRANSIENT:
+            self._wait_for_retry()
+        try:
+            if not self._migrated.is_set():
+                with self._pool().connection() as conn:
+                    migrate(conn, self.schema_name, self.schema)
+                self._migrated.set()
+        except Exception as exc:
+            return self._gap(classify(exc) or "unwritable", exc, [])
+        failure, batch = self._serve_batches()
+        if failure is None:
+            return False
+        return self._gap(failure.state, failure.cause, batch)
+
+    def _serve_batches(self) -> tuple[w.FileFailure | None, list[w.Job[Any]]]:
+        idle_since = time.monotonic()
+        while True:
+            with self._queue.cond:
+                leaving = (self._closed or self._suspend) and len(self._queue) == 0
+                wake = max(0.01, idle_since + self._idle_seconds - time.monotonic())
+                batch = None if leaving else self._queue.take(wake)
+                if batch is None:
+                    idle = time.monotonic() - idle_since >= self._idle_seconds
+                    if leaving or idle or self._suspend:
+                        return None, []
+                    continue
+                self._busy = True
+            try:
+                self._write_batch(batch)
+            except w.FileFailure as failure:
+                return failure, batch
+            finally:
+                self._busy = False
+            self._committed(batch)
+            idle_since = time.monotonic()
+
+    def _write_batch(self, batch: list[w.Job[Any]]) -> None:
+        try:
+            with self._pool().connection() as conn:
+                run_batch(conn, self.schema_name, batch)
+        except w.FileFailure:
+            raise
+        except Exception as exc:  # no connection to be had (or none to give back)
+            raise w.FileFailure(classify(exc) or "unreachable", exc) from exc
+
+    def _committed(self, batch: list[w.Job[Any]]) -> None:
+        self.stats.record(batch)
+        self._release(batch, written=True)
+        self._retries = 0
+        if not self._health.ok:
+            self._recovered()
+
+    def _close_readers(self) -> None:
+        """Nothing to close: reads borrow from the pool."""
+
+    def close(self, timeout: float = 30.0) -> None:
+        super().close(timeout)
+        with self._pool_lock:
+            held, self._held_pool = self._held_pool, None
+        if held is not None:
+            pools.release(self.url)
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def read(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn`` in one read-only transaction (one snapshot) on the schema."""
+
+        def run(conn: psycopg.Connection[Any]) -> T:
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                enter(conn, self.schema_name, lock=False)
+                return fn(PgConnection(conn))  # type: ignore[arg-type]
+
+        return self._reading(run)
+
+    def data_version(self) -> int:
+        """The schema's write counter: it changes with every commit of any process."""
+        table = f"{quoted(self.schema_name)}._ember_version"
+
+        def run(conn: psycopg.Connection[Any]) -> int:
+            row = conn.execute(cast(Any, f"SELECT n FROM {table}")).fetchone()
+            return int(row[0]) if row else 0
+
+        return self._reading(run)
+
+    def exists(self) -> bool:
+        """Whether the schema exists (a read that must create nothing: ``ember stats`` of a
+        project never seen). ``StorageUnavailable`` when the server cannot be reached."""
+
+        def run(conn: psycopg.Connection[Any]) -> bool:
+            found = conn.execute(
+                "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema_name,)
+            ).fetchone()
+            return found is not None
+
+        self._gate()
+        return self._on_server(run)
+
+    def _reading(self, run: Callable[[psycopg.Connection[Any]], T]) -> T:
+        self._gate()
+        self._ensure_migrated()
+        return self._on_server(run)
+
+    def _on_server(self, run: Callable[[psycopg.Connection[Any]], T]) -> T:
+        try:
+            with self._pool().connection() as conn:
+                value = run(conn)
+        except Exception as exc:
+            state = classify(exc)
+            if state is None:
+                raise
+            self._reads_failed(state, exc)
+            raise StorageUnavailable(Health(self.where, state, str(exc)).describe()) from exc
+        if not self._health.ok and self._health.state in TRANSIENT:
+            self._reads_back()
+        return value
+
+    def _gate(self) -> None:
+        """Fail at once while the store is off and no retry is due (the writer's, for held
+        writes, or the reads' own)."""
+        health = self._health
+        if health.ok:
+            return
+        due = max(self._retry_at, self._reads_retry_at)
+        if health.state not in TRANSIENT or time.monotonic() < due:
+            raise self._unavailable()
+
+    def _reads_failed(self, state: State, exc: BaseException) -> None:
+        with self._queue.cond:
+            self._reads_retry_at = time.monotonic() + retry_delay(self._reads_retries)
+            self._reads_retries += 1
+        self._fail(state, exc)
+
+    def _reads_back(self) -> None:
+        """A read reached the store while it was off: it is back; a writer waiting for its
+        retry tries now."""
+        with self._queue.cond:
+            self._reads_retries = 0
+            self._retry_at = 0.0
+            self._queue.cond.notify_all()
+        self._recovered()

@@ -1,0 +1,100 @@
+"""A loopback TCP port in front of the test server's unix socket, that a test can close and
+open again: the PostgreSQL server "down" (refused connections, live ones cut, as a server
+restart does) and "back", on the same URL, without stopping the server other tests share."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import urllib.parse
+from collections.abc import Iterator
+
+
+class Relay:
+    def __init__(self, server_url: str) -> None:
+        parts = urllib.parse.urlsplit(server_url)
+        socket_dir = urllib.parse.parse_qs(parts.query).get("host", [""])[0]
+        # the local test server's unix socket, or the host and port of $EMBER_TEST_PG_URL's
+        self._target: str | tuple[str, int] = (
+            socket_dir.rstrip("/") + "/.s.PGSQL.5432"
+            if socket_dir.startswith("/")
+            else (parts.hostname or "127.0.0.1", parts.port or 5432)
+        )
+        self._user = urllib.parse.unquote(parts.username or "ember")
+        self._database = parts.path
+        self.port = 0
+        self._listener: socket.socket | None = None
+        self._live: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._acceptor: threading.Thread | None = None
+
+    def url(self, password: str = "") -> str:
+        """The database's URL through this port (a password is sent only if asked for: the
+        test server trusts its local connections)."""
+        auth = f"{self._user}:{password}" if password else self._user
+        return f"postgresql://{auth}@127.0.0.1:{self.port}{self._database}"
+
+    def open(self) -> None:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        listener.settimeout(0.2)
+        self.port = listener.getsockname()[1]
+        self._listener = listener
+        self._acceptor = threading.Thread(target=self._accept, args=(listener,), daemon=True)
+        self._acceptor.start()
+
+    def close(self) -> None:
+        """Refuse new connections and cut the live ones."""
+        listener, self._listener = self._listener, None
+        if self._acceptor is not None:  # its accept() holds the port until it returns
+            self._acceptor.join(5)
+        if listener is not None:
+            listener.close()
+        with self._lock:
+            live, self._live = self._live, set()
+        for sock in live:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while self._listener is listener:
+            try:
+                client, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            family = socket.AF_UNIX if isinstance(self._target, str) else socket.AF_INET
+            server = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                server.connect(self._target)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._live.update((client, server))
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=_pump, args=(a, b), daemon=True).start()
+
+
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while data := src.recv(65536):
+            dst.sendall(data)
+    for sock in (src, dst):
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+@contextlib.contextmanager
+def relay(server_url: str) -> Iterator[Relay]:
+    r = Relay(server_url)
+    r.open()
+    try:
+        yield r
+    finally:
+        r.close()
