@@ -30,7 +30,6 @@ import numpy as np
 from ember.memory.index.base import Vectors, exact_cosines, top_k
 from ember.memory.index.sqlite_vec import coarse_for
 
-
 #: The widest graph search (pgvector's own limit is 1000).
 EF_SEARCH_MAX = 1000
 
