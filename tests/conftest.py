@@ -20,10 +20,7 @@ from ember.proxy.app import ProxyApp
 from ember.server import BackgroundServer
 from ember.store.registry import Storage
 from ember.testing import Emulator
-from ember.testing.postgres import PgServer, PostgresUnavailable, postgres_server
-
-#: Set (as .ci/run does) to fail, not skip, the PostgreSQL tests when no server can be had.
-PG_REQUIRED = "EMBER_TEST_PG_REQUIRED"
+from ember.testing.postgres import ENV_REQUIRED, PgServer, PostgresUnavailable, postgres_server
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -114,8 +111,8 @@ def pg_server() -> Iterator[PgServer]:
         try:
             server = stack.enter_context(postgres_server())
         except PostgresUnavailable as why:
-            if os.environ.get(PG_REQUIRED):
-                pytest.fail(f"{PG_REQUIRED} is set and there is no PostgreSQL: {why}")
+            if os.environ.get(ENV_REQUIRED):
+                pytest.fail(f"{ENV_REQUIRED} is set and there is no PostgreSQL: {why}")
             pytest.skip(f"no PostgreSQL for these tests: {why}")
         yield server
 

@@ -6,6 +6,7 @@ import pytest
 
 from ember.config import load_settings
 from ember.errors import ConfigError
+from ember.testing.postgres import ENV_REQUIRED, ENV_URL
 
 
 def test_defaults(tmp_path: Path) -> None:
@@ -46,6 +47,17 @@ def test_bad_env_names_the_variable(env: dict[str, str], named: str, tmp_path: P
 def test_unknown_env_suggests_the_right_name(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="Did you mean EMBER_PORT"):
         load_settings(env={"EMBER_HOME": str(tmp_path), "EMBER_PROT": "1"})
+
+
+def test_the_test_harness_variables_are_not_settings_but_their_typos_are_errors(
+    tmp_path: Path,
+) -> None:
+    """EMBER_TEST_PG_URL set in a developer's shell must not stop every ember command."""
+    harness = {ENV_URL: "postgresql://someone@/db", ENV_REQUIRED: "1"}
+    assert load_settings(env={"EMBER_HOME": str(tmp_path), **harness}).home == tmp_path
+    with pytest.raises(ConfigError) as err:
+        load_settings(env={"EMBER_HOME": str(tmp_path), "EMBER_TEST_PG_ULR": "x"})
+    assert err.value.key == "EMBER_TEST_PG_ULR"
 
 
 def test_bad_file_key_and_value_name_the_key(tmp_path: Path) -> None:

@@ -30,8 +30,10 @@ __all__ = ["ENV_PREFIX", "PriceModel", "Settings", "load_settings"]
 
 ENV_PREFIX = "EMBER_"
 M = TypeVar("M", bound=BaseModel)
-#: Variables that choose where settings come from rather than being settings themselves.
-_META_ENV = {"EMBER_CONFIG"}
+#: Variables that choose where settings come from rather than being settings themselves, and
+#: the test harness's (``ember.testing.postgres``): set in a shell that also runs ember, they
+#: must not stop it as unknown settings. Named one by one, so a misspelt one is still an error.
+_META_ENV = {"EMBER_CONFIG", "EMBER_TEST_PG_URL", "EMBER_TEST_PG_REQUIRED"}
 
 
 class PriceModel(BaseModel):

@@ -18,7 +18,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from ember.testing.pg_local import pgserver_install
+from ember.testing.pg_host import pgserver_install
 from ember.testing.postgres import (
     ENV_URL,
     NoPostgresInstall,

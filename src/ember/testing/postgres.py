@@ -31,6 +31,7 @@ import os
 import secrets
 import shutil
 import tempfile
+import time
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -48,12 +49,14 @@ from ember.testing.pg_errors import (
     ServerUnreachable,
     UnreachableDirectory,
 )
-from ember.testing.pg_local import OS_USER, SUPERUSER, local_server
+from ember.testing.pg_host import OS_USER
+from ember.testing.pg_local import SUPERUSER, local_server
 
 if TYPE_CHECKING:
     import psycopg
 
 __all__ = [
+    "ENV_REQUIRED",
     "ENV_URL",
     "ExtensionUnavailable",
     "InitdbFailed",
@@ -65,16 +68,20 @@ __all__ = [
     "ServerStartFailed",
     "ServerUnreachable",
     "UnreachableDirectory",
+    "default_workdir",
     "postgres_server",
 ]
 
 ENV_URL = "EMBER_TEST_PG_URL"
+#: Set (CI does) to make the test fixtures fail, not skip, when no server can be had.
+ENV_REQUIRED = "EMBER_TEST_PG_REQUIRED"
 
 
 @dataclass
 class PgServer:
-    """A running server: ``url`` reaches its maintenance database as a superuser (local) or
-    as the role ``EMBER_TEST_PG_URL`` names; ``pid`` and ``data_dir`` are None for the latter."""
+    """A running server: ``url`` reaches its maintenance database (no pgvector there: tests
+    use :meth:`fresh_database`) as a superuser (local) or as the role ``EMBER_TEST_PG_URL``
+    names; ``pid`` and ``data_dir`` are None for the latter."""
 
     url: str
     template: str
@@ -106,13 +113,26 @@ class PgServer:
             self._drop(name)
 
     def _strategy(self) -> str:
-        # FILE_COPY (PG 15+): a small template copies as files, several times faster than
-        # WAL_LOG's block-by-block copy; its checkpoint is cheap with fsync off.
+        # FILE_COPY (PG 15+): a template this small copies a little faster as files than
+        # WAL_LOG's block by block (19 vs 22 ms, interleaved, on disk); its two checkpoints
+        # are cheap with fsync off.
         return " STRATEGY FILE_COPY" if self._admin.info.server_version >= 150000 else ""
 
     def _drop(self, name: str) -> None:
+        """Drop ``name`` with whatever is still connected to it. DROP DATABASE waits for a
+        backend that is still exiting in 100 ms steps, and a test's last connection is
+        usually one (a backend that wrote takes a moment to go): ending them and polling
+        until they are gone makes a drop ~8 ms instead of ~110."""
         from psycopg import sql
 
+        others = "FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
+        self._admin.execute(f"SELECT pg_terminate_backend(pid) {others}", (name,))
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            row = self._admin.execute(f"SELECT count(*) {others}", (name,)).fetchone()
+            if row is None or row[0] == 0:
+                break
+            time.sleep(0.001)
         self._admin.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
         )
@@ -130,7 +150,7 @@ def postgres_server(
 ) -> Iterator[PgServer]:
     """A PostgreSQL with pgvector for the block: ``env[EMBER_TEST_PG_URL]``'s (``env``
     defaults to ``os.environ``) or a local one whose files live in a new directory under
-    ``workdir`` (the system's temp dir by default), removed on exit.
+    ``workdir`` (:func:`default_workdir` by default), removed on exit.
 
     ``install`` is a PostgreSQL tree laid out like the pgserver wheel's ``pginstall`` (the
     installed wheel's by default); ``os_user`` the OS user the server runs as when we are root.
@@ -141,7 +161,7 @@ def postgres_server(
         with _serving(_checked_url(url), local=None) as server:
             yield server
         return
-    base = Path(tempfile.gettempdir()) if workdir is None else workdir
+    base = default_workdir() if workdir is None else workdir
     run_dir = Path(tempfile.mkdtemp(prefix="ember-pg-", dir=base))
     try:
         with local_server(
@@ -157,6 +177,20 @@ def postgres_server(
                 yield server
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def default_workdir() -> Path:
+    """``/dev/shm`` when it is there with 1 GiB free, else the system's temp dir. The data is
+    thrown away, and in memory a test's database copy costs ~8 ms where on a disk shared with
+    other work it took 35-75 ms (a server starts in ~0.4 s instead of ~0.65 s)."""
+    shm = Path("/dev/shm")
+    try:
+        room = os.statvfs(shm)
+    except OSError:
+        return Path(tempfile.gettempdir())
+    if room.f_bavail * room.f_frsize >= 1 << 30 and os.access(shm, os.W_OK | os.X_OK):
+        return shm
+    return Path(tempfile.gettempdir())
 
 
 @contextlib.contextmanager
