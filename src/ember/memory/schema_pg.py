@@ -18,7 +18,9 @@ Each constant is the PostgreSQL side of the migration of the same name in ``sche
   one schema at once, and a transaction that took its seq first may commit last; counted as
   an addition, a copy that appends only past its last seq would miss that row for good. The
   insert trigger therefore locks the counters first, then looks (a new snapshot per
-  statement under READ COMMITTED, so the look sees every commit before the lock).
+  statement under READ COMMITTED, so the look sees every commit before the lock). Every
+  trigger locks both counters in one order (by key): two writers that each held one and
+  waited for the other would deadlock (the server would then abort one, retried as busy).
 """
 
 from __future__ import annotations
@@ -101,6 +103,8 @@ VECTOR_CHANGES = """
 INSERT INTO memory_meta VALUES ('vector_changes', '0') ON CONFLICT (key) DO NOTHING;
 CREATE FUNCTION memory_vectors_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM 1 FROM memory_meta WHERE key IN ('vector_added', 'vector_changes')
+    ORDER BY key FOR UPDATE;
     UPDATE memory_meta SET value = (CAST(value AS BIGINT) + 1)::text
     WHERE key = 'vector_changes';
     RETURN NULL;
@@ -119,7 +123,8 @@ VECTOR_ADDED = """
 INSERT INTO memory_meta VALUES ('vector_added', '0') ON CONFLICT (key) DO NOTHING;
 CREATE FUNCTION memory_vectors_added() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM 1 FROM memory_meta WHERE key IN ('vector_added', 'vector_changes') FOR UPDATE;
+    PERFORM 1 FROM memory_meta WHERE key IN ('vector_added', 'vector_changes')
+    ORDER BY key FOR UPDATE;
     IF EXISTS (SELECT 1 FROM memory_vectors WHERE seq > NEW.seq) THEN
         UPDATE memory_meta SET value = (CAST(value AS BIGINT) + 1)::text
         WHERE key = 'vector_changes';
