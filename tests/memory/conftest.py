@@ -20,6 +20,8 @@ import numpy.typing as npt
 import pytest
 
 from ember.memory.core import HierarchicalMemory
+from ember.store.database import Database
+from ember.store.schema import PROJECT, for_postgres
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -87,22 +89,51 @@ def index_kind(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def open_store(
-    tmp_path: Path, embedder: HashEmbedder, clock: Clock, index_kind: str
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    embedder: HashEmbedder,
+    clock: Clock,
+    index_kind: str,
 ) -> Iterator[OpenStore]:
-    """Open (or re-open) a store at ``tmp_path/<name>/ember.db`` with either vector index."""
+    """Open (or re-open) a store at ``tmp_path/<name>/ember.db`` with either vector index;
+    ``index_kind`` "postgres" (a test parametrized over it): in the schema that path maps to
+    on a fresh PostgreSQL database (``pg_url``), each open a new owner as a process's."""
     opened: list[HierarchicalMemory] = []
+    owners: list[Database] = []
 
     def open_(name: str = "p", **kw: object) -> HierarchicalMemory:
-        kw.setdefault("vector_index", index_kind)
         kw.setdefault("clock", clock)
         emb = kw.pop("embedder", embedder)
-        store = HierarchicalMemory(tmp_path / name / "ember.db", emb, **kw)  # type: ignore[arg-type]
+        path = tmp_path / name / "ember.db"
+        where: Database | Path = path
+        if index_kind == "postgres":
+            where = pg_database(request.getfixturevalue("pg_url"), tmp_path, path)
+            owners.append(where)
+        else:
+            kw.setdefault("vector_index", index_kind)
+        store = HierarchicalMemory(where, emb, **kw)  # type: ignore[arg-type]
         opened.append(store)
         return store
 
     yield open_
     for s in opened:
         s.close()
+    for db in owners:
+        db.close()
+
+
+def pg_database(url: str, home: Path, path: Path) -> Database:
+    """The owner a PostgreSQL store gives the project file ``path`` (its schema on ``url``)."""
+    from ember.store.pg.database import PgDatabase
+    from ember.store.pg.names import schema_name
+
+    return PgDatabase(
+        path,
+        for_postgres(PROJECT),
+        url=url,
+        schema_name=schema_name(home, path),
+        log_failures=False,
+    )
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""HierarchicalMemory: the behaviour a user of the store relies on, on both vector indexes."""
+"""HierarchicalMemory: the behaviour a user of the store relies on, on both vector indexes
+and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -16,6 +17,12 @@ from ember.memory import (
 from tests.memory.conftest import Clock, OpenStore, RawSql
 
 DAY = 86400.0
+
+
+@pytest.fixture(params=["sqlite-vec", "hnsw", "postgres"])
+def index_kind(request: pytest.FixtureRequest) -> str:
+    """Every behaviour here on both vector indexes of SQLite, and on PostgreSQL (``pg_url``)."""
+    return str(request.param)
 
 
 def _ids(hits: list) -> list[str]:  # type: ignore[type-arg]
@@ -120,9 +127,10 @@ def test_delete_is_a_true_delete_everywhere(store: HierarchicalMemory) -> None:
     assert all(h.memory.id == keep.id for h in store.search("release key vault"))
     conn = RawSql(store)
     assert conn.execute("SELECT COUNT(*) FROM memory_vectors").fetchone()[0] == 1
-    assert conn.execute("SELECT COUNT(*) FROM memory_fts").fetchone()[0] == 1
+    text_rows = "memory_doclen" if store.index_name == "pgvector" else "memory_fts"
+    assert conn.execute(f"SELECT COUNT(*) FROM {text_rows}").fetchone()[0] == 1
     assert conn.execute("SELECT COUNT(*) FROM memory_evidence").fetchone()[0] == 0
-    if store.index_name == "sqlite-vec":
+    if store.index_name in ("sqlite-vec", "pgvector"):
         assert conn.execute("SELECT COUNT(*) FROM memory_vec").fetchone()[0] == 1
     assert store.delete(fact.id) == []
 

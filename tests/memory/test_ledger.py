@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ember.errors import StorageError
-from ember.memory.ledger import InjectionLedger, LedgerEntry, message_digest
+from ember.memory.ledger import InjectionLedger, LedgerEntry, ask_counts, message_digest
 from ember.store.registry import Storage
 
 
@@ -74,3 +74,27 @@ def test_digest_depends_on_position_and_text() -> None:
     assert message_digest(0, "hi") == message_digest(0, "hi")
     assert message_digest(0, "hi") != message_digest(2, "hi")
     assert message_digest(0, "hi") != message_digest(0, "hi!")
+
+
+async def test_on_postgres_a_restarted_proxy_replays_the_entries_and_stats_count_them(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """The ledger on a PostgreSQL store: no file exists, yet a restarted proxy loads the
+    session's entries from the project's schema; a repeated row is ignored; ``ember stats``
+    counts asks with and without memories as on SQLite."""
+    db = tmp_path / "p" / "ember.db"
+    storage = Storage(tmp_path, store_url=pg_url)
+    ledger = InjectionLedger(storage)
+    entries = [LedgerEntry(0, "d0", "block", ("id1",)), LedgerEntry(2, "d2", "", busy=True)]
+    for entry in [*entries, entries[0]]:
+        await ledger.record(db, "s", entry)
+    assert storage.database(db).flush(10)
+    fresh_storage = Storage(tmp_path, store_url=pg_url)
+    try:
+        assert not db.exists()
+        assert await InjectionLedger(fresh_storage).entries(db, "s") == entries
+        counts = fresh_storage.database(db).read(ask_counts)
+        assert (counts.asks, counts.with_memories, counts.busy) == (2, 1, 1)
+    finally:
+        fresh_storage.close()
+        storage.close()

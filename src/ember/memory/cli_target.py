@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import click
@@ -30,6 +30,7 @@ from ember.memory.router import MemoryRouter
 from ember.memory.settings import MemorySettings
 from ember.models.base import Embedder
 from ember.project import ProjectRef, project_from_cli
+from ember.store.database import Database
 from ember.store.schema import PROJECT
 
 EmbedderFactory = Callable[[], Embedder]
@@ -71,14 +72,30 @@ def resolve(project_id: str | None, cwd: Path | None, config_file: Path | None) 
     return Target(settings, ref, path)
 
 
+def _owner(t: Target) -> AbstractContextManager[Database]:
+    """A short-lived owner of the project's data: its schema when ``store_url`` is set (the
+    memories the proxy keeps there), else its file."""
+    if t.settings.store_url is not None:
+        return access.pg_database(t.settings, t.path, PROJECT)
+    return access.database(t.path, PROJECT, vec=t.settings.memory_vector_index != "hnsw")
+
+
+def _exists(t: Target) -> bool:
+    """Whether the project has ember data: its schema on the server, else its file."""
+    if t.settings.store_url is not None:
+        with access.pg_database(t.settings, t.path, PROJECT) as db:
+            return db.exists()
+    return access.existing(t.settings.home, t.path)
+
+
 @contextmanager
 def _opened(t: Target, time_aware: bool | None = None) -> Iterator[HierarchicalMemory]:
     """The project's store on its own short-lived database owner (the caller checked the
-    file); a file-level failure is one line with a fix (``access.database``)."""
+    file or schema); a storage failure is one line with a fix (``access``)."""
     vector_index = t.settings.memory_vector_index
     if time_aware is None:
         time_aware = t.settings.section(MemorySettings).memory_time_aware
-    with access.database(t.path, PROJECT, vec=vector_index != "hnsw") as db:
+    with _owner(t) as db:
         store = HierarchicalMemory(
             db,
             _embedder_factory(t.settings),
@@ -95,7 +112,7 @@ def _opened(t: Target, time_aware: bool | None = None) -> Iterator[HierarchicalM
 def reading(t: Target, time_aware: bool | None = None) -> Iterator[HierarchicalMemory | None]:
     """The store, or None when the project has no ember data yet: a read creates nothing
     (it used to leave a folder and an empty database behind for any --cwd typed)."""
-    if not access.existing(t.settings.home, t.path):
+    if not _exists(t):
         yield None
         return
     with _opened(t, time_aware) as store:
@@ -104,8 +121,10 @@ def reading(t: Target, time_aware: bool | None = None) -> Iterator[HierarchicalM
 
 @contextmanager
 def writing(t: Target) -> Iterator[HierarchicalMemory]:
-    """The store, created if needed, once the home and the file are known to be writable."""
-    access.writable(t.settings.home, t.path)
+    """The store, created if needed, once the home and the file are known to be writable
+    (on PostgreSQL the server says so at the first write)."""
+    if t.settings.store_url is None:
+        access.writable(t.settings.home, t.path)
     with _opened(t) as store:
         yield store
 

@@ -1,7 +1,8 @@
 """``HierarchicalMemory``: one project's memories, with their indexes kept in step.
 
-The coordinator stores nothing itself. It owns five parts — the SQLite rows, the vector index
-(sqlite-vec, or hnswlib), the FTS5 text index, the embedder and an LRU cache — and its one
+The coordinator stores nothing itself. It owns five parts — the rows, the vector index
+(sqlite-vec, or hnswlib; pgvector on a PostgreSQL store), the text index (FTS5; on
+PostgreSQL ``PgTextIndex``, which scores as FTS5 does), the embedder and an LRU cache — and its one
 job is that they never disagree: ``add``, ``update``, ``supersede`` and ``delete`` change the
 row, its vector, its FTS entry and its evidence in ONE transaction (an index outside SQLite
 applies its staged change only after the commit), and the cache is updated only after the
@@ -21,6 +22,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -40,6 +42,7 @@ from ember.memory.finder import Finder
 from ember.memory.index.base import VectorIndex, Vectors
 from ember.memory.index.cache import LruCache
 from ember.memory.index.fts import FtsIndex
+from ember.memory.index.pg_text import PgTextIndex
 from ember.memory.models import Evidence, Memory, MemoryFilter, MemoryHit, NewMemory
 from ember.memory.retrieval.query import MemoryQuery
 from ember.memory.retrieval.rank import Fusion, Ranking
@@ -51,6 +54,7 @@ from ember.memory.vectors import EmbedderSlot, EmbedderSource, QueryVectors, cos
 from ember.memory.vindex import IndexSlot
 from ember.store.database import Database
 from ember.store.driver import Connection, errors
+from ember.store.pg.database import PgDatabase
 from ember.store.schema import PROJECT
 
 log = logging.getLogger(__name__)
@@ -61,7 +65,17 @@ NONEMPTY_SECONDS = 30.0
 T = TypeVar("T")
 #: What the storage layer raises when a file cannot be read or written (mapped onto
 #: ``MemoryStoreError`` here, so callers catch one memory error).
-_STORE_ERRORS: tuple[type[Exception], ...] = (StorageError, errors.Error)
+_FILE_ERRORS: tuple[type[Exception], ...] = (StorageError, errors.Error)
+
+
+def _store_errors() -> tuple[type[Exception], ...]:
+    """``_FILE_ERRORS``, and psycopg's errors once a PostgreSQL store loaded it (a statement
+    the server refused is a memory error too, never a raw driver error in a request); psycopg
+    is not imported for a process that only has SQLite files."""
+    psycopg = sys.modules.get("psycopg")
+    return _FILE_ERRORS if psycopg is None else (*_FILE_ERRORS, psycopg.Error)
+
+
 IndexChoice = Literal["auto", "sqlite-vec", "hnsw"]
 
 
@@ -92,11 +106,12 @@ class HierarchicalMemory:
         self._closed = False
         try:
             self._data_version = self._db.data_version()
-        except _STORE_ERRORS as exc:
+        except _store_errors() as exc:
             self._close_db()
             raise MemoryStoreError(f"cannot open memory database {self.path}: {exc}") from exc
-        use_vec = self._check_vec(vector_index)
-        self._fts = FtsIndex()
+        postgres = isinstance(self._db, PgDatabase)
+        use_vec = False if postgres else self._check_vec(vector_index)
+        self._fts = PgTextIndex() if postgres else FtsIndex()
         self._cache = LruCache(cache_size)
         self._ranking, self._time_aware = ranking, time_aware
         self._clock = clock
@@ -153,7 +168,7 @@ class HierarchicalMemory:
 
     @property
     def index_name(self) -> str | None:
-        """ "sqlite-vec", "hnsw", or None while no embedder is available."""
+        """ "sqlite-vec", "hnsw", "pgvector", or None while no embedder is available."""
         return self._vectors.index_name
 
     # -- transactions -----------------------------------------------------------------------------
@@ -187,7 +202,7 @@ class HierarchicalMemory:
                 on_rollback=index.rollback if index is not None else None,
                 label="memory",
             )
-        except _STORE_ERRORS as exc:
+        except _store_errors() as exc:
             raise MemoryStoreError(f"memory write failed in {self.path}: {exc}") from exc
 
     def _query(self, fn: Callable[[Connection], T]) -> T:
@@ -197,7 +212,7 @@ class HierarchicalMemory:
         try:
             self._check_external()
             return self._db.read(fn)
-        except _STORE_ERRORS as exc:
+        except _store_errors() as exc:
             raise MemoryStoreError(f"memory read failed in {self.path}: {exc}") from exc
 
     def _snapshot_read(self, fn: Callable[[Connection], T]) -> T:
@@ -208,7 +223,7 @@ class HierarchicalMemory:
             raise MemoryStoreError(f"memory store {self.path} is closed")
         try:
             return self._db.read(fn)
-        except _STORE_ERRORS as exc:
+        except _store_errors() as exc:
             raise MemoryStoreError(f"memory read failed in {self.path}: {exc}") from exc
 
     # -- writes ------------------------------------------------------------------------------------
@@ -411,7 +426,7 @@ class HierarchicalMemory:
         now = self._clock() if now is None else now
         try:
             self._check_external()  # once, for every read of this search
-        except _STORE_ERRORS as exc:
+        except _store_errors() as exc:
             raise MemoryStoreError(f"memory read failed in {self.path}: {exc}") from exc
         hits = self._finder.find(
             q,
@@ -448,7 +463,7 @@ class HierarchicalMemory:
         self._cache_discard(ids)
         try:
             self._db.submit(job, label="memory-touch")
-        except _STORE_ERRORS as exc:
+        except _store_errors() as exc:
             raise MemoryStoreError(f"memory write failed in {self.path}: {exc}") from exc
 
     # -- embedding -----------------------------------------------------------------------------

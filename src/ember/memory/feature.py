@@ -60,4 +60,5 @@ FEATURE = Feature(
     settings=MemorySettings,
     flat_settings=True,
     views=later("ember.memory.views:views"),
+    postgres=True,
 )

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ember.errors import StorageUnavailable
 from ember.store.driver import Connection
+from ember.store.pg.connection import dialect
 from ember.store.registry import Storage
 
 log = logging.getLogger(__name__)
@@ -105,11 +106,19 @@ class InjectionLedger:
         )
 
         def insert(conn: Connection) -> None:
-            conn.execute(
-                "INSERT OR IGNORE INTO memory_injections (session_id, message_index, "
-                "message_digest, block, memory_ids, created_at, busy) VALUES (?,?,?,?,?,?,?)",
-                row,
-            )
+            if dialect(conn) == "postgres":
+                conn.execute(
+                    "INSERT INTO memory_injections (session_id, message_index, message_digest, "
+                    "block, memory_ids, created_at, busy) VALUES (?,?,?,?,?,?,?) "
+                    "ON CONFLICT DO NOTHING",
+                    row,
+                )
+            else:
+                conn.execute(
+                    "INSERT OR IGNORE INTO memory_injections (session_id, message_index, "
+                    "message_digest, block, memory_ids, created_at, busy) VALUES (?,?,?,?,?,?,?)",
+                    row,
+                )
 
         database = self._storage.database(db)
         if not database.health.ok:
@@ -133,7 +142,8 @@ class InjectionLedger:
             self._sessions.popitem(last=False)
 
     async def _load(self, db: Path, session_id: str) -> list[LedgerEntry]:
-        if not db.exists():
+        # A project without its file has no entries; on PostgreSQL no file is ever made.
+        if not self._storage.postgres and not db.exists():
             return []
 
         def load(conn: Connection) -> list[LedgerEntry]:
@@ -171,8 +181,14 @@ class AskCounts:
 
 
 def ask_counts(conn: Connection) -> AskCounts:
-    asks, injected, busy = conn.execute(
-        "SELECT COUNT(*), COALESCE(SUM(block != ''), 0), COALESCE(SUM(busy), 0) "
-        "FROM memory_injections"
-    ).fetchone()
+    if dialect(conn) == "postgres":
+        asks, injected, busy = conn.execute(
+            "SELECT COUNT(*), COUNT(*) FILTER (WHERE block != ''), COALESCE(SUM(busy), 0) "
+            "FROM memory_injections"
+        ).fetchone()
+    else:
+        asks, injected, busy = conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(block != ''), 0), COALESCE(SUM(busy), 0) "
+            "FROM memory_injections"
+        ).fetchone()
     return AskCounts(int(asks), int(injected), int(busy))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ember.memory import schema_pg as pg
 from ember.store.migrations import Migration
 
 LEDGER: tuple[Migration, ...] = (
@@ -20,6 +21,7 @@ LEDGER: tuple[Migration, ...] = (
             PRIMARY KEY (session_id, message_index, message_digest)
         );
         """,
+        postgres=pg.INJECTIONS,
     ),
     Migration(
         "0007_memory_injections_busy",
@@ -29,5 +31,6 @@ LEDGER: tuple[Migration, ...] = (
         -- `ember stats` counts as turned away.
         ALTER TABLE memory_injections ADD COLUMN busy INTEGER NOT NULL DEFAULT 0;
         """,
+        postgres=pg.INJECTIONS_BUSY,
     ),
 )

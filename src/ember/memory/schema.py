@@ -13,6 +13,7 @@ Invariants the schema holds on its own (even if Python code is wrong):
 
 from __future__ import annotations
 
+from ember.memory import schema_pg as pg
 from ember.store.migrations import Migration
 
 MEMORY: tuple[Migration, ...] = (
@@ -85,6 +86,7 @@ MEMORY: tuple[Migration, ...] = (
         CREATE TABLE memory_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
         INSERT INTO memory_meta VALUES ('vector_generation', '0');
         """,
+        postgres=pg.CORE,
     ),
     Migration(
         "memory_0002_turns",
@@ -93,6 +95,7 @@ MEMORY: tuple[Migration, ...] = (
         CREATE INDEX memories_turns ON memories(session_id, created_at, seq)
             WHERE category = 'turn' AND valid_until IS NULL;
         """,
+        postgres=pg.TURNS,
     ),
     Migration(
         "memory_0003_vector_changes",
@@ -115,6 +118,7 @@ MEMORY: tuple[Migration, ...] = (
             WHERE key = 'vector_changes';
         END;
         """,
+        postgres=pg.VECTOR_CHANGES,
     ),
     Migration(
         "memory_0004_vector_added",
@@ -138,5 +142,6 @@ MEMORY: tuple[Migration, ...] = (
             WHERE key = 'vector_changes';
         END;
         """,
+        postgres=pg.VECTOR_ADDED,
     ),
 )

@@ -1,7 +1,8 @@
 """Choosing, creating and filling the vector index of one store.
 
 The index exists once an embedder does (its dimension fixes the index). When it is created:
-- sqlite-vec if the database's connections loaded the extension, else the hnswlib fallback;
+- pgvector on a PostgreSQL store (``PgDatabase``); on SQLite, sqlite-vec if the database's
+  connections loaded the extension, else the hnswlib fallback;
 - if the vectors on file came from another embedder (``memory_meta.embedder`` differs), they
   are dropped and the memories re-embedded: vectors of two models are not comparable, and
   mixing them would rank by noise;
@@ -22,11 +23,13 @@ from typing import Any, TypeVar
 from ember.memory.index.base import VectorIndex, Vectors, put_vectors
 from ember.memory.index.hnsw import HnswIndex
 from ember.memory.index.matrix import MatrixSearch
+from ember.memory.index.pgvector import PgVectorIndex
 from ember.memory.index.sqlite_vec import SqliteVecIndex
 from ember.memory.store import rows
 from ember.memory.vectors import EmbedderSlot, embed
 from ember.store.database import Database
 from ember.store.driver import Connection
+from ember.store.pg.database import PgDatabase
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +103,12 @@ class IndexSlot:
             self._reset(key)
 
     def _new_index(self, dim: int) -> VectorIndex:
-        """The index, its searches of a small store answered from memory (``MatrixSearch``)."""
+        """The index, its searches of a small store answered from memory (``MatrixSearch``).
+        The table of pgvector or sqlite-vec is created here, at the embedder's dimension."""
+        if isinstance(self._db, PgDatabase):
+            graph = PgVectorIndex(dim)
+            self._db.write(graph.ensure, label="memory_vec")
+            return MatrixSearch(graph, dim)
         if self._use_vec:
             vec = SqliteVecIndex(dim)
             self._db.write(vec.ensure, label="memory_vec")

@@ -20,7 +20,6 @@ from ember.store.pg.migrate import migrate
 from ember.store.pg.names import schema_name
 from ember.store.registry import Storage
 from ember.store.schema import PG_PROJECT, PROJECT
-from ember.store.schema.accounting import ACCOUNTING
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 
@@ -187,10 +186,12 @@ def test_migrations_race_to_one_run_when_processes_open_a_project_at_once(pg_url
     for t in threads:
         t.join(60)
     assert not failed
-    assert sorted(n for names in applied for n in names) == sorted(m.name for m in ACCOUNTING)
+    assert sorted(n for names in applied for n in names) == sorted(
+        m.name for m in PG_PROJECT.migrations
+    )
     with psycopg.connect(pg_url) as conn:
         rows = conn.execute("SELECT name FROM ember_p_race._migrations ORDER BY seq").fetchall()
-    assert [r[0] for r in rows] == [m.name for m in ACCOUNTING]
+    assert [r[0] for r in rows] == [m.name for m in PG_PROJECT.migrations]
 
 
 def test_a_migration_that_fails_leaves_the_schema_at_the_one_before(pg_url: str) -> None:

@@ -63,7 +63,7 @@ def test_a_good_url_is_kept_whole_and_shown_without_its_password() -> None:
     assert redacted(url) == "ember@db.internal:6543/team"
     [banner] = _storage_banner(settings)
     assert "ember@db.internal:6543/team" in banner and PASSWORD not in banner
-    assert "memory" in banner  # a feature that stays off there is named
+    assert "shadow" in banner  # a feature that stays off there is named
     assert redacted("postgres://db/x") == "db:5432/x"
     assert redacted("postgresql:///ember?host=/run/pg") == "/run/pg:5432/ember"
 

@@ -2,6 +2,11 @@
 
 Every function runs inside a transaction the caller (``HierarchicalMemory``) opened, so a
 memory row, its vector, its FTS entry and its evidence commit or roll back together.
+
+Each statement runs on SQLite and on PostgreSQL (``store.pg.connection``). Where the two
+dialects differ (a new row's key, ``INSERT OR IGNORE``, ``IS ?`` on a parameter, the entity
+names' NOCASE collation, an unbounded ``LIMIT``) the function asks ``dialect(conn)`` and says
+each statement in full.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from typing import Any
 import orjson
 
 from ember.memory.models import Evidence, Memory, MemoryFilter
-from ember.store.driver import Connection
+from ember.store.driver import Connection, errors
+from ember.store.pg.connection import dialect
 
 _COLUMNS = (
     "id, content, content_hash, user_id, session_id, agent_id, turn_id, category, importance, "
@@ -55,36 +61,53 @@ def to_memory(row: Any) -> Memory:
     )
 
 
+_INSERT = (
+    f"INSERT INTO memories ({_COLUMNS}, embedder) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+
+
 def insert(conn: Connection, m: Memory, embedder: str | None) -> int:
-    """Insert ``m``; returns its ``seq``. Raises the driver's IntegrityError on a duplicate id."""
-    cur = conn.execute(
-        f"INSERT INTO memories ({_COLUMNS}, embedder) "
-        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        (
-            m.id,
-            m.content,
-            m.content_hash,
-            m.user_id,
-            m.session_id,
-            m.agent_id,
-            m.turn_id,
-            m.category,
-            m.importance,
-            m.created_at,
-            m.valid_from,
-            m.valid_until,
-            m.supersedes,
-            m.superseded_by,
-            m.promoted_from,
-            orjson.dumps(list(m.promotion_chain)).decode(),
-            orjson.dumps(dict(m.metadata), option=orjson.OPT_SORT_KEYS).decode(),
-            m.access_count,
-            m.last_accessed,
-            embedder,
-        ),
-    )
+    """Insert ``m``; returns its ``seq``. Raises the driver's IntegrityError on a duplicate id.
+
+    On PostgreSQL a failed statement aborts the whole transaction (every other change of the
+    write with it), so a taken id is skipped by ``ON CONFLICT`` and reported as SQLite's
+    driver reports it: the caller draws another id in the same transaction."""
+    values = _values(m, embedder)
+    if dialect(conn) == "postgres":
+        row = conn.execute(
+            f"{_INSERT} ON CONFLICT (id) DO NOTHING RETURNING seq", values
+        ).fetchone()
+        if row is None:
+            raise errors.IntegrityError(f"UNIQUE constraint failed: memories.id ({m.id})")
+        return int(row[0])
+    cur = conn.execute(_INSERT, values)
     assert cur.lastrowid is not None
     return int(cur.lastrowid)
+
+
+def _values(m: Memory, embedder: str | None) -> tuple[Any, ...]:
+    return (
+        m.id,
+        m.content,
+        m.content_hash,
+        m.user_id,
+        m.session_id,
+        m.agent_id,
+        m.turn_id,
+        m.category,
+        m.importance,
+        m.created_at,
+        m.valid_from,
+        m.valid_until,
+        m.supersedes,
+        m.superseded_by,
+        m.promoted_from,
+        orjson.dumps(list(m.promotion_chain)).decode(),
+        orjson.dumps(dict(m.metadata), option=orjson.OPT_SORT_KEYS).decode(),
+        m.access_count,
+        m.last_accessed,
+        embedder,
+    )
 
 
 def add_evidence(conn: Connection, seq: int, evidence: Iterable[Evidence]) -> None:
@@ -119,11 +142,21 @@ def by_seqs(conn: Connection, seqs: Sequence[int]) -> dict[int, Memory]:
 
 def current_by_hash(conn: Connection, digest: str, m: Memory) -> Memory | None:
     """A current memory with the same content hash and the same scope ids, if any."""
-    row = conn.execute(
-        f"{_SELECT} WHERE content_hash=? AND valid_until IS NULL AND user_id IS ? "
-        "AND session_id IS ? AND agent_id IS ? AND turn_id IS ? ORDER BY seq LIMIT 1",
-        (digest, m.user_id, m.session_id, m.agent_id, m.turn_id),
-    ).fetchone()
+    args = (digest, m.user_id, m.session_id, m.agent_id, m.turn_id)
+    if dialect(conn) == "postgres":
+        row = conn.execute(
+            f"{_SELECT} WHERE content_hash=? AND valid_until IS NULL "
+            "AND user_id IS NOT DISTINCT FROM ? AND session_id IS NOT DISTINCT FROM ? "
+            "AND agent_id IS NOT DISTINCT FROM ? AND turn_id IS NOT DISTINCT FROM ? "
+            "ORDER BY seq LIMIT 1",
+            args,
+        ).fetchone()
+    else:
+        row = conn.execute(
+            f"{_SELECT} WHERE content_hash=? AND valid_until IS NULL AND user_id IS ? "
+            "AND session_id IS ? AND agent_id IS ? AND turn_id IS ? ORDER BY seq LIMIT 1",
+            args,
+        ).fetchone()
     return to_memory(row) if row else None
 
 
@@ -178,7 +211,9 @@ def listing(
     if not include_history:
         where += " AND valid_until IS NULL"
     sql = f"{_SELECT} WHERE {where} ORDER BY created_at DESC, id LIMIT ? OFFSET ?"
-    rows = conn.execute(sql, (*args, -1 if limit is None else limit, offset))
+    # No limit: SQLite's LIMIT -1, PostgreSQL's LIMIT NULL (a negative one is an error there).
+    unbounded = None if dialect(conn) == "postgres" else -1
+    rows = conn.execute(sql, (*args, unbounded if limit is None else limit, offset))
     return [to_memory(r) for r in rows]
 
 
@@ -199,14 +234,21 @@ def next_turns(
     """For each ``(seq, session_id, created_at)`` of a turn, the seqs of the (up to) ``n``
     current turns that follow it in the same session (by time, then seq), nearest first."""
     out: dict[int, list[int]] = {}
-    for seq, session, created_at in turns:
-        found = conn.execute(
-            # created_at >= ? first: a range on the index, not a scan of the whole session.
+    # created_at >= ? first: a range on the index, not a scan of the whole session.
+    if dialect(conn) == "postgres":
+        sql = (
+            "SELECT seq FROM memories WHERE category = 'turn' AND valid_until IS NULL "
+            "AND session_id IS NOT DISTINCT FROM ? AND created_at >= ? "
+            "AND (created_at > ? OR seq > ?) ORDER BY created_at, seq LIMIT ?"
+        )
+    else:
+        sql = (
             "SELECT seq FROM memories WHERE category = 'turn' AND valid_until IS NULL "
             "AND session_id IS ? AND created_at >= ? AND (created_at > ? OR seq > ?) "
-            "ORDER BY created_at, seq LIMIT ?",
-            (session, created_at, created_at, seq, max(n, 0)),
-        ).fetchall()
+            "ORDER BY created_at, seq LIMIT ?"
+        )
+    for seq, session, created_at in turns:
+        found = conn.execute(sql, (session, created_at, created_at, seq, max(n, 0))).fetchall()
         if found:
             out[seq] = [int(r[0]) for r in found]
     return out
@@ -236,24 +278,50 @@ def meta_set(conn: Connection, key: str, value: str) -> None:
 
 def bump_generation(conn: Connection) -> int:
     """Count vector changes; the hnsw file records the generation it reflects."""
-    conn.execute(
-        "UPDATE memory_meta SET value = CAST(value AS INTEGER) + 1 WHERE key='vector_generation'"
-    )
+    if dialect(conn) == "postgres":
+        conn.execute(
+            "UPDATE memory_meta SET value = (CAST(value AS BIGINT) + 1)::text "
+            "WHERE key='vector_generation'"
+        )
+    else:
+        conn.execute(
+            "UPDATE memory_meta SET value = CAST(value AS INTEGER) + 1 "
+            "WHERE key='vector_generation'"
+        )
     return int(meta_get(conn, "vector_generation") or 0)
 
 
 def link_entities(conn: Connection, seq: int, entity_ids: Iterable[int]) -> None:
-    conn.executemany(
-        "INSERT OR IGNORE INTO memory_entity_links VALUES (?, ?)", [(seq, e) for e in entity_ids]
-    )
+    links = [(seq, e) for e in entity_ids]
+    if dialect(conn) == "postgres":
+        conn.executemany(
+            "INSERT INTO memory_entity_links VALUES (?, ?) ON CONFLICT DO NOTHING", links
+        )
+    else:
+        conn.executemany("INSERT OR IGNORE INTO memory_entity_links VALUES (?, ?)", links)
 
 
 def upsert_entity(conn: Connection, name: str, kind: str | None, now: float) -> int:
-    row = conn.execute("SELECT id, kind FROM memory_entities WHERE name=?", (name,)).fetchone()
+    """The id of the entity called ``name`` whatever its case (SQLite's NOCASE column,
+    PostgreSQL's unique index on ``lower(name)``), created when new."""
+    postgres = dialect(conn) == "postgres"
+    if postgres:
+        row = conn.execute(
+            "SELECT id, kind FROM memory_entities WHERE lower(name)=lower(?)", (name,)
+        ).fetchone()
+    else:
+        row = conn.execute("SELECT id, kind FROM memory_entities WHERE name=?", (name,)).fetchone()
     if row:
         if kind and not row["kind"]:
             conn.execute("UPDATE memory_entities SET kind=? WHERE id=?", (kind, row["id"]))
         return int(row["id"])
+    if postgres:
+        new = conn.execute(
+            "INSERT INTO memory_entities (name, kind, created_at) VALUES (?,?,?) RETURNING id",
+            (name, kind, now),
+        ).fetchone()
+        assert new is not None
+        return int(new[0])
     cur = conn.execute(
         "INSERT INTO memory_entities (name, kind, created_at) VALUES (?,?,?)", (name, kind, now)
     )
@@ -262,19 +330,36 @@ def upsert_entity(conn: Connection, name: str, kind: str | None, now: float) -> 
 
 
 def add_relationship(conn: Connection, source: int, relation: str, target: int, now: float) -> None:
-    conn.execute(
-        "INSERT OR IGNORE INTO memory_relationships (source_id, relation, target_id, created_at) "
-        "VALUES (?,?,?,?)",
-        (source, relation, target, now),
-    )
+    if dialect(conn) == "postgres":
+        conn.execute(
+            "INSERT INTO memory_relationships (source_id, relation, target_id, created_at) "
+            "VALUES (?,?,?,?) ON CONFLICT DO NOTHING",
+            (source, relation, target, now),
+        )
+    else:
+        conn.execute(
+            "INSERT OR IGNORE INTO memory_relationships (source_id, relation, target_id, "
+            "created_at) VALUES (?,?,?,?)",
+            (source, relation, target, now),
+        )
 
 
 def relationships(conn: Connection) -> list[tuple[str, str, str]]:
-    rows = conn.execute(
-        "SELECT s.name AS s, r.relation AS r, t.name AS t FROM memory_relationships r "
-        "JOIN memory_entities s ON s.id=r.source_id JOIN memory_entities t ON t.id=r.target_id "
-        "ORDER BY s.name, r.relation, t.name"
-    )
+    """Every relationship by name, ordered as SQLite's NOCASE names order them."""
+    if dialect(conn) == "postgres":
+        rows = conn.execute(
+            "SELECT s.name AS s, r.relation AS r, t.name AS t FROM memory_relationships r "
+            "JOIN memory_entities s ON s.id=r.source_id "
+            "JOIN memory_entities t ON t.id=r.target_id "
+            "ORDER BY lower(s.name), r.relation, lower(t.name)"
+        )
+    else:
+        rows = conn.execute(
+            "SELECT s.name AS s, r.relation AS r, t.name AS t FROM memory_relationships r "
+            "JOIN memory_entities s ON s.id=r.source_id "
+            "JOIN memory_entities t ON t.id=r.target_id "
+            "ORDER BY s.name, r.relation, t.name"
+        )
     return [(x["s"], x["r"], x["t"]) for x in rows]
 
 
