@@ -5,10 +5,14 @@ memory next) agree on what a session is. Bounded: the least recently seen sessio
 forgotten past ``capacity``; a forgotten session that comes back starts afresh, which only
 costs the first request's thread guess.
 
-A session is bound to the first project it resolves to, so one session never lands in two
-databases: Claude Code's title request names no working directory, and its sub-agents name
-it in another place than the main thread. Explicit headers (``x-ember-project-id``,
-``x-ember-cwd``) always win, as they do for a single request.
+A session is bound to the first project it resolves to, so a request that names no project
+of its own lands in the session's database: Claude Code's title request names no working
+directory, and a working directory found only in a message's text is a weaker sign than the
+session's. A request that names its project itself — the explicit headers
+(``x-ember-project-id``, ``x-ember-cwd``), its system prompt, the configured project root —
+is served by that project even when its session was bound to another: a session id two
+projects share (a harness's fixed ``x-ember-session-id`` or ``prompt_cache_key``) must not
+hand the first project's memories to the second (fail closed across projects).
 
 Features keep their per-session state here too (``feature``/``put_feature``), so it is
 bounded and forgotten together, and background work can ask whether a session is ``busy``
@@ -45,6 +49,11 @@ class SessionInfo:
     features: dict[str, Any] = field(default_factory=dict)
 
 
+#: Where a request names its own project (``project.resolve_project``'s sources): such a
+#: request is served by that project, whatever its session was bound to.
+_NAMED_BY_REQUEST = ("header:", "system-prompt", "project-root")
+
+
 class SessionRegistry:
     def __init__(
         self, capacity: int = DEFAULT_CAPACITY, clock: Callable[[], float] = time.monotonic
@@ -71,7 +80,7 @@ class SessionRegistry:
 
     @staticmethod
     def _bind(info: SessionInfo, project: ProjectRef | None) -> ProjectRef | None:
-        if project is not None and project.source.startswith("header:"):
+        if project is not None and project.source.startswith(_NAMED_BY_REQUEST):
             info.project = info.project or project
             return project
         if info.project is None:

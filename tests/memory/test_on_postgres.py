@@ -26,7 +26,6 @@ from tests.memory.test_stage_e2e import ACME, FACTS, memory_blocks, memory_stage
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 
-OTHER_SESSION = "0a1b2c3d-0000-4000-8000-000000000002"
 SET = Path(__file__).parents[2] / "bench" / "data" / "memory_conversations.json"
 
 
@@ -98,8 +97,9 @@ def test_the_proxy_injects_a_fact_saved_in_the_projects_schema(
         [(n,)] = conn.execute(f"SELECT COUNT(*) FROM {schema}.memory_injections").fetchall()
     assert n >= 1  # the ledger is on the server too
     before = len(sent(stack))
-    # Another project (a session of its own: a session stays bound to its first project).
-    run_agent(stack, cwd="/home/dev/other/acme-api", session_id=OTHER_SESSION)
+    # Another project, even in the same session: a request that names its own project is
+    # served by it, never by the project its session was first bound to.
+    run_agent(stack, cwd="/home/dev/other/acme-api")
     later = sent(stack)[before:]
     assert later and not any(memory_blocks(m) for r in later for m in r["messages"])
 

@@ -94,6 +94,22 @@ def test_memory_never_crosses_projects(make_stack: StackFactory) -> None:
     assert not any(memory_blocks(m) for r in sent(stack) for m in r["messages"])
 
 
+def test_a_session_id_two_projects_share_never_carries_memories_across(
+    make_stack: StackFactory,
+) -> None:
+    """A harness that sends one fixed session id (``x-ember-session-id``, a reused
+    ``prompt_cache_key``) from two projects: the second project's requests name their own
+    working directory, so they get its memories (none here), never the first's."""
+    stack = make_stack(stages=memory_stage)
+    seed(stack.home, ACME, FACTS)
+    run_agent(stack)  # the scripted agent's fixed session id, bound to acme-api
+    before = len(sent(stack))
+    assert any(memory_blocks(m) for r in sent(stack) for m in r["messages"])
+    run_agent(stack, cwd="/home/dev/shop")  # the same session id, another project
+    later = sent(stack)[before:]
+    assert later and not any(memory_blocks(m) for r in later for m in r["messages"])
+
+
 def test_unresolved_project_gets_nothing_and_nothing_is_written(make_stack: StackFactory) -> None:
     stack = make_stack(stages=memory_stage)
     r = httpx2.post(
