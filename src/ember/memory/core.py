@@ -22,21 +22,16 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import logging
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from ember.errors import StorageError
 from ember.memory import bubbling, changes
 from ember.memory.deferral import Deferral
 from ember.memory.drafting import draft, new_id
-from ember.memory.errors import (
-    MemoryStoreError,
-    VectorIndexUnavailable,
-)
+from ember.memory.errors import MemoryStoreError, VectorIndexUnavailable, store_errors
 from ember.memory.extraction import SavePayload
 from ember.memory.finder import Finder
 from ember.memory.index.base import VectorIndex, Vectors
@@ -53,7 +48,7 @@ from ember.memory.upkeep import Upkeep
 from ember.memory.vectors import EmbedderSlot, EmbedderSource, QueryVectors, cosine_zero, embed
 from ember.memory.vindex import IndexSlot
 from ember.store.database import Database
-from ember.store.driver import Connection, errors
+from ember.store.driver import Connection
 from ember.store.pg.database import PgDatabase
 from ember.store.schema import PROJECT
 
@@ -63,19 +58,6 @@ log = logging.getLogger(__name__)
 NONEMPTY_SECONDS = 30.0
 
 T = TypeVar("T")
-#: What the storage layer raises when a file cannot be read or written (mapped onto
-#: ``MemoryStoreError`` here, so callers catch one memory error).
-_FILE_ERRORS: tuple[type[Exception], ...] = (StorageError, errors.Error)
-
-
-def _store_errors() -> tuple[type[Exception], ...]:
-    """``_FILE_ERRORS``, and psycopg's errors once a PostgreSQL store loaded it (a statement
-    the server refused is a memory error too, never a raw driver error in a request); psycopg
-    is not imported for a process that only has SQLite files."""
-    psycopg = sys.modules.get("psycopg")
-    return _FILE_ERRORS if psycopg is None else (*_FILE_ERRORS, psycopg.Error)
-
-
 IndexChoice = Literal["auto", "sqlite-vec", "hnsw"]
 
 
@@ -106,7 +88,7 @@ class HierarchicalMemory:
         self._closed = False
         try:
             self._data_version = self._db.data_version()
-        except _store_errors() as exc:
+        except store_errors() as exc:
             self._close_db()
             raise MemoryStoreError(f"cannot open memory database {self.path}: {exc}") from exc
         postgres = isinstance(self._db, PgDatabase)
@@ -202,7 +184,7 @@ class HierarchicalMemory:
                 on_rollback=index.rollback if index is not None else None,
                 label="memory",
             )
-        except _store_errors() as exc:
+        except store_errors() as exc:
             raise MemoryStoreError(f"memory write failed in {self.path}: {exc}") from exc
 
     def _query(self, fn: Callable[[Connection], T]) -> T:
@@ -212,7 +194,7 @@ class HierarchicalMemory:
         try:
             self._check_external()
             return self._db.read(fn)
-        except _store_errors() as exc:
+        except store_errors() as exc:
             raise MemoryStoreError(f"memory read failed in {self.path}: {exc}") from exc
 
     def _snapshot_read(self, fn: Callable[[Connection], T]) -> T:
@@ -223,7 +205,7 @@ class HierarchicalMemory:
             raise MemoryStoreError(f"memory store {self.path} is closed")
         try:
             return self._db.read(fn)
-        except _store_errors() as exc:
+        except store_errors() as exc:
             raise MemoryStoreError(f"memory read failed in {self.path}: {exc}") from exc
 
     # -- writes ------------------------------------------------------------------------------------
@@ -426,7 +408,7 @@ class HierarchicalMemory:
         now = self._clock() if now is None else now
         try:
             self._check_external()  # once, for every read of this search
-        except _store_errors() as exc:
+        except store_errors() as exc:
             raise MemoryStoreError(f"memory read failed in {self.path}: {exc}") from exc
         hits = self._finder.find(
             q,
@@ -463,7 +445,7 @@ class HierarchicalMemory:
         self._cache_discard(ids)
         try:
             self._db.submit(job, label="memory-touch")
-        except _store_errors() as exc:
+        except store_errors() as exc:
             raise MemoryStoreError(f"memory write failed in {self.path}: {exc}") from exc
 
     # -- embedding -----------------------------------------------------------------------------

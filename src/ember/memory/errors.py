@@ -14,7 +14,10 @@ Lower-layer failures (sqlite3/sqlean errors, hnswlib, a broken index file) are m
 
 from __future__ import annotations
 
-from ember.errors import EmberError
+import sys
+
+from ember.errors import EmberError, StorageError
+from ember.store.driver import errors as sqlite_errors
 
 
 class MemoryError_(EmberError):  # the builtin name MemoryError is taken
@@ -35,3 +38,14 @@ class MemoryStoreError(MemoryError_):
 
 class VectorIndexUnavailable(MemoryStoreError):
     """``memory_vector_index`` asked for an index this machine cannot load."""
+
+
+def store_errors() -> tuple[type[Exception], ...]:
+    """What the storage layer raises when a store cannot be read or written, for the memory
+    library to map onto ``MemoryStoreError`` (callers catch one memory error): the store's own
+    errors, SQLite's, and psycopg's once a PostgreSQL store loaded it (a statement the server
+    refused is a memory error too, never a raw driver error in a request). psycopg is not
+    imported for a process that only has SQLite files."""
+    psycopg = sys.modules.get("psycopg")
+    own = (StorageError, sqlite_errors.Error)
+    return own if psycopg is None else (*own, psycopg.Error)
