@@ -32,7 +32,6 @@ from pathlib import Path
 
 from ember.errors import StorageUnavailable
 from ember.store.driver import Connection
-from ember.store.pg.connection import dialect
 from ember.store.registry import Storage
 
 log = logging.getLogger(__name__)
@@ -106,19 +105,12 @@ class InjectionLedger:
         )
 
         def insert(conn: Connection) -> None:
-            if dialect(conn) == "postgres":
-                conn.execute(
-                    "INSERT INTO memory_injections (session_id, message_index, message_digest, "
-                    "block, memory_ids, created_at, busy) VALUES (?,?,?,?,?,?,?) "
-                    "ON CONFLICT DO NOTHING",
-                    row,
-                )
-            else:
-                conn.execute(
-                    "INSERT OR IGNORE INTO memory_injections (session_id, message_index, "
-                    "message_digest, block, memory_ids, created_at, busy) VALUES (?,?,?,?,?,?,?)",
-                    row,
-                )
+            conn.execute(  # SQL both backends accept
+                "INSERT INTO memory_injections (session_id, message_index, message_digest, "
+                "block, memory_ids, created_at, busy) VALUES (?,?,?,?,?,?,?) "
+                "ON CONFLICT DO NOTHING",
+                row,
+            )
 
         database = self._storage.database(db)
         if not database.health.ok:
@@ -181,14 +173,8 @@ class AskCounts:
 
 
 def ask_counts(conn: Connection) -> AskCounts:
-    if dialect(conn) == "postgres":
-        asks, injected, busy = conn.execute(
-            "SELECT COUNT(*), COUNT(*) FILTER (WHERE block != ''), COALESCE(SUM(busy), 0) "
-            "FROM memory_injections"
-        ).fetchone()
-    else:
-        asks, injected, busy = conn.execute(
-            "SELECT COUNT(*), COALESCE(SUM(block != ''), 0), COALESCE(SUM(busy), 0) "
-            "FROM memory_injections"
-        ).fetchone()
+    asks, injected, busy = conn.execute(  # SQL both backends accept
+        "SELECT COUNT(*), COUNT(*) FILTER (WHERE block != ''), COALESCE(SUM(busy), 0) "
+        "FROM memory_injections"
+    ).fetchone()
     return AskCounts(int(asks), int(injected), int(busy))

@@ -3,10 +3,11 @@
 Every function runs inside a transaction the caller (``HierarchicalMemory``) opened, so a
 memory row, its vector, its FTS entry and its evidence commit or roll back together.
 
-Each statement runs on SQLite and on PostgreSQL (``store.pg.connection``). Where the two
-dialects differ (a new row's key, ``INSERT OR IGNORE``, ``IS ?`` on a parameter, the entity
-names' NOCASE collation, an unbounded ``LIMIT``) the function asks ``dialect(conn)`` and says
-each statement in full.
+Each statement runs on SQLite and on PostgreSQL (``store.pg.connection``), written in the SQL
+both accept (``ON CONFLICT DO NOTHING``, ``IS NOT DISTINCT FROM``, ``CAST``; SQLite has had them
+since 3.24-3.39, and ember requires 3.45). Where no such form exists (a new row's key, the
+entity names' NOCASE collation, an unbounded ``LIMIT``) the function asks ``dialect(conn)``
+and says each statement in full.
 """
 
 from __future__ import annotations
@@ -142,21 +143,13 @@ def by_seqs(conn: Connection, seqs: Sequence[int]) -> dict[int, Memory]:
 
 def current_by_hash(conn: Connection, digest: str, m: Memory) -> Memory | None:
     """A current memory with the same content hash and the same scope ids, if any."""
-    args = (digest, m.user_id, m.session_id, m.agent_id, m.turn_id)
-    if dialect(conn) == "postgres":
-        row = conn.execute(
-            f"{_SELECT} WHERE content_hash=? AND valid_until IS NULL "
-            "AND user_id IS NOT DISTINCT FROM ? AND session_id IS NOT DISTINCT FROM ? "
-            "AND agent_id IS NOT DISTINCT FROM ? AND turn_id IS NOT DISTINCT FROM ? "
-            "ORDER BY seq LIMIT 1",
-            args,
-        ).fetchone()
-    else:
-        row = conn.execute(
-            f"{_SELECT} WHERE content_hash=? AND valid_until IS NULL AND user_id IS ? "
-            "AND session_id IS ? AND agent_id IS ? AND turn_id IS ? ORDER BY seq LIMIT 1",
-            args,
-        ).fetchone()
+    row = conn.execute(
+        f"{_SELECT} WHERE content_hash=? AND valid_until IS NULL "
+        "AND user_id IS NOT DISTINCT FROM ? AND session_id IS NOT DISTINCT FROM ? "
+        "AND agent_id IS NOT DISTINCT FROM ? AND turn_id IS NOT DISTINCT FROM ? "
+        "ORDER BY seq LIMIT 1",
+        (digest, m.user_id, m.session_id, m.agent_id, m.turn_id),
+    ).fetchone()
     return to_memory(row) if row else None
 
 
@@ -235,18 +228,11 @@ def next_turns(
     current turns that follow it in the same session (by time, then seq), nearest first."""
     out: dict[int, list[int]] = {}
     # created_at >= ? first: a range on the index, not a scan of the whole session.
-    if dialect(conn) == "postgres":
-        sql = (
-            "SELECT seq FROM memories WHERE category = 'turn' AND valid_until IS NULL "
-            "AND session_id IS NOT DISTINCT FROM ? AND created_at >= ? "
-            "AND (created_at > ? OR seq > ?) ORDER BY created_at, seq LIMIT ?"
-        )
-    else:
-        sql = (
-            "SELECT seq FROM memories WHERE category = 'turn' AND valid_until IS NULL "
-            "AND session_id IS ? AND created_at >= ? AND (created_at > ? OR seq > ?) "
-            "ORDER BY created_at, seq LIMIT ?"
-        )
+    sql = (
+        "SELECT seq FROM memories WHERE category = 'turn' AND valid_until IS NULL "
+        "AND session_id IS NOT DISTINCT FROM ? AND created_at >= ? "
+        "AND (created_at > ? OR seq > ?) ORDER BY created_at, seq LIMIT ?"
+    )
     for seq, session, created_at in turns:
         found = conn.execute(sql, (session, created_at, created_at, seq, max(n, 0))).fetchall()
         if found:
@@ -278,27 +264,18 @@ def meta_set(conn: Connection, key: str, value: str) -> None:
 
 def bump_generation(conn: Connection) -> int:
     """Count vector changes; the hnsw file records the generation it reflects."""
-    if dialect(conn) == "postgres":
-        conn.execute(
-            "UPDATE memory_meta SET value = (CAST(value AS BIGINT) + 1)::text "
-            "WHERE key='vector_generation'"
-        )
-    else:
-        conn.execute(
-            "UPDATE memory_meta SET value = CAST(value AS INTEGER) + 1 "
-            "WHERE key='vector_generation'"
-        )
+    conn.execute(
+        "UPDATE memory_meta SET value = CAST(CAST(value AS BIGINT) + 1 AS TEXT) "
+        "WHERE key='vector_generation'"
+    )
     return int(meta_get(conn, "vector_generation") or 0)
 
 
 def link_entities(conn: Connection, seq: int, entity_ids: Iterable[int]) -> None:
-    links = [(seq, e) for e in entity_ids]
-    if dialect(conn) == "postgres":
-        conn.executemany(
-            "INSERT INTO memory_entity_links VALUES (?, ?) ON CONFLICT DO NOTHING", links
-        )
-    else:
-        conn.executemany("INSERT OR IGNORE INTO memory_entity_links VALUES (?, ?)", links)
+    conn.executemany(
+        "INSERT INTO memory_entity_links VALUES (?, ?) ON CONFLICT DO NOTHING",
+        [(seq, e) for e in entity_ids],
+    )
 
 
 def upsert_entity(conn: Connection, name: str, kind: str | None, now: float) -> int:
@@ -330,18 +307,11 @@ def upsert_entity(conn: Connection, name: str, kind: str | None, now: float) -> 
 
 
 def add_relationship(conn: Connection, source: int, relation: str, target: int, now: float) -> None:
-    if dialect(conn) == "postgres":
-        conn.execute(
-            "INSERT INTO memory_relationships (source_id, relation, target_id, created_at) "
-            "VALUES (?,?,?,?) ON CONFLICT DO NOTHING",
-            (source, relation, target, now),
-        )
-    else:
-        conn.execute(
-            "INSERT OR IGNORE INTO memory_relationships (source_id, relation, target_id, "
-            "created_at) VALUES (?,?,?,?)",
-            (source, relation, target, now),
-        )
+    conn.execute(
+        "INSERT INTO memory_relationships (source_id, relation, target_id, created_at) "
+        "VALUES (?,?,?,?) ON CONFLICT DO NOTHING",
+        (source, relation, target, now),
+    )
 
 
 def relationships(conn: Connection) -> list[tuple[str, str, str]]:
