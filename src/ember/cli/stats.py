@@ -20,7 +20,6 @@ from ember.shadow import spend
 from ember.shadow.budget import Budget
 from ember.store.accounting import own_spend, own_spend_of, session_totals, sessions_of
 from ember.store.database import Database
-from ember.store.migrations import Schema
 from ember.store.registry import read_problems, stats_db_path
 from ember.store.schema import PROJECT, STATS
 
@@ -56,65 +55,67 @@ def stats(
     settings = load_settings(config_file)
     ref = project_from_cli(project_id, str(cwd) if cwd else None)
     path = ref.db_path(settings.home) if ref else stats_db_path(settings.home)
-    if settings.store_url is not None:
-        _stats_on_postgres(settings, path, PROJECT if ref is not None else STATS, limit, as_json)
-        return
-    rows: list[dict[str, Any]] = []
-    own: list[dict[str, Any]] = []
-    budget = None
-    asks: AskCounts | None = None
-    found = access.existing(settings.home, path)
-    if found:
-        # Opened here first: a file that cannot be used is one line with the fix, worded
-        # for a command that runs once (``access.database``), before the reads below.
-        with access.database(path, PROJECT if ref is not None else STATS) as db:
-            budget = _budget(db, settings) if ref is not None else db.read(lambda c: None)
-            asks = db.read(ask_counts) if ref is not None else None
-        with access.one_shot(path):
-            rows, own = session_totals(path)[:limit], own_spend(path)
-    problem = read_problems(settings.home).get(str(path))
+    gather = _from_postgres if settings.store_url is not None else _from_file
+    report = gather(settings, path, ref is not None, limit)
+    problem = read_problems(settings.home).get(report.where)
     if as_json:
-        out: dict[str, Any] = {"db": str(path), "sessions": rows, "ember_spend": own}
-        if budget is not None:
-            out["shadow_budget"] = spend.describe(budget)
-        if asks is not None:
-            out["memory_asks"] = dataclasses.asdict(asks)
+        out: dict[str, Any] = {"db": report.where, "sessions": report.rows}
+        out["ember_spend"] = report.own
+        if report.budget is not None:
+            out["shadow_budget"] = spend.describe(report.budget)
+        if report.asks is not None:
+            out["memory_asks"] = dataclasses.asdict(report.asks)
         if problem is not None:
             out["problem"] = problem
         click.echo(json.dumps(out, indent=2))
         return
+    missing = None if report.found else report.missing
+    _print(report.where, missing, report.rows, report.own, report.budget, problem)
+    if report.asks is not None:
+        render.say(report.asks.sentence(), out=render.console())
+
+
+@dataclasses.dataclass
+class _Report:
+    """What ``ember stats`` shows of one database, read from either backend."""
+
+    where: str
+    found: bool
+    missing: str
+    rows: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    own: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    budget: Budget | None = None
+    asks: AskCounts | None = None
+
+
+def _from_file(settings: Settings, path: Path, project: bool, limit: int) -> _Report:
     missing = (
         access.no_data(path)
-        if ref is not None
+        if project
         else f"No sessions recorded: {path} does not exist yet (nothing was created)."
     )
-    _print(path, None if found else missing, rows, own, budget, problem)
-    if asks is not None:
-        render.say(asks.sentence(), out=render.console())
+    report = _Report(str(path), access.existing(settings.home, path), missing)
+    if report.found:
+        # Opened here first: a file that cannot be used is one line with the fix, worded
+        # for a command that runs once (``access.database``), before the reads below.
+        with access.database(path, PROJECT if project else STATS) as db:
+            report.budget = _budget(db, settings) if project else db.read(lambda c: None)
+            report.asks = db.read(ask_counts) if project else None
+        with access.one_shot(path):
+            report.rows, report.own = session_totals(path)[:limit], own_spend(path)
+    return report
 
 
-def _stats_on_postgres(
-    settings: Settings, path: Path, schema: Schema, limit: int, as_json: bool
-) -> None:
-    """The same report from the project's schema on PostgreSQL (``store_url``): sessions and
-    ember's own calls. The shadow budget and memory's asks are left out until those features
-    run on PostgreSQL (``Feature.postgres``): their tables are not there."""
-    rows: list[dict[str, Any]] = []
-    own: list[dict[str, Any]] = []
-    with access.pg_database(settings, path, schema) as db:
-        where = db.where
-        found = db.exists()
-        if found:
-            rows, own = db.read(sessions_of)[:limit], db.read(own_spend_of)
-    problem = read_problems(settings.home).get(where)
-    if as_json:
-        out: dict[str, Any] = {"db": where, "sessions": rows, "ember_spend": own}
-        if problem is not None:
-            out["problem"] = problem
-        click.echo(json.dumps(out, indent=2))
-        return
-    missing = None if found else f"No sessions recorded: {where} does not exist yet."
-    _print(where, missing, rows, own, None, problem)
+def _from_postgres(settings: Settings, path: Path, project: bool, limit: int) -> _Report:
+    """The same report from the project's schema on PostgreSQL (``store_url``). The shadow
+    budget is left out until shadow memory runs on PostgreSQL (``Feature.postgres``): its
+    tables are not there."""
+    with access.pg_database(settings, path, PROJECT if project else STATS) as db:
+        report = _Report(db.where, db.exists(), "")
+        report.missing = f"No sessions recorded: {report.where} does not exist yet."
+        if report.found:
+            report.rows, report.own = db.read(sessions_of)[:limit], db.read(own_spend_of)
+    return report
 
 
 def _print(
