@@ -99,7 +99,11 @@ def _numbers(report: dict[str, Any]) -> dict[str, Any]:
         s["session_id"]: {k: v for k, v in s.items() if k not in ("first_seen", "last_seen")}
         for s in report["sessions"]
     }
-    return {"sessions": sessions, "ember_spend": report["ember_spend"]}
+    return {
+        "sessions": sessions,
+        "ember_spend": report["ember_spend"],
+        "memory_asks": report["memory_asks"],  # memory runs on PostgreSQL: its ledger too
+    }
 
 
 def test_accounting_lands_in_the_projects_schema_and_stats_reads_what_sqlite_reads(
