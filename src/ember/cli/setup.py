@@ -181,9 +181,11 @@ def _mcp_approval(client: str) -> str:
     from ember.memory.mcp_tools import TOOLS
 
     if client == "codex":
+        runs = ", ".join(t.name for t in TOOLS if not t.destructive)
+        asks = ", ".join(t.name for t in TOOLS if t.destructive)
         return (
-            "Codex runs memory_search, memory_list, memory_save and memory_update on its own "
-            "and asks before memory_forget (`codex exec`, with no one to ask, refuses it)."
+            f"Codex runs {runs} on its own and asks before {asks} "
+            "(`codex exec`, with no one to ask, refuses it)."
         )
     names = " ".join(f"mcp__ember__{t.name}" for t in TOOLS if not t.destructive)
     return (
