@@ -90,6 +90,7 @@ async def test_the_sdk_client_saves_finds_updates_lists_and_forgets(tmp_path: Pa
             "memory_list",
         ]
         assert [n for n, h in hints.items() if h and h.destructive_hint] == ["memory_forget"]
+        assert [n for n, h in hints.items() if h and not h.idempotent_hint] == ["memory_update"]
         saved = await call(
             session,
             "memory_save",

@@ -169,12 +169,12 @@ async def _run(
 
 
 def _tool(t: ToolDef) -> types.Tool:
-    """A tool as listed, with the hints clients approve calls by: none of them reaches past
-    this project's memory (not open-world); a save of a fact already current changes nothing."""
+    """A tool as listed, with the hints clients approve calls by (``ToolDef``); none of them
+    reaches past this project's memory (not open-world)."""
     hints = types.ToolAnnotations(
         read_only_hint=t.read_only,
         destructive_hint=t.destructive,
-        idempotent_hint=t.read_only or t.destructive or t.name == SAVE,
+        idempotent_hint=t.idempotent,
         open_world_hint=False,
     )
     return types.Tool(

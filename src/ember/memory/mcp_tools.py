@@ -54,6 +54,9 @@ class ToolDef:
     schema: dict[str, Any]
     read_only: bool = False
     destructive: bool = False
+    #: calling it again with the same arguments changes nothing more (a save of a fact
+    #: already current returns it; a forget of a forgotten id finds nothing)
+    idempotent: bool = False
 
 
 TOOLS: tuple[ToolDef, ...] = (
@@ -71,6 +74,7 @@ TOOLS: tuple[ToolDef, ...] = (
             "required": ["query"],
         },
         read_only=True,
+        idempotent=True,
     ),
     ToolDef(
         SAVE,
@@ -95,6 +99,7 @@ TOOLS: tuple[ToolDef, ...] = (
             },
             "required": ["facts"],
         },
+        idempotent=True,
     ),
     ToolDef(
         UPDATE,
@@ -116,6 +121,7 @@ TOOLS: tuple[ToolDef, ...] = (
         "Delete a memory by id, for good.",
         {"type": "object", "properties": {"id": _ID}, "required": ["id"]},
         destructive=True,
+        idempotent=True,
     ),
     ToolDef(
         LIST,
@@ -127,6 +133,7 @@ TOOLS: tuple[ToolDef, ...] = (
             },
         },
         read_only=True,
+        idempotent=True,
     ),
 )
 
