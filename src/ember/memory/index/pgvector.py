@@ -70,8 +70,8 @@ def as_text(vector: Vectors) -> str:
 
 
 class PgVectorIndex:
-    """Stateless but for its dimension: the graph lives in the project's schema and commits or
-    rolls back with the memory rows."""
+    """Stateless but for its dimension and where pgvector lives (found by ``ensure``): the
+    graph is in the project's schema and commits or rolls back with the memory rows."""
 
     name = "pgvector"
 
