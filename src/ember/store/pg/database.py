@@ -42,10 +42,11 @@ from ember.store.health import TRANSIENT, Health, State, retry_delay
 from ember.store.hold import HoldLimit
 from ember.store.migrations import Schema
 from ember.store.pg import pool as pools
-from ember.store.pg.batch import run_batch
+from ember.store.pg.batch import CommitUnknown, run_batch, settle
 from ember.store.pg.connection import PgConnection
 from ember.store.pg.failures import classify
 from ember.store.pg.migrate import enter, migrate, quoted, require_ported
+from ember.store.pg.unsure import Unsure
 from ember.store.pg.url import where
 
 if TYPE_CHECKING:
@@ -90,6 +91,7 @@ class PgDatabase(Database):
         self._held_pool: ConnectionPool[Any] | None = None
         self._reads_retry_at = 0.0  # monotonic: when a read may try a store that is off
         self._reads_retries = 0
+        self._unsure = Unsure()  # jobs whose COMMIT was lost with the connection
 
     @property
     def where(self) -> str:
@@ -152,12 +154,34 @@ class PgDatabase(Database):
 
     def _write_batch(self, batch: list[w.Job[Any]]) -> None:
         try:
-            with self._pool().connection() as conn:
-                run_batch(conn, self.schema_name, batch)
+            try:
+                with self._pool().connection() as conn:
+                    todo = self._unsure.outstanding(conn, batch)
+                    if todo:
+                        run_batch(conn, self.schema_name, todo)
+            except CommitUnknown as unknown:
+                self._settle_now(unknown)
         except w.FileFailure:
             raise
         except Exception as exc:  # no connection to be had (or none to give back)
             raise w.FileFailure(classify(exc) or "unreachable", exc) from exc
+
+    def _settle_now(self, unknown: CommitUnknown) -> None:
+        """Ask at once on another connection whether the lost COMMIT took: a caller waiting
+        for its write gets the answer it would have had. Returns when it did; raises
+        ``FileFailure`` otherwise (when it did not, the batch runs again; when no one can
+        say yet, its jobs wait in ``_unsure`` and never run before the server says)."""
+        try:
+            with self._pool().connection() as conn:
+                outcome = settle(conn, unknown)
+        except Exception:  # the server is gone: ask when it is back
+            outcome = None
+        if outcome is None:
+            self._unsure.remember(unknown)
+            raise unknown
+        self._unsure.forget(unknown, committed=outcome)
+        if not outcome:
+            raise unknown
 
     def _committed(self, batch: list[w.Job[Any]]) -> None:
         self.stats.record(batch)
