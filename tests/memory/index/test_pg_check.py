@@ -22,7 +22,7 @@ def test_a_store_ember_wrote_agrees_and_each_cut_is_named(open_store: OpenStore)
     store.add("Releases deploy to eu-west-1 on tags")
     store.add("Tests run with pytest -q")
     store.delete(first.id)
-    db = store.database()
+    db = store.database
     assert db.read(problems) == {}
     cuts = {
         "memories missing from the keyword index": "DELETE FROM memory_doclen WHERE seq = "
