@@ -1,0 +1,222 @@
+"""``ember store copy`` (issue #24 item 4) against a real PostgreSQL with pgvector (``pg_url``):
+an ember home with two projects (accounting and memories with vectors) and stats goes to
+PostgreSQL and back, with equal counts, the same search results, nothing new on a second run,
+conflicts reported and never overwritten, and clear errors for ends that cannot be used."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ember.cli import cli
+from ember.memory import HierarchicalMemory, NewMemory
+from ember.project import project_dir_name
+from ember.store.accounting import ExchangeRecord
+from ember.store.copy import CopyError, copy_store, parse
+from ember.store.database import Database
+from ember.store.schema import PROJECT, STATS
+from tests.memory.conftest import Clock, HashEmbedder, pg_database
+
+psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+
+FACTS = {
+    "/src/acme-api": [
+        "The acme API deploys with make ship from the release branch",
+        "Postgres migrations live in db/migrations and run with alembic",
+        "The staging cluster is called blue-heron",
+        "Never log the customer's email address",
+    ],
+    "/src/Widget.App": [
+        "Widgets are rendered with the canvas backend",
+        "The widget cache expires after ten minutes",
+        "Release notes are written in docs/changes.md",
+    ],
+}
+ASKS = ["how do we deploy the api", "where are migrations", "widget cache expiry"]
+
+
+def _exchange(i: int, project: str | None) -> ExchangeRecord:
+    return ExchangeRecord(
+        ts=1_790_000_000.0 + i * 61.5, session_id=f"s{i % 3}", project=project,
+        protocol="anthropic", model="claude-x", status=200, outcome="ok", stream=bool(i % 2),
+        usage=None, cost_usd=0.001 * i if i % 4 else None, price_snapshot="p1",
+        latency_ms=120.25 + i, ttfb_ms=None if i % 5 == 0 else 40.5,
+    )  # fmt: skip
+
+
+def make_home(home: Path) -> dict[str, Path]:
+    """Two projects with exchanges and memories (vectors from ``HashEmbedder``), and stats."""
+    paths: dict[str, Path] = {}
+    for identity, facts in FACTS.items():
+        path = home / "projects" / project_dir_name(identity, is_path=True) / "ember.db"
+        paths[identity] = path
+        db = Database(path, PROJECT, log_failures=False)
+        try:
+            for i in range(25):
+                db.write(_exchange(i, identity).insert)
+        finally:
+            db.close()
+        store = HierarchicalMemory(path, HashEmbedder(), clock=Clock())
+        try:
+            store.add_many([NewMemory(f, category="fact", session_id="s1") for f in facts])
+            old = store.add("The old deploy used a shell script")
+            store.supersede(old.id, "The deploy uses make ship now")
+        finally:
+            store.close()
+    stats = Database(home / "stats.db", STATS, log_failures=False)
+    try:
+        for i in range(7):
+            stats.write(_exchange(i, None).insert)
+    finally:
+        stats.close()
+    return paths
+
+
+def _tables(report: dict[str, Any], database: str) -> dict[str, dict[str, Any]]:
+    unit = next(u for u in report["databases"] if u["database"] == database)
+    return {t["table"]: t for t in unit["tables"]}
+
+
+def _run(src: str, dst: str) -> dict[str, Any]:
+    return copy_store(parse(src), parse(dst)).to_json()
+
+
+def _searches(store: HierarchicalMemory) -> list[list[tuple[str, float]]]:
+    return [
+        [(h.memory.content, round(h.score, 6)) for h in store.search(q, top_k=3, touch=False)]
+        for q in ASKS
+    ]
+
+
+def test_a_home_goes_to_postgres_and_back_with_equal_counts(pg_url: str, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    paths = make_home(home)
+    first = _run(str(home), pg_url)
+    assert first["ok"], first
+    names = {u["database"] for u in first["databases"]}
+    assert names == {p.parent.name for p in paths.values()} | {"stats"}
+    for path in paths.values():
+        tables = _tables(first, path.parent.name)
+        assert tables["exchanges"]["source"] == tables["exchanges"]["copied"] == 25
+        assert tables["memories"]["source"] == tables["memories"]["target_after"] >= 5
+        assert tables["memory_vectors"]["copied"] == tables["memories"]["source"] - 1
+        assert tables["spend_hours"]["skipped"]  # kept by the trigger, not copied
+    assert _tables(first, "stats")["exchanges"]["copied"] == 7
+
+    # the same memories found the same way on PostgreSQL
+    for identity, path in paths.items():
+        sqlite = HierarchicalMemory(path, HashEmbedder(), clock=Clock())
+        pg_db = pg_database(
+            pg_url, tmp_path / "pg-home", tmp_path / "pg-home" / path.relative_to(home)
+        )
+        pg = HierarchicalMemory(pg_db, HashEmbedder(), clock=Clock())
+        try:
+            assert pg.count() == sqlite.count()
+            assert _searches(pg) == _searches(sqlite), identity
+        finally:
+            pg.close()
+            pg_db.close()
+            sqlite.close()
+
+    back = tmp_path / "back"
+    returned = _run(pg_url, str(back))
+    assert returned["ok"], returned
+    for identity, path in paths.items():
+        copied = back / path.relative_to(home)
+        assert copied.is_file(), f"{identity}: the project's own folder, {path.parent.name}"
+        original = HierarchicalMemory(path, HashEmbedder(), clock=Clock())
+        again = HierarchicalMemory(copied, HashEmbedder(), clock=Clock())
+        try:
+            assert _searches(again) == _searches(original)
+        finally:
+            original.close()
+            again.close()
+        tables = _tables(returned, path.parent.name)
+        assert tables["exchanges"]["target_after"] == 25
+    assert (back / "stats.db").is_file()
+
+
+def test_a_second_run_copies_nothing_and_says_so(pg_url: str, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    make_home(home)
+    assert _run(str(home), pg_url)["copied"] > 0
+    second = copy_store(parse(str(home)), parse(pg_url))
+    assert second.ok and second.copied == 0
+    assert any("nothing new to copy" in line for line in second.lines())
+    for unit in second.to_json()["databases"]:
+        for t in unit["tables"]:
+            if not t["skipped"]:
+                assert t["already"] == t["source"] and t["target_after"] >= t["source"], t
+        assert all(n == 0 for n in unit["rebuilt"].values()), unit["rebuilt"]
+
+
+def test_a_conflicting_row_is_reported_and_kept(pg_url: str, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    paths = make_home(home)
+    target = tmp_path / "target"
+    assert _run(str(home), str(target))["ok"]
+    path = next(iter(paths.values()))
+    db = Database(target / path.relative_to(home), PROJECT, log_failures=False)
+    try:
+        db.write(lambda c: c.execute("UPDATE exchanges SET model = 'changed' WHERE id = 3"))
+    finally:
+        db.close()
+    report = _run(str(home), str(target))
+    assert not report["ok"]
+    exchanges = _tables(report, path.parent.name)["exchanges"]
+    assert exchanges["conflicts"] == 1 and exchanges["conflict_keys"] == [[3]]
+    assert exchanges["already"] == 24 and exchanges["copied"] == 0
+    db = Database(target / path.relative_to(home), PROJECT, log_failures=False)
+    try:
+        row = db.read(lambda c: c.execute("SELECT model FROM exchanges WHERE id = 3").fetchone())
+    finally:
+        db.close()
+    assert row[0] == "changed"
+
+
+def test_the_source_is_never_written(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    make_home(home)
+    before = {p: p.read_bytes() for p in home.rglob("*.db")}
+    assert _run(str(home), str(tmp_path / "target"))["ok"]
+    assert {p: p.read_bytes() for p in home.rglob("*.db")} == before
+
+
+def test_bad_ends_are_clear_errors(tmp_path: Path) -> None:
+    (tmp_path / "not-a-home").mkdir()
+    (tmp_path / "not-a-home" / "notes.txt").write_text("x")
+    with pytest.raises(CopyError, match="is not an ember home"):
+        _run(str(tmp_path / "not-a-home"), str(tmp_path / "t"))
+    with pytest.raises(CopyError, match="is not an ember home"):
+        _run(str(tmp_path / "nowhere"), str(tmp_path / "t"))
+    make_home(tmp_path / "home")
+    with pytest.raises(CopyError, match="the same store"):
+        _run(str(tmp_path / "home"), str(tmp_path / "home"))
+    with pytest.raises(CopyError, match="not an ember home"):
+        _run(str(tmp_path / "home"), str(tmp_path / "not-a-home"))
+    secret = "postgresql://ember:s3cr3t-pw@127.0.0.1:1/ember"
+    shown = re.escape("cannot reach PostgreSQL at ember@127.0.0.1:1/ember")
+    with pytest.raises(CopyError, match=shown) as e:
+        _run(secret, str(tmp_path / "t"))
+    assert "s3cr3t" not in str(e.value)
+    with pytest.raises(CopyError, match="neither an ember home"):
+        parse("sqlite:///x.db")
+
+
+def test_the_command_prints_json_and_fails_on_conflicts(pg_url: str, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    make_home(home)
+    runner = CliRunner()
+    done = runner.invoke(cli, ["store", "copy", "--from", str(home), "--to", pg_url, "--json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output)["ok"] is True
+    text = runner.invoke(cli, ["store", "copy", "--from", str(home), "--to", pg_url])
+    assert text.exit_code == 0 and "nothing new to copy" in text.output
+    assert "password" not in text.output
+    helped = runner.invoke(cli, ["store", "copy", "--help"])
+    assert "ember store copy --from ~/.ember --to postgresql://" in helped.output
