@@ -124,9 +124,10 @@ class Feature:
     #: (an index's postings), table -> why, never copied row for row...
     derived: Callable[[], Mapping[str, str]] = dict
     #: ...and what rebuilds them from the copied rows, in the target's one transaction
-    #: (``rebuild()(conn)``, the store's connection of either dialect; returns how many
-    #: entries it added, by index). None: the feature has no derived tables.
-    rebuild: Callable[[], Callable[[Any], Mapping[str, int]]] | None = None
+    #: (``rebuild()(conn, copied)``: the store's connection of either dialect, and the rows
+    #: copied now by table; returns how many entries it added, by index). None: nothing to
+    #: rebuild.
+    rebuild: Callable[[], Callable[[Any, Mapping[str, int]], Mapping[str, int]]] | None = None
 
 
 def later(reference: str) -> Callable[[], Any]:

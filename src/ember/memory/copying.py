@@ -15,8 +15,9 @@ Invariants, and what each prevents:
   index the rows of ``memory_vectors`` (``index/base.py``).
 - pgvector's HNSW graph is built once after a bulk load (``BULK`` rows or more), not grown one
   insert at a time: at 10k vectors that is the difference between seconds and minutes.
-- ``vector_generation`` is bumped when vectors arrived: an hnswlib fallback file of the target
-  (``index/hnsw.py``) is rebuilt from ``memory_vectors``; the matrix copy of a reading process
+- ``vector_generation`` is bumped when vectors were copied (whatever index the target has):
+  an hnswlib fallback file of the target (``index/hnsw.py``, where sqlite-vec is missing) is
+  rebuilt from ``memory_vectors``; the matrix copy of a reading process
   follows ``vector_added``/``vector_changes``, which the target's triggers moved.
 """
 
@@ -49,7 +50,7 @@ def derived() -> dict[str, str]:
     }
 
 
-def rebuilder() -> Callable[[Any], Mapping[str, int]]:
+def rebuilder() -> Callable[[Any, Mapping[str, int]], Mapping[str, int]]:
     return rebuild
 
 
@@ -61,18 +62,18 @@ def _has_table(conn: Any, name: str) -> bool:
     return conn.execute(sql, (name,)).fetchone() is not None
 
 
-def rebuild(conn: Any) -> dict[str, int]:
-    """Add to the target's indexes what its copied rows lack; how many, by index."""
+def rebuild(conn: Any, copied: Mapping[str, int]) -> dict[str, int]:
+    """Add to the target's indexes what its rows lack; how many, by index. ``copied``: the
+    rows the copy added now, by table."""
     if not _has_table(conn, "memories"):
         return {}
     done = {"memory text index": _text(conn)}
     key = rows.meta_get(conn, "embedder")
     dim = key.rsplit(":", 1)[-1] if key else ""
     if dim.isdigit():
-        added = _vectors(conn, int(dim))
-        if added:
-            rows.bump_generation(conn)
-        done["memory vector index"] = added
+        done["memory vector index"] = _vectors(conn, int(dim))
+    if copied.get("memory_vectors"):
+        rows.bump_generation(conn)
     return done
 
 

@@ -220,3 +220,100 @@ def test_the_command_prints_json_and_fails_on_conflicts(pg_url: str, tmp_path: P
     assert "password" not in text.output
     helped = runner.invoke(cli, ["store", "copy", "--help"])
     assert "ember store copy --from ~/.ember --to postgresql://" in helped.output
+
+
+def test_a_failure_mid_copy_rolls_back_that_database_and_a_rerun_finishes(
+    pg_url: str, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    paths = make_home(home)
+    victim = sorted(p.parent.name for p in paths.values())[-1]
+
+    def progress(database: str, table: str, done: int, total: int) -> None:
+        if database == victim and table == "memories":
+            raise RuntimeError("the network went away")
+
+    broken = copy_store(parse(str(home)), parse(pg_url), progress).to_json()
+    assert not broken["ok"]
+    failed = next(u for u in broken["databases"] if u["database"] == victim)
+    assert "the network went away" in failed["error"]
+    others = [u for u in broken["databases"] if u["database"] != victim]
+    assert others and all(u["ok"] for u in others)
+    with psycopg.connect(pg_url) as conn:
+        schema = next(
+            r[0] for r in conn.execute("SELECT nspname FROM pg_namespace").fetchall()
+            if r[0].startswith("ember_p_") and r[0].endswith(victim.rsplit("-", 1)[1])
+        )  # fmt: skip
+        count = conn.execute(f'SELECT count(*) FROM "{schema}".exchanges').fetchone()
+    assert count is not None and count[0] == 0  # exchanges came before: rolled back with it
+    again = _run(str(home), pg_url)
+    assert again["ok"]
+    tables = _tables(again, victim)
+    assert tables["exchanges"]["copied"] == 25 and tables["memories"]["copied"] > 0
+    assert all(u["copied"] == 0 for u in again["databases"] if u["database"] != victim)
+
+
+def test_after_a_copy_postgres_takes_new_memories_and_a_running_reader_sees_the_copy(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Identity sequences are moved past the copied seqs (a new memory does not collide),
+    and a process that searched the empty target before the copy finds the copied memories
+    after it (its in-memory matrix follows the target's counters)."""
+    home = tmp_path / "home"
+    paths = make_home(home)
+    path = paths["/src/acme-api"]
+    pg_db = pg_database(pg_url, tmp_path / "h", tmp_path / "h" / path.relative_to(home))
+    reader = HierarchicalMemory(pg_db, HashEmbedder(), clock=Clock())
+    try:
+        assert reader.search("deploy", top_k=3, touch=False) == []
+        assert _run(str(home), pg_url)["ok"]
+        hits = reader.search("how do we deploy the api", top_k=3, touch=False)
+        assert hits and "make ship" in hits[0].memory.content
+        new = reader.add("The api answers on port 8443", evidence=[])
+        assert reader.get(new.id) is not None
+        hits = reader.search("which port does the api answer on", top_k=1, touch=False)
+        assert hits[0].memory.id == new.id
+    finally:
+        reader.close()
+        pg_db.close()
+
+
+def test_a_table_both_sides_have_is_copied_with_no_list_to_update(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """A feature that starts to run on PostgreSQL has its tables copied: the list is each
+    side's catalog, and every table of the target is in the report, copied or said why not."""
+    home = tmp_path / "home"
+    paths = make_home(home)
+    path = paths["/src/Widget.App"]
+    db = Database(path, PROJECT, log_failures=False)
+    try:
+        db.write(lambda c: c.execute("CREATE TABLE zz_new (id INTEGER PRIMARY KEY, v TEXT)"))
+        db.write(lambda c: c.executemany("INSERT INTO zz_new VALUES (?, ?)", [(1, "a"), (2, None)]))
+    finally:
+        db.close()
+    pg_db = pg_database(pg_url, tmp_path / "h", tmp_path / "h" / path.relative_to(home))
+    try:
+        pg_db.write(lambda c: c.execute("CREATE TABLE zz_new (id BIGINT PRIMARY KEY, v TEXT)"))
+        schema = pg_db.schema_name  # type: ignore[attr-defined]
+    finally:
+        pg_db.close()
+    report = _run(str(home), pg_url)
+    tables = _tables(report, path.parent.name)
+    assert tables["zz_new"]["copied"] == 2 and tables["zz_new"]["verified"]
+    with psycopg.connect(pg_url) as conn:
+        listed = {
+            r[0]
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
+            ).fetchall()
+        }
+    assert listed - {"_migrations", "_ember_version"} <= tables.keys()
+
+
+def test_an_unreachable_target_is_one_clear_error(tmp_path: Path) -> None:
+    make_home(tmp_path / "home")
+    shown = re.escape("cannot reach PostgreSQL at ember@127.0.0.1:1/x")
+    with pytest.raises(CopyError, match=shown) as e:
+        _run(str(tmp_path / "home"), "postgresql://ember:hunter2@127.0.0.1:1/x")
+    assert "hunter2" not in str(e.value)

@@ -5,19 +5,21 @@ Every ordinary table both sides have is copied (``catalog``), except the few nam
 - ``BOOKKEEPING``: each database's own records of itself (the migrations it applied, its
   write counter). The target's are the target's: copied, they would claim migrations the
   target never ran.
-- ``DERIVED``: tables whose rows follow from other tables. Copied row for row they would
-  be counted twice (``spend_hours`` is kept by a trigger on ``exchanges``: each copied
-  exchange already adds itself) or be wrong for the target (an index's postings are
-  rebuilt from the memories by the index's own code, ``derived.py``).
+- ``DERIVED`` (and each feature's ``Feature.derived``): tables whose rows follow from other
+  tables. Copied row for row they would be counted twice (``spend_hours`` is kept by a
+  trigger on ``exchanges``: each copied exchange already adds itself) or be wrong for the
+  target (an index's postings are rebuilt from the memories by the index's own code,
+  ``Feature.rebuild``: ``memory/copying.py``).
 - ``OWNED_ROWS``: rows of a copied table that the target keeps for itself. ``memory_meta``'s
   vector counters are moved by the target's triggers as the vectors arrive, so the in-memory
   copy of any process reading the target (``memory/index/matrix.py``) sees the change and
   reloads; copying the source's numbers could set them back to a value that process has
   already seen.
 
-A feature that joins PostgreSQL adds nothing here unless one of its tables is kept by a
-trigger or is an index: ``tests/store/copy/test_policy.py`` fails for a table a trigger
-writes that is neither copied knowingly nor named here.
+A feature that joins PostgreSQL adds nothing anywhere unless one of its tables is kept by
+a trigger or is an index: ``tests/store/copy/test_policy.py`` fails for a table a trigger
+writes that is not named here or by its feature, and for a table of the PostgreSQL schemas
+that the copy would neither copy nor name.
 """
 
 from __future__ import annotations
@@ -28,22 +30,16 @@ from ember.store.migrations import Migration
 
 BOOKKEEPING = frozenset({"_migrations", "_ember_version", "sqlite_sequence"})
 
-#: table -> why it is not copied row for row
+#: the kernel's tables not copied row for row -> why (a feature names its own:
+#: ``Feature.derived``, rebuilt by ``Feature.rebuild``)
 DERIVED: dict[str, str] = {
     "spend_hours": "kept by the trigger on exchanges as the copied rows arrive",
-    "memory_terms": "keyword index: rebuilt from the copied memories",
-    "memory_doclen": "keyword index: rebuilt from the copied memories",
-    "memory_text_stats": "keyword index: rebuilt from the copied memories",
-    "memory_vec": "vector index: rebuilt from the copied vectors",
 }
 
 #: table -> (key column, the keys whose rows the target keeps for itself)
 OWNED_ROWS: dict[str, tuple[str, frozenset[str]]] = {
     "memory_meta": ("key", frozenset({"vector_changes", "vector_added", "vector_generation"})),
 }
-
-#: Tables that triggers write but whose copied rows are what they must be (none yet).
-TRIGGER_WRITTEN_COPIED: frozenset[str] = frozenset()
 
 
 def copied(name: str) -> bool:
@@ -65,14 +61,17 @@ def owner(table: str, migrations: tuple[tuple[str, bool, tuple[Migration, ...]],
     return "the target has no such table"
 
 
+#: ``INSERT INTO t``, ``UPDATE t`` (not ``DO UPDATE SET``, ``AFTER UPDATE ON``/``OF``)
 TRIGGER_WRITES = re.compile(
-    r"(?:INSERT\s+(?:OR\s+\w+\s+)?INTO|UPDATE(?:\s+OR\s+\w+)?)\s+(\w+)", re.IGNORECASE
+    r"(?:INSERT\s+(?:OR\s+\w+\s+)?INTO|UPDATE(?:\s+OR\s+\w+)?)\s+(?!(?:SET|ON|OF)\b)(\w+)",
+    re.IGNORECASE,
 )
 
 
 def trigger_written(sql: str) -> set[str]:
-    """The tables the triggers (and trigger functions) of a migration write to."""
-    out: set[str] = set()
-    for body in re.findall(r"CREATE\s+TRIGGER.*?END;", sql, re.I | re.S):
-        out |= {m.group(1) for m in TRIGGER_WRITES.finditer(body)}
-    return out
+    """The tables the triggers of a migration write to: SQLite's trigger bodies and
+    PostgreSQL's function bodies (``$$ ... $$``, plpgsql functions only run as triggers in
+    ember's schemas)."""
+    bodies = re.findall(r"CREATE\s+TRIGGER.*?\bEND;", sql, re.I | re.S)
+    bodies += re.findall(r"\$\$(.*?)\$\$", sql, re.S)
+    return {m.group(1) for body in bodies for m in TRIGGER_WRITES.finditer(body)}

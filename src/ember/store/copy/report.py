@@ -25,6 +25,9 @@ class TableReport:
     conflict_keys: list[list[Any]] = field(default_factory=list)
     #: why the table was not copied (only one side has it, or it is rebuilt), else None
     skipped: str | None = None
+    #: columns of the source's table the target's lacks (a source of a newer ember): their
+    #: values were not copied, so the table is not verified
+    unmatched_columns: list[str] = field(default_factory=list)
 
     @property
     def verified(self) -> bool:
@@ -78,6 +81,7 @@ class CopyReport:
         for u in self.units:
             d = asdict(u)
             d["ok"] = u.ok
+            d["copied"] = u.copied
             for t, td in zip(u.tables, d["tables"], strict=True):
                 td["verified"] = t.verified
             units.append(d)
@@ -108,6 +112,9 @@ class CopyReport:
                 )
                 if t.conflicts:
                     line += f"  CONFLICTS {t.conflicts} (keys {t.conflict_keys})"
+                if t.unmatched_columns:
+                    missing = ", ".join(t.unmatched_columns)
+                    line += f"  NOT COPIED: the target has no column {missing}"
                 out.append(line)
             for name, n in u.rebuilt.items():
                 out.append(f"  {name:<28} rebuilt: {n} entries added")

@@ -51,16 +51,26 @@ def copy_store(src: End, dst: End, progress: Progress | None = None) -> CopyRepo
     started = time.monotonic()
     report = CopyReport(str(src), str(dst))
     with Source(src) as source:
-        for unit in source.units():
+        units = source.units()
+        if dst.url is not None:
+            _probe(dst.url)
+        for unit in units:
             report.units.append(_copy_unit(source, unit, dst, progress))
-            if dst.url is not None and _unreachable(report.units[-1]):
-                raise unreachable(dst.url, RuntimeError(report.units[-1].error or ""))
     report.seconds = time.monotonic() - started
     return report
 
 
-def _unreachable(unit: UnitReport) -> bool:
-    return unit.error is not None and "unreachable" in unit.error
+def _probe(url: str) -> None:
+    """One connection to the target server before anything is written: a server that cannot
+    be reached is one clear error, not one failed database after another."""
+    import psycopg
+
+    from ember.store.pg.pool import bounded
+
+    try:
+        psycopg.connect(bounded(url)).close()
+    except psycopg.Error as exc:
+        raise unreachable(url, exc) from None
 
 
 def _owner(unit: Unit, dst: End) -> Database:
@@ -137,9 +147,17 @@ class _Copier:
         both = [t for t in both if t.name not in self.derived]
         for table in catalog.ordered(both):
             reports.append(self._table(raw, dialect, table, theirs[table.name]))
+        copied = {r.table: r.copied for r in reports}
         rebuilt: dict[str, int] = {}
         for rebuild in self.rebuilds:
-            rebuilt.update(rebuild(conn))
+            rebuilt.update(rebuild(conn, copied))
+        made = catalog.tables(raw, dialect, target_schema(self.unit) if postgres else None)
+        said = {r.table for r in reports}
+        reports += [
+            TableReport(n, skipped=self.derived[n])
+            for n in made
+            if n in self.derived and n not in said
+        ]
         order = {r.table: i for i, r in enumerate(reports)}
         return sorted(reports, key=lambda r: (r.skipped is not None, order[r.table])), rebuilt
 
@@ -168,6 +186,7 @@ class _Copier:
         owned = policy.OWNED_ROWS.get(table.name)
         columns = [c for c in table.columns if c in theirs.columns]
         out = TableReport(table.name)
+        out.unmatched_columns = [c for c in theirs.columns if c not in table.columns]
         out.source = source_count(self.src, self.src_dialect, theirs, owned, self.src_schema)
         loader = Loader(raw, dialect, table, columns)
         for batch in source_rows(
