@@ -68,6 +68,12 @@ def make_home(home: Path) -> dict[str, Path]:
             store.supersede(old.id, "The deploy uses make ship now")
         finally:
             store.close()
+    shared = Database(home / "global" / "ember.db", PROJECT, log_failures=False)
+    try:
+        for i in range(3):
+            shared.write(_exchange(i, "global").insert)
+    finally:
+        shared.close()
     stats = Database(home / "stats.db", STATS, log_failures=False)
     try:
         for i in range(7):
@@ -99,7 +105,8 @@ def test_a_home_goes_to_postgres_and_back_with_equal_counts(pg_url: str, tmp_pat
     first = _run(str(home), pg_url)
     assert first["ok"], first
     names = {u["database"] for u in first["databases"]}
-    assert names == {p.parent.name for p in paths.values()} | {"stats"}
+    assert names == {p.parent.name for p in paths.values()} | {"stats", "global"}
+    assert _tables(first, "global")["exchanges"]["copied"] == 3
     for path in paths.values():
         tables = _tables(first, path.parent.name)
         assert tables["exchanges"]["source"] == tables["exchanges"]["copied"] == 25
@@ -139,6 +146,28 @@ def test_a_home_goes_to_postgres_and_back_with_equal_counts(pg_url: str, tmp_pat
         tables = _tables(returned, path.parent.name)
         assert tables["exchanges"]["target_after"] == 25
     assert (back / "stats.db").is_file()
+    assert _tables(returned, "global")["exchanges"]["target_after"] == 3
+
+
+def test_a_schema_the_proxy_made_goes_back_to_its_project_folder(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """A schema the copy did not name (a proxy on PostgreSQL made it) goes back to the
+    folder its project's identity gives, which keeps capitals and dots the schema lost."""
+    home = tmp_path / "home"
+    paths = make_home(home)
+    assert _run(str(home), pg_url)["ok"]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for (schema,) in conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'ember_p_%'"
+        ).fetchall():
+            conn.execute(f'COMMENT ON SCHEMA "{schema}" IS NULL')
+    back = tmp_path / "back"
+    assert _run(pg_url, str(back))["ok"]
+    assert {p.parent.name for p in (back / "projects").glob("*/ember.db")} == {
+        p.parent.name for p in paths.values()
+    }
+    assert "Widget.App-" in " ".join(p.name for p in (back / "projects").iterdir())
 
 
 def test_a_second_run_copies_nothing_and_says_so(pg_url: str, tmp_path: Path) -> None:
