@@ -237,9 +237,22 @@ def test_bad_ends_are_clear_errors(tmp_path: Path) -> None:
         parse("sqlite:///x.db")
 
 
+def test_without_the_postgres_extra_the_error_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "psycopg" else real(name, *a)
+    )
+    with pytest.raises(CopyError, match=re.escape("pip install 'ember[postgres]'")):
+        parse("postgresql://ember:pw@db:5432/ember")
+
+
 def test_the_command_prints_json_and_fails_on_conflicts(pg_url: str, tmp_path: Path) -> None:
     home = tmp_path / "home"
-    make_home(home)
+    paths = make_home(home)
     runner = CliRunner()
     done = runner.invoke(cli, ["store", "copy", "--from", str(home), "--to", pg_url, "--json"])
     assert done.exit_code == 0, done.output
@@ -247,6 +260,15 @@ def test_the_command_prints_json_and_fails_on_conflicts(pg_url: str, tmp_path: P
     text = runner.invoke(cli, ["store", "copy", "--from", str(home), "--to", pg_url])
     assert text.exit_code == 0 and "nothing new to copy" in text.output
     assert "password" not in text.output
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        schema = next(
+            r[0] for r in conn.execute("SELECT nspname FROM pg_namespace").fetchall()
+            if r[0].endswith(next(iter(paths.values())).parent.name.rsplit("-", 1)[1])
+        )  # fmt: skip
+        conn.execute(f'UPDATE "{schema}".memories SET importance = 0.01 WHERE seq = 2')
+    clash = runner.invoke(cli, ["store", "copy", "--from", str(home), "--to", pg_url])
+    assert clash.exit_code == 1, clash.output
+    assert "CONFLICTS 1 (keys [[2]])" in clash.output
     helped = runner.invoke(cli, ["store", "copy", "--help"])
     assert "ember store copy --from ~/.ember --to postgresql://" in helped.output
 

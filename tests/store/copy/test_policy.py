@@ -1,12 +1,12 @@
 """What ``ember store copy`` leaves out is named, and why: a table a trigger keeps (its rows
 would be counted twice) or an index (rebuilt, never copied). Fails the day a feature that
-runs on PostgreSQL brings a trigger-kept table nobody named."""
+(or any feature: a SQLite home copies to another) brings a trigger-kept table nobody named."""
 
 from __future__ import annotations
 
 from ember.features import registered
 from ember.store.copy import policy
-from ember.store.schema import PG_PROJECT, PG_STATS
+from ember.store.schema import PG_PROJECT, PG_STATS, PROJECT, STATS
 
 
 def _named() -> set[str]:
@@ -18,7 +18,7 @@ def _named() -> set[str]:
 
 def test_every_table_a_trigger_writes_is_named() -> None:
     written: dict[str, str] = {}
-    for schema in (PG_PROJECT, PG_STATS):
+    for schema in (PROJECT, STATS, PG_PROJECT, PG_STATS):
         for m in schema.migrations:
             for table in policy.trigger_written(m.sql) | policy.trigger_written(m.postgres or ""):
                 written.setdefault(table, m.name)

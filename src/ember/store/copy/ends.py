@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from ember.errors import EmberError
+from ember.errors import ConfigError, EmberError
 from ember.project import project_dir_name
 from ember.store.pg.migrate import quoted
 from ember.store.pg.names import GLOBAL_SCHEMA, HOME_SCHEMA, schema_name
@@ -83,7 +83,10 @@ def parse(value: str) -> End:
             url = check_store_url(value)
         except ValueError as exc:
             raise CopyError(f"the PostgreSQL URL {exc}") from None
-        require_driver()
+        try:
+            require_driver()
+        except ConfigError as exc:
+            raise CopyError(f"copying to or from PostgreSQL: {exc.problem}") from None
         assert url is not None
         return End(url=url)
     if sep:
