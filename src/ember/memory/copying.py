@@ -13,8 +13,9 @@ Invariants, and what each prevents:
   already in use leaves its entries alone.
 - Index membership stays the store's: the text index holds the current memories, the vector
   index the rows of ``memory_vectors`` (``index/base.py``).
-- pgvector's HNSW graph is built once after a bulk load (``BULK`` rows or more), not grown one
-  insert at a time: at 10k vectors that is the difference between seconds and minutes.
+- pgvector's HNSW graph is built once after a bulk load (``BULK`` rows or more, a large
+  share of the graph), not grown one insert at a time: at 10k vectors that is the
+  difference between seconds and a minute.
 - ``vector_generation`` is bumped when vectors were copied (whatever index the target has):
   an hnswlib fallback file of the target (``index/hnsw.py``, where sqlite-vec is missing) is
   rebuilt from ``memory_vectors``; the matrix copy of a reading process
@@ -37,8 +38,12 @@ from ember.store.pg.connection import dialect
 
 #: Rows added per call of an index's ``add``.
 CHUNK = 1000
-#: From this many vectors on, pgvector's graph is dropped and built after the load.
+#: From this many vectors on, pgvector's graph is dropped and built after the load...
 BULK = 1000
+#: ...when they are at least this share of the graph after: a build took ~4,000 rows/s and
+#: inserts into a built graph ~200 rows/s (``bench/pg_index_speed.py``), so a build over
+#: everything costs less than inserting the new rows once they are past 1/20 of it.
+BULK_SHARE = 1 / 20
 
 
 def derived() -> dict[str, str]:
@@ -118,6 +123,9 @@ def _vectors(conn: Any, dim: int) -> int:
         if len(r[1]) == dim * 4
     ]
     bulk = isinstance(index, PgVectorIndex) and len(found) >= BULK
+    if bulk:
+        row = conn.execute("SELECT count(*) FROM memory_vec").fetchone()
+        bulk = len(found) >= BULK_SHARE * (int(row[0]) + len(found))
     if bulk:
         conn.execute("DROP INDEX IF EXISTS memory_vec_hnsw")
     for i in range(0, len(found), CHUNK):
