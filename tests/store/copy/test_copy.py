@@ -233,6 +233,9 @@ def test_bad_ends_are_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(CopyError, match=shown) as e:
         _run(secret, str(tmp_path / "t"))
     assert "s3cr3t" not in str(e.value)
+    (tmp_path / "empty-home" / "projects").mkdir(parents=True)
+    with pytest.raises(CopyError, match="holds no ember database"):
+        _run(str(tmp_path / "empty-home"), str(tmp_path / "t"))
     with pytest.raises(CopyError, match="neither an ember home"):
         parse("sqlite:///x.db")
 
@@ -368,3 +371,9 @@ def test_an_unreachable_target_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(CopyError, match=shown) as e:
         _run(str(tmp_path / "home"), "postgresql://ember:hunter2@127.0.0.1:1/x")
     assert "hunter2" not in str(e.value)
+
+
+def test_a_server_with_no_ember_schema_is_a_clear_error(pg_url: str, tmp_path: Path) -> None:
+    with pytest.raises(CopyError, match="holds no ember database"):
+        _run(pg_url, str(tmp_path / "t"))
+    assert not (tmp_path / "t").exists()

@@ -52,6 +52,11 @@ def copy_store(src: End, dst: End, progress: Progress | None = None) -> CopyRepo
     report = CopyReport(str(src), str(dst))
     with Source(src) as source:
         units = source.units()
+        if not units:
+            raise CopyError(
+                f"{src} holds no ember database (no project, global store or stats): check "
+                "the path or the URL's database"
+            )
         if dst.url is not None:
             _probe(dst.url)
         for unit in units:
