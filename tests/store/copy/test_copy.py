@@ -377,3 +377,34 @@ def test_a_server_with_no_ember_schema_is_a_clear_error(pg_url: str, tmp_path: P
     with pytest.raises(CopyError, match="holds no ember database"):
         _run(pg_url, str(tmp_path / "t"))
     assert not (tmp_path / "t").exists()
+
+
+def test_a_bulk_load_builds_the_hnsw_graph_after_the_rows(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``BULK`` vectors the graph is dropped and built once after the load: it must be
+    there at the end, over every vector, and searched."""
+    from ember.memory import copying
+
+    monkeypatch.setattr(copying, "BULK", 2)
+    home = tmp_path / "home"
+    paths = make_home(home)
+    seen: list[tuple[int, bool]] = []  # (vectors in memory_vec, graph there) at each ensure
+    real = copying.PgVectorIndex.ensure
+
+    def ensure(self: Any, conn: Any) -> None:
+        table = conn.execute("SELECT to_regclass('memory_vec') IS NOT NULL").fetchone()[0]
+        rows = conn.execute("SELECT count(*) FROM memory_vec").fetchone()[0] if table else 0
+        graph = conn.execute("SELECT to_regclass('memory_vec_hnsw') IS NOT NULL").fetchone()[0]
+        seen.append((int(rows), bool(graph)))
+        real(self, conn)
+
+    monkeypatch.setattr(copying.PgVectorIndex, "ensure", ensure)
+    assert _run(str(home), pg_url)["ok"]
+    # per project: once before the load (nothing yet), once after it (every row, no graph)
+    assert sorted(seen) == [(0, False), (0, False), (4, False), (5, False)]
+    with psycopg.connect(pg_url) as conn:
+        graphs = conn.execute(
+            "SELECT count(*) FROM pg_indexes WHERE indexname = 'memory_vec_hnsw'"
+        ).fetchone()
+    assert graphs is not None and graphs[0] == len(paths)
