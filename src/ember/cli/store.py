@@ -27,11 +27,13 @@ def copy(source: str, target: str, as_json: bool) -> None:
     full current schema, then every table both sides have, parents first, counted: rows in
     the source, copied, already there, in the target after. Indexes (FTS5, sqlite-vec,
     pgvector's HNSW, the keyword tables) are rebuilt from the copied rows, never copied.
+    Tables of features that do not run on PostgreSQL yet are listed as skipped, with why.
 
     Idempotent: a row already in the target under its key is kept, so a second run copies
     nothing and says so; a target row that differs is reported as a conflict, never
-    overwritten. The source is only read. Each database is copied in one transaction: run
-    it again after a failure to finish. Exit 0 when every table is verified, 1 otherwise.
+    overwritten. The source is only read. Each database is copied in one transaction
+    (holding its write lock: stop the proxies writing to DST first); after a failure, run
+    it again to finish. Exit 0 when every table is verified, 1 otherwise.
 
     \b
     Examples:
