@@ -16,10 +16,11 @@ Invariants, and what each prevents:
 - pgvector's HNSW graph is built once after a bulk load (``BULK`` rows or more, a large
   share of the graph), not grown one insert at a time: at 10k vectors that is the
   difference between seconds and a minute.
-- ``vector_generation`` is bumped when vectors were copied (whatever index the target has):
-  an hnswlib fallback file of the target (``index/hnsw.py``, where sqlite-vec is missing) is
-  rebuilt from ``memory_vectors``; the matrix copy of a reading process
-  follows ``vector_added``/``vector_changes``, which the target's triggers moved.
+- When vectors were copied, ``vector_generation`` is bumped (an hnswlib fallback file of the
+  target, ``index/hnsw.py``, is rebuilt from ``memory_vectors``) and ``vector_changes`` too:
+  the matrix of a process reading the target (``index/matrix.py``) reloads. SQLite's
+  trigger counts each copied row as an addition, which the matrix appends only past its
+  last seq; a copied seq below the target's own would be missed for good.
 """
 
 from __future__ import annotations
@@ -79,6 +80,12 @@ def rebuild(conn: Any, copied: Mapping[str, int]) -> dict[str, int]:
         done["memory vector index"] = _vectors(conn, int(dim))
     if copied.get("memory_vectors"):
         rows.bump_generation(conn)
+        # SQLite's trigger counts every insert as an addition, which a reader's matrix only
+        # appends past its last seq: a copied seq below the target's own would be missed
+        conn.execute(
+            "UPDATE memory_meta SET value = CAST(CAST(value AS BIGINT) + 1 AS TEXT) "
+            "WHERE key = 'vector_changes'"
+        )
     return done
 
 

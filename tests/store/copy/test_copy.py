@@ -408,3 +408,30 @@ def test_a_bulk_load_builds_the_hnsw_graph_after_the_rows(
             "SELECT count(*) FROM pg_indexes WHERE indexname = 'memory_vec_hnsw'"
         ).fetchone()
     assert graphs is not None and graphs[0] == len(paths)
+
+
+def test_a_reader_of_a_sqlite_target_sees_copied_seqs_below_its_own(tmp_path: Path) -> None:
+    """A target whose memories sit at higher seqs than the copied ones (its own were added
+    and deleted): a process that searched it before the copy ranks as a fresh one after it
+    (its matrix reloads rather than append past its last seq and miss the copied rows)."""
+    home = tmp_path / "home"
+    paths = make_home(home)
+    path = paths["/src/acme-api"]
+    target = tmp_path / "target" / path.relative_to(home)
+    reader = HierarchicalMemory(target, HashEmbedder(), clock=Clock())
+    try:
+        own = reader.add_many([NewMemory(f"filler note {i}") for i in range(20)])
+        for m in own[:-1]:
+            reader.delete(m.id)
+        assert [h.memory.id for h in reader.search("filler note", top_k=3, touch=False)] == [
+            own[-1].id
+        ]
+        report = _run(str(home), str(tmp_path / "target"))
+        assert _tables(report, path.parent.name)["memories"]["conflicts"] == 0, report
+        fresh = HierarchicalMemory(target, HashEmbedder(), clock=Clock())
+        try:
+            assert _searches(reader) == _searches(fresh)
+        finally:
+            fresh.close()
+    finally:
+        reader.close()
