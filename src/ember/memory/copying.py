@@ -35,6 +35,7 @@ from ember.memory.index.pg_text import PgTextIndex
 from ember.memory.index.pgvector import PgVectorIndex
 from ember.memory.index.sqlite_vec import SqliteVecIndex
 from ember.memory.store import rows
+from ember.store.driver import errors
 from ember.store.pg.connection import dialect
 
 #: Rows added per call of an index's ``add``.
@@ -66,6 +67,15 @@ def _has_table(conn: Any, name: str) -> bool:
     else:
         sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
     return conn.execute(sql, (name,)).fetchone() is not None
+
+
+def _has_vec(conn: Any) -> bool:
+    """Whether sqlite-vec is loaded on ``conn`` (a failed prepare leaves the transaction)."""
+    try:
+        conn.execute("SELECT vec_version()").fetchone()
+    except errors.Error:
+        return False
+    return True
 
 
 def rebuild(conn: Any, copied: Mapping[str, int]) -> dict[str, int]:
@@ -116,7 +126,7 @@ def _vectors(conn: Any, dim: int) -> int:
         index: PgVectorIndex | SqliteVecIndex = pg
         indexed = "SELECT 1 FROM memory_vec i WHERE i.seq = v.seq"
     else:
-        if conn.execute("SELECT 1 FROM pragma_module_list WHERE name = 'vec0'").fetchone() is None:
+        if not _has_vec(conn):
             return 0
         index = SqliteVecIndex(dim)
         index.ensure(conn)

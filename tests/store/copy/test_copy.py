@@ -435,3 +435,26 @@ def test_a_reader_of_a_sqlite_target_sees_copied_seqs_below_its_own(tmp_path: Pa
             fresh.close()
     finally:
         reader.close()
+
+
+def test_a_target_without_sqlite_vec_is_searched_through_its_hnswlib_fallback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ember.memory import copying
+
+    monkeypatch.setattr(copying, "_has_vec", lambda conn: False)
+    home = tmp_path / "home"
+    paths = make_home(home)
+    report = _run(str(home), str(tmp_path / "target"))
+    path = paths["/src/acme-api"]
+    assert _tables(report, path.parent.name)["memory_vectors"]["copied"] == 5
+    original = HierarchicalMemory(path, HashEmbedder(), clock=Clock(), vector_index="hnsw")
+    copied = HierarchicalMemory(
+        tmp_path / "target" / path.relative_to(home), HashEmbedder(), clock=Clock(),
+        vector_index="hnsw",
+    )  # fmt: skip
+    try:
+        assert _searches(copied) == _searches(original)
+    finally:
+        original.close()
+        copied.close()
