@@ -48,8 +48,8 @@ def copied(name: str) -> bool:
 
 
 def owner(table: str, migrations: tuple[tuple[str, bool, tuple[Migration, ...]], ...]) -> str:
-    """Why a table the source has is missing from a PostgreSQL target, from the
-    ``(feature, runs on postgres, migrations)`` that create it."""
+    """Why one side lacks ``table``, from the ``(feature, runs on postgres, migrations)``
+    that create it."""
     created = re.compile(
         rf"CREATE\s+(?:VIRTUAL\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?{re.escape(table)}\b", re.I
     )
@@ -57,8 +57,8 @@ def owner(table: str, migrations: tuple[tuple[str, bool, tuple[Migration, ...]],
         if any(created.search(m.sql) for m in found):
             if not postgres:
                 return f"feature {feature} does not run on PostgreSQL yet"
-            return f"feature {feature}'s migrations have not created it on the target"
-    return "the target has no such table"
+            return f"the migration of feature {feature} that creates it has not run there"
+    return "no migration of ember creates it (a table of a newer ember, or made by hand)"
 
 
 #: ``INSERT INTO t``, ``UPDATE t`` (not ``DO UPDATE SET``, ``AFTER UPDATE ON``/``OF``)
