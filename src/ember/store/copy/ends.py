@@ -12,22 +12,20 @@ Invariants, and what each prevents:
   ``stats.db``) and a target home must be one, or be empty, or not exist yet: a typo in a
   path neither copies "nothing" with success nor scatters ember's folders into an unrelated
   directory.
-- A schema copied back to a home goes to the folder the project had (a comment the copy put
-  on the schema, or the project's identity recorded in its exchanges), never only to a name
-  guessed from the schema's lower-cased one: the proxy looks the project up by that folder.
+- A schema copied back to a home goes to the folder the project had (``pg.catalog``: a
+  comment the copy put on the schema, or the project's identity recorded in its exchanges),
+  never only to a name guessed from the schema's lower-cased one: the proxy looks the
+  project up by that folder.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from ember.errors import ConfigError, EmberError
-from ember.project import project_dir_name
-from ember.store.pg.migrate import quoted
+from ember.store.pg.catalog import project_folder, schemas
 from ember.store.pg.names import GLOBAL_SCHEMA, HOME_SCHEMA, schema_name
 from ember.store.pg.url import SCHEMES, check_store_url, redacted, require_driver
 
@@ -36,9 +34,6 @@ STATS_REL = PurePosixPath("stats.db")
 GLOBAL_REL = PurePosixPath("global/ember.db")
 #: The home a PostgreSQL end's units are named under (only relative paths matter).
 PG_HOME = Path("/ember-home")
-#: What the copy writes on a project's schema: the folder the project has in a home.
-COMMENT = "ember project folder: "
-_SCHEMA = re.compile(r"^ember_p_(?P<label>[a-z0-9_]*)_(?P<digest>[0-9a-f]{16})$")
 
 
 class CopyError(EmberError):
@@ -135,17 +130,8 @@ def home_units(home: Path) -> list[Unit]:
 
 def server_units(conn: Any) -> list[Unit]:
     """The databases of a PostgreSQL store: every ember schema that has been migrated."""
-    schemas = [
-        str(r[0])
-        for r in conn.execute(
-            "SELECT n.nspname FROM pg_namespace n JOIN pg_tables t ON t.schemaname = n.nspname "
-            "AND t.tablename = '_migrations' WHERE n.nspname IN (%s, %s) "
-            "OR n.nspname LIKE 'ember\\_p\\_%%' ORDER BY n.nspname",
-            (HOME_SCHEMA, GLOBAL_SCHEMA),
-        ).fetchall()
-    ]
     out: list[Unit] = []
-    for schema in schemas:
+    for schema in schemas(conn):
         if schema == HOME_SCHEMA:
             out.append(Unit(STATS_REL, "stats", schema))
         elif schema == GLOBAL_SCHEMA:
@@ -154,36 +140,6 @@ def server_units(conn: Any) -> list[Unit]:
             out.append(Unit(PurePosixPath("projects", folder, "ember.db"), "project", schema))
     order = {"project": 0, "global": 1, "stats": 2}
     return sorted(out, key=lambda u: (order[u.kind], str(u.rel)))
-
-
-def project_folder(conn: Any, schema: str) -> str | None:
-    """The folder a project schema's data has in a home: the one the copy recorded on it,
-    else the one its identity (any exchange's ``project``) gives, else one made of the
-    schema's own name (None: not a project schema)."""
-    found = _SCHEMA.match(schema)
-    if found is None:
-        return None
-    digest = found["digest"]
-    row = conn.execute(
-        "SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = %s",
-        (schema,),
-    ).fetchone()
-    comment = str(row[0] or "") if row else ""
-    if comment.startswith(COMMENT) and comment.endswith("-" + digest):
-        return comment[len(COMMENT) :]
-    try:
-        rows = conn.execute(
-            f"SELECT DISTINCT project FROM {quoted(schema)}.exchanges "
-            "WHERE project IS NOT NULL LIMIT 20"
-        ).fetchall()
-    except Exception:  # no exchanges table: the name below
-        conn.rollback()
-        rows = []
-    for (identity,) in rows:
-        if hashlib.sha256(str(identity).encode("utf-8")).hexdigest()[:16] == digest:
-            is_path = "/" in str(identity) or "\\" in str(identity)
-            return project_dir_name(str(identity), is_path=is_path)
-    return f"{found['label'] or 'project'}-{digest}"
 
 
 def target_schema(unit: Unit) -> str:

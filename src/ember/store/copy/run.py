@@ -19,7 +19,6 @@ from ember.features import registered
 from ember.store.copy import catalog, policy
 from ember.store.copy.catalog import Table, ident
 from ember.store.copy.ends import (
-    COMMENT,
     PG_HOME,
     CopyError,
     End,
@@ -33,6 +32,7 @@ from ember.store.copy.report import CopyReport, TableReport, UnitReport
 from ember.store.copy.source import Source, unreachable
 from ember.store.database import Database
 from ember.store.migrations import Schema
+from ember.store.pg.catalog import COMMENT
 from ember.store.pg.connection import Dialect
 from ember.store.schema import PROJECT, STATS, for_postgres
 
@@ -182,7 +182,7 @@ class _Copier:
         return out
 
     def _name_schema(self, raw: Any) -> None:
-        """Record the project's folder on its schema (``ends.project_folder`` reads it)."""
+        """Record the project's folder on its schema (``pg.catalog.project_folder`` reads it)."""
         if self.unit.kind == "project":
             text = (COMMENT + self.unit.rel.parent.name).replace("'", "''")
             raw.execute(f"COMMENT ON SCHEMA {ident(target_schema(self.unit))} IS '{text}'")

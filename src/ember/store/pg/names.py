@@ -54,22 +54,3 @@ def _named(prefix: str, label: str, digest: str) -> str:
     room = MAX_NAME - len(prefix) - len(digest) - 1
     cleaned = _UNSAFE.sub("_", label.lower()).strip("_")[:room].strip("_") or "x"
     return f"{prefix}{cleaned}_{digest}"
-
-
-def path_of(home: Path, schema: str) -> Path | None:
-    """The file path under ``home`` whose schema is ``schema`` (``schema_name``'s inverse for
-    the home's own schemas), or None for a schema ember did not name after a home path. A
-    project's folder comes back as ``<label>-<digest>`` with the label as the schema spells it
-    (lowercase, ``_`` for what it cut): the digest is what names the project, and the path
-    maps back to the same schema, so a dashboard route by folder name reaches the rows."""
-    if schema == HOME_SCHEMA:
-        return home / "stats.db"
-    if schema == GLOBAL_SCHEMA:
-        return home / "global" / "ember.db"
-    found = _PROJECT_SCHEMA.match(schema)
-    if found is None:
-        return None
-    return home / "projects" / f"{found['label']}-{found['digest']}" / "ember.db"
-
-
-_PROJECT_SCHEMA = re.compile(r"^ember_p_(?P<label>[a-z0-9_]+)_(?P<digest>[0-9a-f]{16})$")
