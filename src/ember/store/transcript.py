@@ -121,6 +121,15 @@ def _extends(lineage: Lineage, digests: Sequence[str]) -> bool:
     )
 
 
+def stored_text(text: str) -> str:
+    """What is stored of a message's text: its start (``MAX_CONTENT_CHARS``), with each NUL
+    character as U+FFFD. PostgreSQL's ``text`` cannot hold a NUL: a tool result that printed
+    one (a binary file read) would fail the whole transcript write there. The same rule on
+    both backends keeps a project's rows equal wherever they are stored; the message's id
+    and digest are of its text as said, so nothing that points at it moves."""
+    return text[:MAX_CONTENT_CHARS].replace("\x00", "\ufffd")
+
+
 def rows_for(session_id: str, generation: int, items: Sequence[Item], start: int) -> list[Row]:
     out = []
     for item in items:
@@ -137,15 +146,20 @@ def rows_for(session_id: str, generation: int, items: Sequence[Item], start: int
                 item.role,
                 item.kind,
                 digest,
-                item.text[:MAX_CONTENT_CHARS],
+                stored_text(item.text),
             )
         )
     return out
 
 
-_INSERT = """INSERT OR IGNORE INTO transcript_messages
+# ON CONFLICT DO NOTHING (no target: either unique key) is SQLite's INSERT OR IGNORE for
+# these rows and PostgreSQL's too: a resent message is skipped on both backends, and on
+# PostgreSQL a row another proxy is inserting at the same moment waits and is skipped rather
+# than failing the job. (Roles and kinds come typed from the adapters, so the CHECKs that
+# INSERT OR IGNORE would also have skipped on never fire.)
+_INSERT = """INSERT INTO transcript_messages
     (id, session_id, generation, position, part, role, kind, digest, content, created_at)
-    VALUES (?,?,?,?,?,?,?,?,?,?)"""
+    VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING"""
 
 
 def insert_rows(conn: Connection, rows: Sequence[Row]) -> None:
@@ -165,8 +179,13 @@ def load_lineage(conn: Connection, session_id: str) -> Lineage | None:
 
 
 def save_lineage(conn: Connection, session_id: str, lineage: Lineage) -> None:
+    """The session's lineage, replacing the one stored (an upsert both backends speak)."""
     conn.execute(
-        "INSERT OR REPLACE INTO shadow_lineage VALUES (?,?,?,?,?,?,?)",
+        "INSERT INTO shadow_lineage VALUES (?,?,?,?,?,?,?) ON CONFLICT (session_id) DO UPDATE "
+        "SET generation = excluded.generation, first_digest = excluded.first_digest, "
+        "request_count = excluded.request_count, "
+        "request_last_digest = excluded.request_last_digest, recorded = excluded.recorded, "
+        "updated_at = excluded.updated_at",
         (
             session_id,
             lineage.generation,
