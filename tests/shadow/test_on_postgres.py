@@ -133,8 +133,7 @@ def test_the_proxy_injects_a_fact_its_shadow_stored_in_the_projects_schema(
         return query(
             pg_url,
             schema,
-            "SELECT p.memory_id FROM shadow_fact_proposals p "
-            "JOIN memories m ON m.id = p.memory_id",
+            "SELECT p.memory_id FROM shadow_fact_proposals p JOIN memories m ON m.id = p.memory_id",
         )
 
     wait_for(promoted, timeout=30.0)
