@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from ember.shadow import cursors, reads, runs, spend, steward
+from ember.config import load_settings
+from ember.shadow import cursors, reads, runs, spend, steward, views
 from ember.shadow.budget import WINDOW_SECONDS
 from ember.shadow.models import CallUsage
 from ember.shadow.schema import SHADOW
@@ -34,6 +35,7 @@ from ember.store.transcript import (
     save_lineage,
     unread,
 )
+from ember.views import Query
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 
@@ -327,3 +329,24 @@ def _column_names(table: str) -> Callable[[Connection], list[str]]:
         return [d[0] for d in cur.description]
 
     return read
+
+
+def test_the_dashboards_shadow_views_read_either_backend(db: Database) -> None:
+    """``shadow/views.py`` over the project's database (the dashboard's context reduced to
+    the settings and that database): runs, proposals with their status, budget, comparison."""
+
+    class Context:
+        settings = load_settings(env={})
+
+        def project_db(self, name: str) -> Database:
+            return db
+
+    got = views.runs(Context(), Query("p", {"limit": "10"}))  # type: ignore[arg-type]
+    assert [r["id"] for r in got["runs"]] == ["r1"]
+    assert [(p["id"], p["status"]) for p in got["proposals"]] == [
+        ("invalid", "invalid"),
+        ("valid", "proposed"),
+    ]
+    assert got["budget"]["spent"] == 0
+    report = views.comparison(Context(), Query("p", {}))  # type: ignore[arg-type]
+    assert report["semantic"]["computed"] is False
