@@ -11,6 +11,7 @@ spend window counts each accounting row once, and the reads give the same rows.
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 
 from ember.config import load_settings
-from ember.shadow import cursors, reads, runs, spend, steward, views
+from ember.shadow import backlog, cursors, reads, runs, spend, steward, views
 from ember.shadow.budget import WINDOW_SECONDS
 from ember.shadow.models import CallUsage
 from ember.shadow.schema import SHADOW
@@ -350,3 +351,54 @@ def test_the_dashboards_shadow_views_read_either_backend(db: Database) -> None:
     assert got["budget"]["spent"] == 0
     report = views.comparison(Context(), Query("p", {}))  # type: ignore[arg-type]
     assert report["semantic"]["computed"] is False
+
+
+def test_a_sessions_next_insert_waits_until_the_previous_one_committed(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Two proxies writing one session: the second insert takes its seq only after the
+    first committed, so a reader that saw the later seq has seen the earlier one too.
+    Another session's insert does not wait."""
+    from ember.store.pg.connection import PgConnection
+
+    db = _open("postgres", tmp_path, request)
+    db.write(lambda c: None)  # the schema, migrated
+    url = request.getfixturevalue("pg_url")
+    schema = db.schema_name  # type: ignore[attr-defined]
+    db.close()
+    msg = [Row(f"m{i}", s, 1, i, 0, "user", "user", f"d{i}", "x") for i, s in enumerate("AAB")]
+    with psycopg.connect(url) as one, psycopg.connect(url) as two, psycopg.connect(url) as three:
+        for c in (one, two, three):
+            c.execute(f"SET search_path TO {schema}")
+        insert_rows(PgConnection(one), msg[:1])  # not committed yet
+        done = {"A": threading.Event(), "B": threading.Event()}
+
+        def insert(conn: Any, row: Row) -> None:
+            insert_rows(PgConnection(conn), [row])
+            conn.commit()
+            done[row.session_id].set()
+
+        later = threading.Thread(target=insert, args=(two, msg[1]))
+        later.start()
+        insert(three, msg[2])
+        assert done["B"].is_set()  # session B never waited for A's lock
+        assert not done["A"].wait(0.5)  # session A's second insert waits for the first
+        one.commit()
+        assert done["A"].wait(10)
+        later.join()
+        got = [tuple(r) for r in one.execute("SELECT id, seq FROM transcript_messages")]
+    seqs = dict(got)  # type: ignore[arg-type]
+    assert seqs["m0"] < seqs["m1"]
+
+
+def test_an_unread_backlog_is_found_once_quiet(db: Database) -> None:
+    """``backlog.find``: sessions with messages past the watermark and past what was read,
+    quiet for long enough, oldest first."""
+    db.write(lambda c: c.execute("UPDATE transcript_messages SET created_at = 1000"))
+    late = Row("mAA5", "A", 1, 5, 0, "user", "user", "d5", "later")
+    db.write(lambda c: insert_rows(c, [late]))
+    db.write(lambda c: c.execute("UPDATE transcript_messages SET created_at = 2000 WHERE seq > 3"))
+    now = 2000 + backlog.QUIET_SECONDS
+    found = db.read(lambda c: backlog.find(c, now))
+    assert [(b.session_id, b.generation) for b in found] == [("B", 1), ("A", 1)]
+    assert db.read(lambda c: backlog.find(c, now - 1)) == found[:1]  # A spoke too recently

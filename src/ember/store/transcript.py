@@ -22,6 +22,7 @@ from typing import Protocol
 
 from ember.protocols.transcript import Said, item_digest
 from ember.store.driver import Connection
+from ember.store.pg.connection import dialect
 
 #: The recorded text of one message is cut here (the question shows the start of it anyway).
 MAX_CONTENT_CHARS = 20_000
@@ -162,9 +163,28 @@ _INSERT = """INSERT INTO transcript_messages
     VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING"""
 
 
+#: On PostgreSQL, a transaction inserting a session's messages first takes this lock (the
+#: two-int key space: never the schema's one-bigint lock), held until it commits.
+_SESSION_LOCK = (
+    "SELECT pg_advisory_xact_lock(hashtext('ember.transcript'), "
+    "hashtext(current_schema() || ':' || ?))"
+)
+
+
 def insert_rows(conn: Connection, rows: Sequence[Row]) -> None:
-    """The write job (on the database's writer)."""
+    """The write job (on the database's writer).
+
+    A session's messages become visible in ``seq`` order: readers (the shadow's cursor, the
+    steward's window) read a session past the highest seq they read, so a lower seq that
+    became visible later would never be read. SQLite's one writer per file gives that
+    order. On PostgreSQL several proxies write one schema, and a transaction that took seq
+    10 may commit after one that took seq 11: each insert therefore first takes its
+    sessions' locks (sorted: two jobs never wait on each other in a cycle), so the next
+    insert of a session takes its seq only after the previous one committed."""
     now = time.time()
+    if dialect(conn) == "postgres":
+        for session in sorted({r.session_id for r in rows}):
+            conn.execute(_SESSION_LOCK, (session,))
     conn.executemany(_INSERT, [r.values(now) for r in rows])
 
 
