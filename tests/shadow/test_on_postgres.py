@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from ember.cli import cli
 from ember.compose import shadow_library
 from ember.config import load_settings
+from ember.errors import StorageError
 from ember.models import get_embedder
 from ember.server import BackgroundServer
 from ember.shadow.library import database_path
@@ -155,3 +156,24 @@ def test_the_proxy_injects_a_fact_its_shadow_stored_in_the_projects_schema(
     # the file store knows nothing of it, and a read made no file
     assert ember(stack.home, "shadow", "runs", *cwd, store_url=None) == []
     assert not list(stack.home.rglob("*.db"))
+
+
+def test_ember_shadow_on_a_project_with_no_schema_creates_none(pg_url: str, tmp_path: Path) -> None:
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("EMBER_")}
+    env |= {"EMBER_HOME": str(tmp_path), "EMBER_STORE_URL": pg_url}
+    for args in (["runs"], ["proposals"], ["compare"]):
+        out = CliRunner().invoke(cli, ["shadow", *args, "--project-id", "nope", "--json"], env=env)
+        assert out.exit_code == 0, out.output
+        assert "PostgreSQL schema ember_p_nope" in out.stderr and "does not exist" in out.stderr
+    with psycopg.connect(pg_url) as conn:
+        found = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'ember_%'")
+        assert found.fetchall() == []
+
+
+def test_ember_shadow_with_an_unreachable_server_says_so_in_one_line(tmp_path: Path) -> None:
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("EMBER_")}
+    env |= {"EMBER_HOME": str(tmp_path), "EMBER_STORE_URL": "postgresql://ember@127.0.0.1:9/x"}
+    out = CliRunner().invoke(cli, ["shadow", "runs", "--project-id", "acme"], env=env)
+    assert isinstance(out.exception, StorageError)  # ember's main prints it as one line
+    said = str(out.exception)
+    assert "cannot be reached" in said and "store_url" in said and "\n" not in said
