@@ -8,8 +8,10 @@ proposing the fact the user stated (``ember.testing.shadow``)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -106,9 +108,6 @@ async def test_a_hot_runs_valid_proposal_becomes_a_memory_in_the_projects_schema
 
 
 async def _wait(found: Any, timeout: float = 20.0) -> None:
-    import asyncio
-    import time
-
     deadline = time.monotonic() + timeout
     while not found():
         assert time.monotonic() < deadline, "timed out waiting"
