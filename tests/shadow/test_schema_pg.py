@@ -26,7 +26,6 @@ from ember.shadow.models import CallUsage
 from ember.shadow.schema import SHADOW
 from ember.store.database import Database
 from ember.store.driver import Connection, errors
-from ember.store.schema import PROJECT, for_postgres
 from ember.store.transcript import (
     Lineage,
     Row,
@@ -37,6 +36,7 @@ from ember.store.transcript import (
     unread,
 )
 from ember.views import Query
+from tests.shadow.backends import BACKENDS, project_db
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 
@@ -50,29 +50,11 @@ A_ROWS = [
 B_ROWS = [Row("mBBB", "B", 1, 0, 0, "user", "user", "d2", "deploy to us-east-1")]
 
 
-def _open(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Database:
-    path = tmp_path / "projects" / "p" / "ember.db"
-    if backend == "sqlite":
-        path.parent.mkdir(parents=True)
-        return Database(path, PROJECT)
-    from ember.store.pg.database import PgDatabase
-    from ember.store.pg.names import schema_name
-
-    url = request.getfixturevalue("pg_url")
-    return PgDatabase(
-        path,
-        for_postgres(PROJECT),
-        url=url,
-        schema_name=schema_name(tmp_path, path),
-        log_failures=False,
-    )
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=BACKENDS)
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
     """A project database with two sessions' messages and one run of session A with a valid
     and an invalid proposal."""
-    d = _open(request.param, tmp_path, request)
+    d = project_db(request.param, tmp_path, request)
 
     def setup(c: Connection) -> None:
         insert_rows(c, [*A_ROWS, *B_ROWS])
@@ -316,7 +298,7 @@ def test_the_tables_on_the_server_are_the_files(
     names = [n for m in SHADOW for n in _tables(m.sql)]
     per_backend: list[dict[str, list[str]]] = []
     for backend in ("sqlite", "postgres"):
-        d = _open(backend, tmp_path / backend, request)
+        d = project_db(backend, tmp_path / backend, request)
         try:
             per_backend.append({n: d.read(_column_names(n)) for n in names})
         finally:
@@ -361,7 +343,7 @@ def test_a_sessions_next_insert_waits_until_the_previous_one_committed(
     Another session's insert does not wait."""
     from ember.store.pg.connection import PgConnection
 
-    db = _open("postgres", tmp_path, request)
+    db = project_db("postgres", tmp_path, request)
     db.write(lambda c: None)  # the schema, migrated
     url = request.getfixturevalue("pg_url")
     schema = db.schema_name  # type: ignore[attr-defined]
