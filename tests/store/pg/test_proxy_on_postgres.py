@@ -103,6 +103,7 @@ def _numbers(report: dict[str, Any]) -> dict[str, Any]:
         "sessions": sessions,
         "ember_spend": report["ember_spend"],
         "memory_asks": report["memory_asks"],  # memory runs on PostgreSQL: its ledger too
+        "shadow_budget": report["shadow_budget"],  # and shadow memory: its spend window
     }
 
 
