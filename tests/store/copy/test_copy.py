@@ -458,3 +458,32 @@ def test_a_target_without_sqlite_vec_is_searched_through_its_hnswlib_fallback(
     finally:
         original.close()
         copied.close()
+
+
+def test_text_holding_a_nul_goes_to_postgres_as_ember_writes_it_there(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """A tool output that printed a NUL is stored as is on SQLite; PostgreSQL's text cannot
+    hold one: the copy writes U+FFFD, as ember does on PostgreSQL, instead of failing the
+    project, and a second run finds it already there."""
+    home = tmp_path / "home"
+    path = home / "projects" / project_dir_name("/src/nul", is_path=True) / "ember.db"
+    store = HierarchicalMemory(path, HashEmbedder(), clock=Clock())
+    try:
+        store.add("The build log printed a NUL here:\x00 and went on")
+    finally:
+        store.close()
+    first = _run(str(home), pg_url)
+    assert first["ok"], first
+    assert _tables(first, path.parent.name)["memories"]["copied"] == 1
+    pg_home = tmp_path / "pg-home"
+    pg_db = pg_database(pg_url, pg_home, pg_home / path.relative_to(home))
+    pg = HierarchicalMemory(pg_db, HashEmbedder(), clock=Clock())
+    try:
+        [memory] = pg.list()
+        assert memory.content == "The build log printed a NUL here:\ufffd and went on"
+    finally:
+        pg.close()
+        pg_db.close()
+    again = _run(str(home), pg_url)
+    assert again["ok"] and _tables(again, path.parent.name)["memories"]["already"] == 1

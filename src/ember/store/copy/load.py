@@ -17,6 +17,9 @@ Invariants, and what each prevents:
   the vectors, evidence and links that point at them stay attached.
 - The source is only read: SQLite in a read-only connection, PostgreSQL in a read-only
   transaction, both one snapshot per database.
+- A NUL character in SQLite text goes to PostgreSQL as U+FFFD, as ember writes it there
+  (``store/transcript.py``): PostgreSQL's ``text`` cannot hold a NUL, and one tool output
+  that printed it would otherwise fail the whole project's copy.
 """
 
 from __future__ import annotations
@@ -141,7 +144,7 @@ class Loader:
                 cur.copy(f"COPY {_STAGE} ({self._cols}) FROM STDIN") as copy,
             ):
                 for row in rows:
-                    copy.write_row(row)
+                    copy.write_row(tuple(_pg_value(v) for v in row))
             return
         marks = ", ".join("?" for _ in self.columns)
         self.conn.executemany(f"INSERT INTO {self._stage} VALUES ({marks})", rows)
@@ -182,3 +185,10 @@ class Loader:
 
     def close(self) -> None:
         self._run(f"DROP TABLE IF EXISTS {self._stage}")
+
+
+def _pg_value(value: Any) -> Any:
+    """``value`` as PostgreSQL can store it (a NUL in text as U+FFFD)."""
+    if isinstance(value, str) and "\x00" in value:
+        return value.replace("\x00", "\ufffd")
+    return value
