@@ -22,7 +22,7 @@ At the end a new session on the second proxy asks what the first proxy's shadow 
 the fact it stored is injected. Then what the soak wrote: rows and bytes per request, the
 basis of ``docs/scale.md``.
 
-    python bench/pg_soak.py [--turns 12] [--rounds 3] [--kill-round 1] [--kill-after 4]
+    python bench/pg_soak.py [--turns 30] [--rounds 3] [--kill-round 1] [--kill-after 1.5]
 
 Loopback only; every load is bounded by its turns and a deadline, every wait by a timeout.
 """
@@ -71,9 +71,10 @@ AGENTS, B_AGENTS, PROXIES = 4, 2, 3
 
 
 def every_ask(lines: Sequence[Line], session: str) -> list[dict[str, Any]]:
-    """The model's side of a shadow read: each ask the user made is a fact to keep."""
+    """The model's side of a shadow read: each ask the user made is a fact to keep, named
+    with its session (the agents of every proxy ask alike: one fact per session's ask)."""
     return [
-        {"content": f"The user asked: {line.text}",
+        {"content": f"The user asked: {line.text} [session {session[:8]}]",
          "evidence": [{"kind": "user-stated", "messageId": line.id}]}
         for line in lines if line.kind == "user"
     ]  # fmt: skip
@@ -215,10 +216,14 @@ def leaks(emulator: Emulator) -> tuple[int, int, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--turns", type=int, default=12)
+    ap.add_argument("--turns", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--kill-round", type=int, default=1, help="-1: kill no proxy")
-    ap.add_argument("--kill-after", type=float, default=4.0)
+    ap.add_argument("--kill-after", type=float, default=1.5)
+    ap.add_argument(
+        "--shadow-idle", type=float, default=1.0,
+        help="seconds of quiet before a session's shadow read (shipped: 60)",
+    )  # fmt: skip
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="ember-pg-soak-"))
     emulator = Emulator()
@@ -227,7 +232,7 @@ def main() -> None:
             BackgroundServer(emulator) as upstream:  # fmt: skip
         a = seed(url, root, CWD_A, "alpha")
         b = seed(url, root, CWD_B, "beta")
-        proxies = [make_proxy(i, root, url) for i in range(PROXIES)]
+        proxies = [make_proxy(i, root, url, args.shadow_idle) for i in range(PROXIES)]
         try:
             for p in proxies:
                 p.start(upstream.url)
@@ -240,12 +245,12 @@ def main() -> None:
     print(f"\nshadow fact of proxy 0 injected by proxy 1 into a new session: {crossed}")
 
 
-def make_proxy(i: int, root: Path, url: str) -> Proxy:
+def make_proxy(i: int, root: Path, url: str, idle: float) -> Proxy:
     home = root / f"machine{i}"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
     env |= {"EMBER_HOME": str(home), "EMBER_STORE_URL": url,
-            "EMBER_SHADOW_IDLE_SECONDS": "1", "EMBER_SHADOW_TICK_SECONDS": "1"}  # fmt: skip
+            "EMBER_SHADOW_IDLE_SECONDS": str(idle), "EMBER_SHADOW_TICK_SECONDS": "1"}  # fmt: skip
     return Proxy(i, home, env)
 
 
@@ -331,14 +336,18 @@ def across(url: str, schema: str, proxies: list[Proxy], emulator: Emulator,
            sessions: Sequence[str]) -> str:  # fmt: skip
     """A memory proxy 0's shadow stored from its round-0 agent 0, asked about in a new
     session on proxy 1: is it in the request the provider got?"""
-    with on_server(url) as conn:
-        row = conn.execute(
-            f"SELECT id, content FROM {schema}.memories WHERE session_id = %s "
-            "AND metadata::jsonb ->> 'source' = 'shadow' ORDER BY seq LIMIT 1",
-            (sessions[0],),
-        ).fetchone()
+    row, deadline = None, time.monotonic() + 60  # its session's read may still be coming
+    while row is None and time.monotonic() < deadline:
+        with on_server(url) as conn:
+            row = conn.execute(
+                f"SELECT id, content FROM {schema}.memories WHERE metadata::jsonb ->> 'session'"
+                " = %s AND metadata::jsonb ->> 'source' = 'shadow' ORDER BY seq LIMIT 1",
+                (sessions[0],),
+            ).fetchone()
+        if row is None:
+            time.sleep(0.5)
     if row is None:
-        return "no (proxy 0's shadow stored no memory)"
+        return f"no (proxy 0's shadow stored no memory from session {sessions[0]} in 60 s)"
     memory_id, content = row
     ask = content.removeprefix("The user asked: ")
     before = len(emulator.requests)

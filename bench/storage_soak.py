@@ -19,14 +19,14 @@ ceiling of any speed-up of the embedding: batching, another runtime), and ``ask-
 embeds only the last part of the query input, the user's text, without the assistant turns
 and tool outputs before it (what a shorter query input would cost; says nothing of quality).
 
-Two legs keep everything on PostgreSQL instead of files (issue #24): ``ember on postgres`` and
-``no memory on postgres``, on a server the test setup starts (``ember.testing.postgres``) or
-``$EMBER_TEST_PG_URL``'s, a database each; their integrity is the memory indexes' agreement
-with the memories (``memory.index.pg_check``).
+Three legs keep everything on PostgreSQL instead of files (issue #24): ``ember on postgres``,
+``no memory on postgres`` and ``shadow firing on postgres``, on a server the test setup
+starts (``ember.testing.postgres``) or ``$EMBER_TEST_PG_URL``'s, a database each; their
+integrity is the memory indexes' agreement with the memories (``memory.index.pg_check``).
 
     python bench/storage_soak.py [--agents 8] [--turns 25] [--rounds 3]
         [--legs "ember,no memory,shadow firing,free embedding,ask-only query,
-                 ember on postgres,no memory on postgres"]
+                 ember on postgres,no memory on postgres,shadow firing on postgres"]
 
 Loopback only; every loop is bounded by its turns and a deadline.
 """
@@ -114,6 +114,9 @@ LEGS = {
     "ask-only query": Leg({}, AskOnlyQuery),
     "ember on postgres": Leg({}, postgres=True),
     "no memory on postgres": Leg({"EMBER_MEMORY_MODE": "off"}, postgres=True),
+    "shadow firing on postgres": Leg(
+        {"EMBER_SHADOW_IDLE_SECONDS": "1", "EMBER_SHADOW_TICK_SECONDS": "1"}, postgres=True
+    ),
 }
 
 
