@@ -261,7 +261,7 @@ def _learn_verbosity(
     from ember.shaping.state import learned_level
 
     # Opened (and checked writable with --apply) before the scan, not after it.
-    with opened_state(settings.home, write=apply) as state:
+    with opened_state(settings, write=apply) as state:
         since = shaping_started(state)
         run = _with_progress(
             found,
