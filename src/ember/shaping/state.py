@@ -38,6 +38,7 @@ from ember.shaping.controller import ControllerState
 from ember.store.database import Database
 from ember.store.driver import Connection
 from ember.store.migrations import Migration
+from ember.store.pg.serial import one_writer
 
 __all__ = ["SHAPING", "ShapingState", "learned_level", "load_controller", "save_controller"]
 
@@ -122,6 +123,7 @@ class ShapingState:
         self._adopt(db, name)
 
         def job(conn: Connection) -> Any:
+            one_writer(conn)  # proxies sharing a PostgreSQL store add up, as on SQLite
             new = change(_row(conn, name))
             if new is not None:
                 _put(conn, name, new)

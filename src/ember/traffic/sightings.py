@@ -23,6 +23,7 @@ import orjson
 
 from ember.facts import Evidence
 from ember.store.driver import Connection
+from ember.store.pg.serial import one_writer
 from ember.traffic.learner import MAX_PENDING, MAX_SAVED, MIN_EVIDENCE, Sighting, max_age, sight
 from ember.traffic.patterns import Category, Observation
 
@@ -59,6 +60,7 @@ class Sightings:
         two sightings); the facts that reached their threshold now, each with the evidence of
         all its sightings, marked saved in the same transaction. A new lesson's row prunes
         the table back to its bounds."""
+        one_writer(conn)  # on PostgreSQL, two proxies never count from the same old row
         ready: list[Observation] = []
         grew = False
         for obs in found:
