@@ -237,6 +237,9 @@ def _record_spend(result: LearnResult, backend: Backend | None, settings: Settin
         result.model_seconds,
     )
     try:
+        if settings.store_url is not None:
+            record_learn_spend(settings.home, record, settings.store_url)
+            return
         stats = stats_db_path(settings.home)
         access.writable(settings.home, stats)  # its own words, not the proxy's "retries"
         with access.one_shot(stats):
