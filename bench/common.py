@@ -76,21 +76,28 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def seed_project(home: Path, cwd: str, facts: int) -> Path:
+def seed_project(home: Path, cwd: str, facts: int, store_url: str | None = None) -> Path:
     """``home`` whose project at ``cwd`` holds ``facts`` generated short memories (real vectors
-    of the shipped model); returns the project's database. Imports ember only when called."""
+    of the shipped model); returns the project's database (with ``store_url``, the path whose
+    PostgreSQL schema holds them). Imports ember only when called."""
     sys.path.insert(0, str(Path(__file__).parent))
     from ember.memory import HierarchicalMemory, NewMemory
     from ember.models import get_embedder
     from ember.project import resolve_project
+    from ember.store.registry import Storage
     from memory_data import short_memories
 
     ref = resolve_project({"x-ember-cwd": cwd})
     assert ref is not None
     db = ref.db_path(home)
-    db.parent.mkdir(parents=True, exist_ok=True)
-    with HierarchicalMemory(db, get_embedder()) as mem:
-        mem.add_many([NewMemory(t, importance=0.7) for t in short_memories(facts)])
+    if store_url is None:
+        db.parent.mkdir(parents=True, exist_ok=True)
+    storage = Storage(home, store_url=store_url)
+    try:
+        with HierarchicalMemory(storage.database(db), get_embedder()) as mem:
+            mem.add_many([NewMemory(t, importance=0.7) for t in short_memories(facts)])
+    finally:
+        storage.close()
     return db
 
 

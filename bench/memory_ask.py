@@ -13,10 +13,15 @@ per-ask pairs), each proxy's CPU time per request (from /proc), and how many ask
 injected and how many went without (the proxy's ledger).
 
     python bench/memory_ask.py [--facts 1000] [--asks 300] [--gap 0.05] [--baseline CHECKOUT]
+                               [--postgres]
 
 ``--baseline`` adds a fourth target, memory on as another checkout of ember has it (its
 ``src`` first on the proxy's PYTHONPATH; e.g. ``git worktree add /tmp/before <commit>``), in
 the same interleaved run: a before/after comparison on the same host state.
+
+``--postgres`` adds memory on with everything on PostgreSQL (``store_url``; a server the test
+setup starts, ``ember.testing.postgres``, or ``$EMBER_TEST_PG_URL``'s), the same memories in
+the project's schema: issue #24's proxy latency of both backends side by side.
 
 Loopback only; every loop is bounded by ``--asks``.
 """
@@ -57,6 +62,8 @@ SYSTEM = "You are a coding agent. Answer briefly."
 TARGETS = ("direct", "memory off", "memory on")
 #: ``--baseline``: memory on as another checkout of ember has it (its ``src`` on PYTHONPATH)
 BASELINE = "baseline on"
+#: ``--postgres``: memory on, everything on PostgreSQL
+ON_PG = "memory on (postgres)"
 
 
 def body(ask: str) -> bytes:
@@ -111,14 +118,16 @@ def report(res: dict, args: argparse.Namespace, ledger: AskCounts) -> None:
     n = len(times["direct"])
     print(f"\none new ask per request, {n} asks per target, {args.facts} memories in the project, "
           f"separate processes, loopback, {os.cpu_count()} cores\n")  # fmt: skip
-    print(f"{'target':12} {'p50 ms':>8} {'p99 ms':>8} {'cpu ms/req':>11}")
+    print(f"{'target':22} {'p50 ms':>8} {'p99 ms':>8} {'cpu ms/req':>11}")
     for t in targets:
         c = f"{cpu[t] / n * 1000:11.2f}" if t in cpu else f"{'-':>11}"
-        print(f"{t:12} {pct(times[t], 50):8.2f} {pct(times[t], 99):8.2f} {c}")
+        print(f"{t:22} {pct(times[t], 50):8.2f} {pct(times[t], 99):8.2f} {c}")
     print()
     pairs_of = [("memory on", "memory off"), ("memory on", "direct"), ("memory off", "direct")]
     if BASELINE in times:
         pairs_of += [(BASELINE, "memory off"), ("memory on", BASELINE)]
+    if ON_PG in times:
+        pairs_of += [(ON_PG, "memory off"), (ON_PG, "memory on")]
     for a, b in pairs_of:
         pairs = [x - y for x, y in zip(times[a], times[b], strict=True)]
         print(f"{a} - {b}: added p50 {pct(times[a], 50) - pct(times[b], 50):+.2f} ms, "
@@ -146,10 +155,17 @@ async def main_async(args: argparse.Namespace) -> None:
             envs[BASELINE] = {**env, "EMBER_HOME": str(homes[BASELINE]), "PYTHONPATH": src}
             # Seeded by the baseline's own code, so its file is what that version writes.
             seed_with(envs[BASELINE], homes[BASELINE], CWD, args.facts)
-        ports = {t: free_port() for t in ["direct", *envs]}
-        up = f"http://127.0.0.1:{ports['direct']}"
-        urls = {t: f"http://127.0.0.1:{p}" for t, p in ports.items()}
         with contextlib.ExitStack() as stack:
+            if args.postgres:
+                from ember.testing.postgres import postgres_server
+
+                url = stack.enter_context(stack.enter_context(postgres_server()).fresh_database())
+                homes[ON_PG] = base / "memory-on-postgres"
+                seed_project(homes[ON_PG], CWD, args.facts, store_url=url)
+                envs[ON_PG] = {**env, "EMBER_HOME": str(homes[ON_PG]), "EMBER_STORE_URL": url}
+            ports = {t: free_port() for t in ["direct", *envs]}
+            up = f"http://127.0.0.1:{ports['direct']}"
+            urls = {t: f"http://127.0.0.1:{p}" for t, p in ports.items()}
             stack.enter_context(
                 process([EMBER, "dev", "upstream", "--port", str(ports["direct"])], env)
             )
@@ -176,6 +192,9 @@ def main() -> None:
         default=0.05,
         help="seconds between rounds (default 0.05): back-to-back asks would meet "
         "memory_cpu_share, and an ask turned away measures nothing",
+    )
+    ap.add_argument(
+        "--postgres", action="store_true", help="also run memory on with store_url (PostgreSQL)"
     )
     ap.add_argument(
         "--baseline",

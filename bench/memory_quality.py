@@ -20,19 +20,25 @@ stored content unchanged) and ranks each the shipped way and vector only.
                                    [--tune] [--floor]
                                    [--context VARIANTS [--context-words N]]
                                    [--sets generated,agent-logs,chitchat]
+                                   [--backends sqlite,postgres]
+
+``--backends sqlite,postgres`` builds every set's store on each backend (PostgreSQL: a server
+the test setup starts, ``ember.testing.postgres``, or ``$EMBER_TEST_PG_URL``'s) and prints
+the recall@10 of each method side by side with the difference (issue #24: within 0.01).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import os
 import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, get_args
 from unittest import mock
@@ -410,17 +416,46 @@ def _weights(arg: str) -> list[str]:
     return kinds
 
 
-def run_set(
-    emb: CachedEmbedder, es: EvalSet, ctx: Variant | None, tune: bool, words: int
-) -> list[dict[str, Any]]:
-    """One store of ``es`` (turns embedded with ``ctx``), every method asked on it: rows."""
+@contextmanager
+def opened(backend: str, emb: CachedEmbedder, pg: Any) -> Iterator[HierarchicalMemory]:
+    """A new, empty store on ``backend``: a file in a temporary directory, or a project schema
+    in a fresh database of ``pg`` (a ``PgServer``), dropped afterwards."""
     with tempfile.TemporaryDirectory() as tmp:
-        store = HierarchicalMemory(Path(tmp) / "ember.db", emb)
+        path = Path(tmp) / "ember.db"
+        if backend == "sqlite":
+            store = HierarchicalMemory(path, emb)
+            try:
+                yield store
+            finally:
+                store.close()
+            return
+        from ember.store.pg.database import PgDatabase
+        from ember.store.schema import PROJECT, for_postgres
+
+        with pg.fresh_database() as url:
+            db = PgDatabase(path, for_postgres(PROJECT), url=url, schema_name="ember_p_bench",
+                            log_failures=False)  # fmt: skip
+            store = HierarchicalMemory(db, emb)
+            try:
+                yield store
+            finally:
+                store.close()
+                db.close()
+
+
+def run_set(
+    emb: CachedEmbedder, es: EvalSet, ctx: Variant | None, tune: bool, words: int,
+    backend: str = "sqlite", pg: Any = None,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """One store of ``es`` (turns embedded with ``ctx``) on ``backend``, every method asked on
+    it: rows."""
+    with opened(backend, emb, pg) as store:
         t0 = time.perf_counter()
         turn_of = build(store, es, emb, ctx, words)
         took = time.perf_counter() - t0
         note = f"# {es.name}/{es.split}: {len(es.turns)} turns stored in {took:.1f}s"
         note += f" with {emb.name}; {len(es.questions)} questions"
+        note += f" on {backend}" if pg is not None else ""
         print(note + (f"; context {ctx.name}" if ctx else ""), file=sys.stderr, flush=True)
         chosen = methods(emb, tune)
         if ctx is not None:
@@ -430,10 +465,33 @@ def run_set(
             rs = ranks(store, turn_of, es, r)
             rows.append({"set": es.name, "split": es.split, "embedder": emb.name,
                          "method": name, "context": ctx.name if ctx else "none",
-                         **scores(rs), "ranks": rs,
+                         "backend": backend, **scores(rs), "ranks": rs,
                          "kinds": [q.kind for q in es.questions]})  # fmt: skip
-        store.close()
     return rows
+
+
+def print_backends(rows: list[dict[str, Any]], backends: Sequence[str]) -> None:
+    """Recall@10 and MRR of each set, split and method on each backend, with the largest
+    difference from the first backend's; the worst difference overall last."""
+    by: dict[tuple[str, ...], dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        key = (r["set"], r["split"], r["embedder"], r["context"], r["method"])
+        by.setdefault(key, {})[r["backend"]] = r
+    head = f"{'set':<14}{'split':<6}{'method':<24}"
+    head += "".join(f"{b + ' R@10':>16}{b + ' MRR':>15}" for b in backends)
+    head += f"{'|d R@10|':>10}"
+    print()
+    print(head)
+    print("-" * len(head))
+    worst = 0.0
+    for (name, split, _emb, _ctx, method), got in by.items():
+        cells = "".join(f"{got[b]['r@10']:>16.3f}{got[b]['mrr']:>15.3f}" if b in got
+                        else f"{'-':>16}{'-':>15}" for b in backends)  # fmt: skip
+        d = max((abs(got[b]["r@10"] - got[backends[0]]["r@10"]) for b in backends
+                 if b in got and backends[0] in got), default=0.0)  # fmt: skip
+        worst = max(worst, d)
+        print(f"{name:<14}{split:<6}{method:<24}{cells}{d:>10.3f}")
+    print(f"largest recall@10 difference between backends: {worst:.3f}")
 
 
 def main() -> None:
@@ -462,6 +520,10 @@ def main() -> None:
         help="comma-separated context variants for short turns (turn_context.py), "
         "each a store of its own, ranked the shipped way and vector only",
     )
+    ap.add_argument(
+        "--backends", default="sqlite",
+        help="comma-separated stores to build each set in: sqlite, postgres (side by side)",
+    )  # fmt: skip
     ap.add_argument("--context-words", type=int, default=32,
                     help="words of the previous turn a context keeps (its end)")  # fmt: skip
     args = ap.parse_args()
@@ -470,20 +532,21 @@ def main() -> None:
     os.environ["TZ"] = "UTC"
     time.tzset()
     splits = ("dev", "test") if args.split == "both" else (args.split,)
-    rows: list[dict[str, Any]] = []
-    floors: list[dict[str, Any]] = []
     embs = embedders(args.e5, args.weights)
-    for emb in embs:
-        for split in splits:
-            sets = all_sets(split)
-            wanted = set(args.sets.split(",")) if args.sets else {x.name for x in sets}
-            for es in (x for x in sets if x.name in wanted):
-                for ctx in args.context or [None]:
-                    rows += run_set(emb, es, ctx, args.tune and split == "dev", args.context_words)
-            if args.floor and split == "dev":
-                floors.append(calibrate(emb, sets))
-    print_table(rows)
-    print_kinds(rows)
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    if not backends or set(backends) - {"sqlite", "postgres"}:
+        sys.exit(f"--backends: {args.backends!r}: name sqlite and/or postgres")
+    with ExitStack() as stack:
+        pg = None
+        if "postgres" in backends:
+            from ember.testing.postgres import postgres_server
+
+            pg = stack.enter_context(postgres_server())
+        rows, floors = measure(args, embs, splits, backends, pg)
+    print_table([r for r in rows if r["backend"] == backends[0]])
+    print_kinds([r for r in rows if r["backend"] == backends[0]])
+    if len(backends) > 1:
+        print_backends(rows, backends)
     if args.tune:
         shares_ok = {k for k, r in methods(embs[0], True).items()
                      if r.fusion == "norm" and r.lexical == "coverage"}  # fmt: skip
@@ -497,6 +560,27 @@ def main() -> None:
             sys.exit("--save-floor: not saved, the shipped floor is calibrated with the real "
                      f"chats too ({', '.join(sorted(set(CHITCHAT_SETS) - HELD_OUT))})")  # fmt: skip
         FLOOR_DATA.write_text(json.dumps(floors[0], indent=0) + "\n")
+
+
+def measure(
+    args: argparse.Namespace, embs: list[CachedEmbedder], splits: Sequence[str],
+    backends: Sequence[str], pg: Any,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:  # fmt: skip
+    """Every wanted set of every split, built on every backend with every embedder (and
+    context variant): the rows, and the floor calibrations asked for."""
+    rows: list[dict[str, Any]] = []
+    floors: list[dict[str, Any]] = []
+    for emb in embs:
+        for split in splits:
+            sets = all_sets(split)
+            wanted = set(args.sets.split(",")) if args.sets else {x.name for x in sets}
+            for es in (x for x in sets if x.name in wanted):
+                for ctx, backend in itertools.product(args.context or [None], backends):
+                    tune = args.tune and split == "dev"
+                    rows += run_set(emb, es, ctx, tune, args.context_words, backend, pg)
+            if args.floor and split == "dev":
+                floors.append(calibrate(emb, sets))
+    return rows, floors
 
 
 if __name__ == "__main__":

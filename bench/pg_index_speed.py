@@ -16,6 +16,10 @@ vacuumed and analysed before the asks. Prints p50 / p99 per cell and the Postgre
 ratio. Every loop is bounded by a count; the server is on loopback (a unix socket) and
 removed at the end.
 
+After each size, what the indexes take on disk (PostgreSQL: each table with its indexes and
+TOAST; SQLite: the file) in all and per memory: the basis of ``docs/scale.md``'s estimate of
+1M memories.
+
     python bench/pg_index_speed.py [--sizes 10000,100000] [--queries 200] [--cache DIR]
 """
 
@@ -153,6 +157,7 @@ def one_size(url: str, n: int, n_queries: int, root: Path, cache: Path) -> list[
             exact = {s for s, _ in top_k(dict(enumerate((vectors @ q).tolist(), start=1)), 10)}
             for side in hits:
                 hits[side] += len({s for s, _ in found[side][:10]} & exact)
+        sizes = on_disk(conn, db, n)
     finally:
         conn.close()
         db.close()
@@ -169,7 +174,26 @@ def one_size(url: str, n: int, n_queries: int, root: Path, cache: Path) -> list[
             f"postgres p50 {statistics.median(p):6.2f} ms p99 {pct(p, 0.99):6.2f} | "
             f"ratio p50 {statistics.median(p) / statistics.median(s):5.2f}"
         )
-    return out
+    return out + sizes
+
+
+def on_disk(conn: PgConnection, db: Database, n: int) -> list[str]:
+    """Bytes of each PostgreSQL index table (indexes and TOAST included) and of the SQLite
+    file with its WAL, in all and per memory."""
+    rows = conn.execute(
+        "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c "
+        "WHERE c.relkind = 'r' AND c.relname LIKE 'memory\\_%' ORDER BY 2 DESC"
+    ).fetchall()
+    graph = conn.execute("SELECT pg_relation_size('memory_vec_hnsw')").fetchone()
+    wal = db.path.with_name(db.path.name + "-wal")
+    lite = db.path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+    total = sum(int(r[1]) for r in rows)
+    parts = ", ".join(f"{r[0]} {int(r[1]) / 1e6:.1f} MB" for r in rows)
+    return [
+        f"  on disk: postgres {total / 1e6:.1f} MB ({total / n:.0f} B/memory: {parts}; "
+        f"the HNSW graph {int(graph[0]) / 1e6:.1f} MB), sqlite file {lite / 1e6:.1f} MB "
+        f"({lite / n:.0f} B/memory)"
+    ]
 
 
 def main() -> None:

@@ -19,8 +19,14 @@ ceiling of any speed-up of the embedding: batching, another runtime), and ``ask-
 embeds only the last part of the query input, the user's text, without the assistant turns
 and tool outputs before it (what a shorter query input would cost; says nothing of quality).
 
+Two legs keep everything on PostgreSQL instead of files (issue #24): ``ember on postgres`` and
+``no memory on postgres``, on a server the test setup starts (``ember.testing.postgres``) or
+``$EMBER_TEST_PG_URL``'s, a database each; their integrity is the memory indexes' agreement
+with the memories (``memory.index.pg_check``).
+
     python bench/storage_soak.py [--agents 8] [--turns 25] [--rounds 3]
-        [--legs "ember,no memory,shadow firing,free embedding,ask-only query"]
+        [--legs "ember,no memory,shadow firing,free embedding,ask-only query,
+                 ember on postgres,no memory on postgres"]
 
 Loopback only; every loop is bounded by its turns and a deadline.
 """
@@ -93,6 +99,8 @@ class Leg:
     env: dict[str, str]
     #: wraps the shared embedder for this proxy's memory (None: the shared one, as shipped)
     embedder: Callable[[Embedder], Embedder] | None = None
+    #: everything on PostgreSQL (``store_url``), not in files
+    postgres: bool = False
 
 
 LEGS = {
@@ -104,7 +112,58 @@ LEGS = {
     "shadow firing": Leg({"EMBER_SHADOW_IDLE_SECONDS": "1", "EMBER_SHADOW_TICK_SECONDS": "1"}),
     "free embedding": Leg({}, FreeEmbedding),
     "ask-only query": Leg({}, AskOnlyQuery),
+    "ember on postgres": Leg({}, postgres=True),
+    "no memory on postgres": Leg({"EMBER_MEMORY_MODE": "off"}, postgres=True),
 }
+
+
+@dataclass(frozen=True)
+class Store:
+    """Where a leg's project lives: its file, or (``url`` set) the schema that file maps to."""
+
+    db: Path
+    home: Path
+    url: str | None = None
+
+    def query(self, sql: str) -> list[tuple[Any, ...]]:
+        if self.url is None:
+            conn = connect(self.db, readonly=True).conn
+            try:
+                return [tuple(r) for r in conn.execute(sql).fetchall()]
+            finally:
+                conn.close()
+        import psycopg
+
+        from ember.store.pg.names import schema_name
+
+        with psycopg.connect(self.url, autocommit=True) as pg:
+            pg.execute(f"SET search_path TO {schema_name(self.home, self.db)}")
+            return [tuple(r) for r in pg.execute(sql).fetchall()]
+
+    def integrity(self) -> str:
+        """SQLite's integrity check, or the PostgreSQL memory indexes' agreement."""
+        if self.url is None:
+            return str(self.query("PRAGMA integrity_check")[0][0])
+        from ember.memory.index.pg_check import problems
+
+        found = problems(_Cursorish(self))
+        return "ok" if not found else str(found)
+
+
+class _Cursorish:
+    """``conn.execute(sql).fetchone()`` over ``Store.query`` (what ``pg_check`` calls)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def execute(self, sql: str) -> Any:
+        rows = self._store.query(sql)
+
+        class _Rows:
+            def fetchone(self) -> Any:
+                return rows[0] if rows else None
+
+        return _Rows()
 
 
 def stages_with(embedder: Embedder | None) -> Callable[[Settings, Storage], list[Stage]]:
@@ -138,18 +197,13 @@ def leg(url: str, plan: LoadPlan) -> tuple[LoadResult, float, float]:
     return result, time.perf_counter() - started, cpu_seconds() - cpu
 
 
-def check(db: Path) -> tuple[str, int, int]:
+def check(store: Store) -> tuple[str, int, int]:
     """Integrity, the client's rows (one per answered request) and the rows of calls ember
     made on its own (shadow memory runs with the defaults: accounted apart, by origin)."""
-    conn = connect(db, readonly=True).conn
-    try:
-        ok = str(conn.execute("PRAGMA integrity_check").fetchone()[0])
-        count = "SELECT COUNT(*) FROM exchanges WHERE origin {} 'client'"
-        rows = int(conn.execute(count.format("=")).fetchone()[0])
-        own = int(conn.execute(count.format("!=")).fetchone()[0])
-    finally:
-        conn.close()
-    return ok, rows, own
+    count = "SELECT COUNT(*) FROM exchanges WHERE origin {} 'client'"
+    rows = int(store.query(count.format("="))[0][0])
+    own = int(store.query(count.format("!="))[0][0])
+    return store.integrity(), rows, own
 
 
 def every_ask(lines: Sequence[Line], session_id: str) -> list[dict[str, Any]]:
@@ -181,17 +235,16 @@ def memory_counts(app: ProxyApp) -> str:
     )
 
 
-def shadow_counts(db: Path) -> str:
+def shadow_counts(store: Store) -> str:
     """Shadow runs by status, proposals (valid / all) and the memories they became."""
-    conn = connect(db, readonly=True).conn
     try:
-        runs = dict(conn.execute("SELECT status, COUNT(*) FROM shadow_memory_runs GROUP BY status"))
-        valid, proposed, promoted = conn.execute(
-            "SELECT SUM(validation_error IS NULL), COUNT(*), COUNT(memory_id) "
-            "FROM shadow_fact_proposals"
-        ).fetchone()
-    finally:
-        conn.close()
+        runs = dict(store.query("SELECT status, COUNT(*) FROM shadow_memory_runs GROUP BY status"))
+    except Exception:  # a store without shadow's tables (a feature not on PostgreSQL yet)
+        return "shadow: no tables"
+    [(valid, proposed, promoted)] = store.query(
+        "SELECT COUNT(*) FILTER (WHERE validation_error IS NULL), COUNT(*), COUNT(memory_id) "
+        "FROM shadow_fact_proposals"
+    )
     statuses = ", ".join(f"{n} {s}" for s, n in sorted(runs.items())) or "none"
     return (
         f"shadow runs: {statuses}; proposals {valid or 0} valid / {proposed}, "
@@ -199,16 +252,24 @@ def shadow_counts(db: Path) -> str:
     )
 
 
-def seeded_home(embedder: Embedder) -> tuple[Path, Path]:
-    """A fresh EMBER_HOME whose project already has memories (so every ask searches)."""
+def seeded_home(embedder: Embedder, url: str | None = None) -> Store:
+    """A fresh EMBER_HOME whose project already has memories (so every ask searches): in
+    its file, or with ``url`` in the schema that file maps to."""
     home = Path(tempfile.mkdtemp(prefix="ember-soak-"))
     ref = resolve_project({}, None, f"Working directory: {CWD}")
     assert ref is not None
     db = ref.db_path(home)
-    with HierarchicalMemory(db, embedder) as mem:
-        for fact in FACTS:
-            mem.add(fact, importance=0.8)
-    return home, db
+    store = Storage(home, store_url=url)
+    try:
+        with HierarchicalMemory(store.database(db), embedder) as mem:
+            for fact in FACTS:
+                mem.add(fact, importance=0.8)
+    finally:
+        store.close()
+    return Store(db, home, url)
+
+
+Proxies = dict[str, tuple[ProxyApp, BackgroundServer, Store, list[int]]]
 
 
 def main() -> None:
@@ -221,53 +282,83 @@ def main() -> None:
     legs = [name.strip() for name in args.legs.split(",")]
     if not legs or any(name not in LEGS for name in legs):
         ap.error(f"--legs takes some of: {', '.join(LEGS)}")
-    embedder = get_embedder()
     table: list[tuple[str, LoadResult, float, float]] = []
     stats: dict[str, dict[str, float]] = {}
     emulator = Emulator()
     emulator.reply_fn = shadow_replies(every_ask)  # the model's side of a shadow read
-    with BackgroundServer(emulator) as upstream, contextlib.ExitStack() as stack:
-        proxies = {}
-        for name in legs:
-            home, db = seeded_home(embedder)
-            settings = load_settings(
-                env=LEGS[name].env,
-                home=home,
-                anthropic_url=upstream.url,
-                openai_url=upstream.url + "/v1",
+    # The databases outlive the proxies: what they left is read after they stopped.
+    with contextlib.ExitStack() as databases:
+        with BackgroundServer(emulator) as upstream, contextlib.ExitStack() as stack:
+            proxies = open_legs(legs, upstream.url, stack, databases)
+            warm = LoadPlan(2, 2, "/home/bench/warm-up", "warm-up", deadline_seconds=60)
+            for url in [upstream.url, *(proxy.url for _, proxy, _, _ in proxies.values())]:
+                run_agents(url, warm)
+            for r in range(args.rounds):
+                table += one_round(r, args, upstream.url, proxies)
+            for name, (app, _, db, _) in proxies.items():
+                stats[name] = app.storage.database(db.db).stats.summary()
+                print(f"{name}: {memory_counts(app)}")
+        # The proxies have stopped (reading what was unread): the stores as they were left.
+        for name, (_, _, db, expected) in proxies.items():
+            ok, rows, own = check(db)
+            print(
+                f"after stopping, {name}: integrity {ok}, client rows {rows} / answered "
+                f"{expected[0]} (+{own} rows of ember's own calls); {shadow_counts(db)}"
             )
-            wrap = LEGS[name].embedder
-            app = build_app(settings, stages_with(wrap(embedder) if wrap else None))
-            proxies[name] = (app, stack.enter_context(BackgroundServer(app)), db, [0])
-        for url in [upstream.url, *(proxy.url for _, proxy, _, _ in proxies.values())]:
-            run_agents(url, LoadPlan(2, 2, "/home/bench/warm-up", "warm-up", deadline_seconds=60))
-        for r in range(args.rounds):
-            plan = LoadPlan(args.agents, args.turns, CWD, f"direct{r}", deadline_seconds=600)
-            table.append(("direct", *leg(upstream.url, plan)))
-            for name, (app, proxy, db, expected) in proxies.items():
-                plan = LoadPlan(args.agents, args.turns, CWD, f"{name}{r}", deadline_seconds=600)
-                result, wall, cpu = leg(proxy.url, plan)
-                table.append((name, result, wall, cpu))
-                assert proxy.loop is not None  # response stages first, then their writes
-                asyncio.run_coroutine_threadsafe(app.drain(), proxy.loop).result(60)
-                app.storage.flush(60)
-                expected[0] += result.answered
-                ok, rows, own = check(db)
-                print(
-                    f"round {r}, {name}: integrity {ok}, client rows {rows} / answered "
-                    f"{expected[0]} (+{own} rows of ember's own calls); {shadow_counts(db)}"
-                )
-        for name, (app, _, db, _) in proxies.items():
-            stats[name] = app.storage.database(db).stats.summary()
-            print(f"{name}: {memory_counts(app)}")
-    # The proxies have stopped (reading what was unread): the files as they were left.
-    for name, (_, _, db, expected) in proxies.items():
+    report(table, stats, args)
+
+
+def open_legs(
+    legs: list[str], upstream: str, stack: contextlib.ExitStack, databases: contextlib.ExitStack
+) -> Proxies:
+    """A proxy per leg on a seeded project (a PostgreSQL database of its own for the
+    PostgreSQL legs, on one server started for the first of them)."""
+    embedder = get_embedder()
+    proxies: Proxies = {}
+    pg = None
+    for name in legs:
+        url = None
+        if LEGS[name].postgres:
+            if pg is None:
+                from ember.testing.postgres import postgres_server
+
+                pg = databases.enter_context(postgres_server())
+            url = databases.enter_context(pg.fresh_database())
+        db = seeded_home(embedder, url)
+        settings = load_settings(
+            env=LEGS[name].env,
+            home=db.home,
+            anthropic_url=upstream,
+            openai_url=upstream + "/v1",
+            store_url=url,
+        )
+        wrap = LEGS[name].embedder
+        app = build_app(settings, stages_with(wrap(embedder) if wrap else None))
+        proxies[name] = (app, stack.enter_context(BackgroundServer(app)), db, [0])
+    return proxies
+
+
+def one_round(
+    r: int, args: argparse.Namespace, upstream: str, proxies: Proxies
+) -> list[tuple[str, LoadResult, float, float]]:
+    """The load straight at the emulator, then through each proxy; each proxy's store
+    checked after its leg."""
+    plan = LoadPlan(args.agents, args.turns, CWD, f"direct{r}", deadline_seconds=600)
+    table = [("direct", *leg(upstream, plan))]
+    for name, (app, proxy, db, expected) in proxies.items():
+        plan = LoadPlan(args.agents, args.turns, CWD, f"{name}{r}", deadline_seconds=600)
+        result, wall, cpu = leg(proxy.url, plan)
+        table.append((name, result, wall, cpu))
+        assert proxy.loop is not None  # response stages first, then their writes
+        asyncio.run_coroutine_threadsafe(app.drain(), proxy.loop).result(60)
+        app.storage.flush(60)
+        expected[0] += result.answered
         ok, rows, own = check(db)
         print(
-            f"after stopping, {name}: integrity {ok}, client rows {rows} / answered "
+            f"round {r}, {name}: integrity {ok}, client rows {rows} / answered "
             f"{expected[0]} (+{own} rows of ember's own calls); {shadow_counts(db)}"
         )
-    report(table, stats, args)
+    return table
 
 
 def report(
@@ -277,7 +368,7 @@ def report(
 ) -> None:
     print(f"\n{args.agents} agents x {args.turns} turns x {args.rounds} rounds, one project")
     print(
-        f"{'leg':14} {'answered':>9} {'failed':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'leg':22} {'answered':>9} {'failed':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
         f"{'cpu ms/req':>11}"
     )
     sums: dict[str, list[float]] = {}
@@ -288,7 +379,7 @@ def report(
         cpus.setdefault(name, []).append(cpu / max(1, result.answered))
         lat = [x * 1000 for x in result.latencies]
         print(
-            f"{name:14} {result.answered:9d} {result.failed:7d} {rate:8.1f} "
+            f"{name:22} {result.answered:9d} {result.failed:7d} {rate:8.1f} "
             f"{pct(lat, 0.5):8.1f} {pct(lat, 0.99):8.1f} {cpus[name][-1] * 1000:11.1f}"
         )
     direct_rates = sums.pop("direct")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.metadata import entry_points
@@ -120,6 +120,14 @@ class Feature:
     #: its tables out and the app builds none of its stages (said once at start-up), rather
     #: than letting it fail on missing tables inside requests.
     postgres: bool = False
+    #: ``ember store copy`` (issue #24): its tables whose rows follow from its other tables
+    #: (an index's postings), table -> why, never copied row for row...
+    derived: Callable[[], Mapping[str, str]] = dict
+    #: ...and what rebuilds them from the copied rows, in the target's one transaction
+    #: (``rebuild()(conn, copied)``: the store's connection of either dialect, and the rows
+    #: copied now by table; returns how many entries it added, by index). None: nothing to
+    #: rebuild.
+    rebuild: Callable[[], Callable[[Any, Mapping[str, int]], Mapping[str, int]]] | None = None
 
 
 def later(reference: str) -> Callable[[], Any]:

@@ -65,7 +65,7 @@ class ViewContext:
             path = self.home / "projects" / name / "ember.db"
         else:
             raise ViewError(404, f"no project named {name!r}")
-        if not path.is_file():
+        if not self.storage.holds(path):  # a read never creates: a made-up name stays a 404
             raise ViewError(404, f"no project named {name!r} in {self.home}")
         return path
 

@@ -53,6 +53,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "toin show": (("toin", "show"), "object"),
     "learn": (("learn", "--agent", "claude", "--path", "{logs}", "--scan-only"), "object"),
     "features": (("features",), "object"),
+    "store copy": (("store", "copy", "--from", "{out}/home", "--to", "{out}/copy"), "object"),
 }
 
 

@@ -222,3 +222,35 @@ async def test_the_resources_hold_the_memories_and_the_spend(
 def test_spend_of_no_calls_is_zero_and_priced() -> None:
     empty = spend_summary("p", [])
     assert empty["requests"] == 0 and empty["cost_usd"] == 0 and empty["by_origin"] == []
+
+
+async def test_on_a_postgresql_store_the_tools_read_what_they_saved(
+    tmp_path: Path, target: Served, pg_url: str
+) -> None:
+    """With ``store_url`` the project has no file: a search, the list and the spend resource
+    read the project's schema (a check for the file said "no data yet" and found nothing),
+    and nothing is created in the home."""
+    settings = load_settings(env={"EMBER_HOME": str(tmp_path / "home"), "EMBER_STORE_URL": pg_url})
+    storage = storage_for(settings)
+    memory = ProjectMemory(settings, target, HashEmbedder(), storage)
+    try:
+        async with Client(build_server(memory)) as client:
+            assert (await call(client, "memory_list"))["memories"] == []
+            [fact] = (await call(client, "memory_save", facts=[{"content": DB_FACT}]))["saved"]
+            found = await call(client, "memory_search", query="which database does the API use?")
+            assert [h["id"] for h in found["hits"]] == [fact["id"]]
+            assert [m["id"] for m in (await call(client, "memory_list"))["memories"]] == [
+                fact["id"]
+            ]
+        row = ExchangeRecord(
+            ts=1_790_000_000.0, session_id="s1", project=str(target.label),
+            protocol="anthropic", model="claude-sonnet-4-5", status=200, outcome="ok",
+            stream=False, usage=Usage(input_tokens=120, output_tokens=30), cost_usd=0.5,
+            price_snapshot="test", latency_ms=1.0, ttfb_ms=None, origin="client",
+        )  # fmt: skip
+        storage.database(target.path).write(row.insert)
+        assert (memory.spend()["requests"], memory.spend()["input_tokens"]) == (1, 120)
+    finally:
+        memory.close()
+        storage.close()
+    assert not target.path.exists() and not (tmp_path / "home" / "projects").exists()

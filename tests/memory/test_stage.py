@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 from pathlib import Path
 
 from ember.exchange import Exchange
@@ -183,4 +185,39 @@ async def test_an_ask_that_finds_every_search_slot_busy_goes_on_and_is_counted(
     counts = storage.database(db).read(ask_counts)
     assert (counts.asks, counts.with_memories, counts.busy) == (2, 1, 1)
     assert "1 went on without them" in counts.sentence()
+    storage.close()
+
+
+async def test_an_ask_whose_search_hangs_goes_on_within_the_wait_and_is_counted(
+    tmp_path: Path,
+) -> None:
+    """A store that stops answering (a hung PostgreSQL never closes the connection) holds
+    no request: past ``memory_search_wait`` the ask goes on without memories, the ledger
+    says it went without, and the slot is given back when the search ends after all."""
+    from ember.config import load_settings
+
+    facts = [draft(NewMemory("Builds use ninja"), new_id(), 1.0)]
+    release = threading.Event()
+
+    class _Hung(_FakeStore):
+        def search(self, query: object, **kw: object) -> list[MemoryHit]:
+            release.wait(30)
+            return super().search(query, **kw)
+
+    storage = Storage(tmp_path)
+    router = _FakeRouter(_Hung(facts), tmp_path / "p" / "ember.db")
+    settings = load_settings(env={"EMBER_MEMORY_SEARCH_WAIT": "0.2"})
+    stage = MemoryStage(settings, storage, router=router)  # type: ignore[arg-type]
+    ask = _ask([], "how do we build?")
+    started = time.monotonic()
+    await stage.on_request(ask)
+    assert time.monotonic() - started < 5
+    assert "ninja" not in ask.doc.to_bytes().decode()
+    assert stage.gate.turned_away_by["search_wait"] == 1 and stage.gate.busy == 1
+    release.set()
+    for _ in range(200):
+        if stage.gate.busy == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert stage.gate.busy == 0  # the search ended: its slot is free again
     storage.close()

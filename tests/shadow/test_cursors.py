@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from ember.shadow import cursors, runs
 from ember.store.database import Database
 from ember.store.driver import Connection
-from ember.store.schema import PROJECT
 from ember.store.transcript import Row, insert_rows, unread
+from tests.shadow.backends import BACKENDS, project_db
+
+
+@pytest.fixture(params=BACKENDS)
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    """A project database on either backend: the cursors move the same way on both."""
+    database = project_db(request.param, tmp_path, request)
+    yield database
+    database.close()
 
 
 def add(db: Database, session: str, generation: int, n: int, start: int = 0) -> list[int]:
@@ -42,7 +53,9 @@ def add(db: Database, session: str, generation: int, n: int, start: int = 0) -> 
 def digest_by_steward(db: Database, session: str, generation: int, through: int) -> None:
     db.write(
         lambda c: c.execute(
-            "INSERT OR REPLACE INTO steward_digested VALUES (?,?,?)", (session, generation, through)
+            "INSERT INTO steward_digested VALUES (?,?,?) ON CONFLICT (session_id, generation) "
+            "DO UPDATE SET through_seq = excluded.through_seq",
+            (session, generation, through),
         )
     )
 
@@ -60,8 +73,7 @@ def complete_run(db: Database, session: str, generation: int, through: int) -> N
     db.write(job)
 
 
-def test_inherit_rows_the_steward_digested_are_not_read_its_backlog_is(tmp_path: Path) -> None:
-    db = Database(tmp_path / "p.db", PROJECT)
+def test_inherit_rows_the_steward_digested_are_not_read_its_backlog_is(db: Database) -> None:
     seqs = add(db, "s", 1, 6)
     digest_by_steward(db, "s", 1, seqs[2])  # the steward read the first three
     db.write(cursors.activate)
@@ -74,11 +86,9 @@ def test_inherit_rows_the_steward_digested_are_not_read_its_backlog_is(tmp_path:
         lambda conn: conn.execute("SELECT through_seq FROM steward_digested").fetchall()
     )
     assert [m[0] for m in marks] == [seqs[2]]
-    db.close()
 
 
-def test_without_steward_history_before_enablement_is_skipped(tmp_path: Path) -> None:
-    db = Database(tmp_path / "p.db", PROJECT)
+def test_without_steward_history_before_enablement_is_skipped(db: Database) -> None:
     before = add(db, "s", 1, 4)
     mark = db.write(cursors.activate)
     assert mark == before[-1]
@@ -86,11 +96,9 @@ def test_without_steward_history_before_enablement_is_skipped(tmp_path: Path) ->
     c = cursor(db, "s", 1)
     assert (c.initialization, c.baseline) == ("enabled", before[-1])
     assert [m.seq for m in db.read(lambda conn: unread(conn, "s", 1, c.ready))] == after
-    db.close()
 
 
-def test_independent_of_the_steward_once_initialised(tmp_path: Path) -> None:
-    db = Database(tmp_path / "p.db", PROJECT)
+def test_independent_of_the_steward_once_initialised(db: Database) -> None:
     seqs = add(db, "s", 1, 4)
     digest_by_steward(db, "s", 1, seqs[0])
     db.write(cursors.activate)
@@ -105,13 +113,10 @@ def test_independent_of_the_steward_once_initialised(tmp_path: Path) -> None:
     c2 = cursor(db, "s", 2)
     assert c2.baseline == 0
     assert [m.seq for m in db.read(lambda conn: unread(conn, "s", 2, c2.ready))] == gen2
-    db.close()
 
 
-def test_the_activation_watermark_is_written_once(tmp_path: Path) -> None:
-    db = Database(tmp_path / "p.db", PROJECT)
+def test_the_activation_watermark_is_written_once(db: Database) -> None:
     add(db, "s", 1, 2)
     first = db.write(cursors.activate)
     add(db, "s", 1, 3, start=2)
     assert db.write(cursors.activate) == first
-    db.close()

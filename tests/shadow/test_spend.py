@@ -15,6 +15,7 @@ from ember.store.accounting import ExchangeRecord
 from ember.store.database import Database
 from ember.store.migrations import Schema
 from ember.store.schema import PROJECT
+from tests.shadow.backends import BACKENDS, project_db
 
 NOW = 1_790_000_000.0  # not on an hour boundary: the window starts mid-hour
 ORIGINS = ("client", "client", "shadow", "steward", "tool")  # "tool": counted by neither side
@@ -76,9 +77,11 @@ def insert(db: Database, records: Sequence[ExchangeRecord]) -> None:
     db.write(job)
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = Database(tmp_path / "ember.db", PROJECT)
+@pytest.fixture(params=BACKENDS)
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    """A project database on either backend: the window must sum the same rows on both
+    (PostgreSQL's spend_hours puts a row in its hour with floor, not SQLite's CAST)."""
+    database = project_db(request.param, tmp_path, request)
     yield database
     database.close()
 

@@ -44,9 +44,12 @@ async def upstream() -> AsyncIterator[Upstream]:
     await client.close()
 
 
-@pytest.fixture
-def storage(tmp_path: Path) -> Iterator[Storage]:
-    store = Storage(tmp_path / "home", vec=False)
+@pytest.fixture(params=["sqlite", "postgres"])
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
+    """The process's storage on either backend (issue #24): the steward's runs, facts,
+    marks and accounting are the same in a project's file and in its PostgreSQL schema."""
+    url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
+    store = Storage(tmp_path / "home", vec=False, store_url=url)
     yield store
     store.close()
 
@@ -314,7 +317,10 @@ async def test_checked_facts_are_promoted_and_linked_to_their_memories(
         S, 1, PROJECT, "anthropic", KEY, model=MODEL
     )
     assert got == [(PROJECT, S, ["Deploys run from a separate worktree"])]
-    linked = rows(db, "SELECT content, memory_id FROM steward_facts ORDER BY memory_id")
+    # NULL first on both backends (PostgreSQL sorts NULL last by default)
+    linked = rows(
+        db, "SELECT content, memory_id FROM steward_facts ORDER BY memory_id IS NOT NULL, memory_id"
+    )
     assert linked == [
         {"content": "Invented", "memory_id": None},
         {"content": "Deploys run from a separate worktree", "memory_id": "mem-0"},

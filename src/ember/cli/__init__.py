@@ -22,6 +22,7 @@ from ember.cli.features import features
 from ember.cli.proxy import proxy
 from ember.cli.setup import setup
 from ember.cli.stats import stats
+from ember.cli.store import store
 from ember.cli.ui import ui
 from ember.cli.wrap import wrap
 from ember.config import Settings
@@ -60,6 +61,7 @@ cli.add_command(wrap)
 cli.add_command(setup)
 cli.add_command(features)
 cli.add_command(ui)
+cli.add_command(store)
 
 
 def _upstream(settings: Settings) -> OwnUpstream:

@@ -29,6 +29,7 @@ from ember.store.migrations import Schema
 if TYPE_CHECKING:
     from ember.config import Settings
     from ember.store.pg.database import PgDatabase
+    from ember.store.registry import Storage
 
 
 def no_data(path: Path, what: str = "This project") -> str:
@@ -46,6 +47,15 @@ def existing(home: Path, path: Path) -> bool:
     """Whether the database ``path`` exists (False: no data yet, and nothing was created);
     raises ``StorageError`` when the home or the file cannot be used."""
     return check_readable(home, path)
+
+
+def stored(storage: Storage, path: Path, schema: Schema) -> bool:
+    """Whether ``path``'s data exists where ``storage`` keeps it: the file, or on PostgreSQL
+    (``store_url``) the schema the path names. A check of the file alone said "no data yet"
+    of every project on PostgreSQL, where no file is ever made. Creates nothing."""
+    if storage.postgres:
+        return storage.holds(path, schema)
+    return existing(storage.home, path)
 
 
 def writable(home: Path, path: Path) -> None:

@@ -108,14 +108,14 @@ def _from_file(settings: Settings, path: Path, project: bool, limit: int) -> _Re
 
 def _from_postgres(settings: Settings, path: Path, project: bool, limit: int) -> _Report:
     """The same report from the project's schema on PostgreSQL (``store_url``), memory's
-    asks included (memory runs there). The shadow budget is left out until shadow memory
-    runs on PostgreSQL (``Feature.postgres``): its tables are not there."""
+    asks and the shadow budget included (both features run there)."""
     with access.pg_database(settings, path, PROJECT if project else STATS) as db:
         report = _Report(db.where, db.exists(), "")
         report.missing = f"No sessions recorded: {report.where} does not exist yet."
         if report.found:
             report.rows, report.own = db.read(sessions_of)[:limit], db.read(own_spend_of)
             report.asks = db.read(ask_counts) if project else None
+            report.budget = _budget(db, settings) if project else None
     return report
 
 

@@ -61,4 +61,6 @@ FEATURE = Feature(
     flat_settings=True,
     views=later("ember.memory.views:views"),
     postgres=True,
+    derived=later("ember.memory.copying:derived"),
+    rebuild=later("ember.memory.copying:rebuilder"),
 )

@@ -60,6 +60,14 @@ class AskGate:
         self._notice.add(1, f"ask(s) went without memories: {why}")
         return False
 
+    def gave_up(self, seconds: float) -> None:
+        """An ask stopped waiting for its search after ``seconds`` (the store is slow or
+        hung): counted and logged as a bound of its own; the slot stays taken until the
+        search ends (``leave``), so a hung store fills the slots and later asks go on at once."""
+        self.turned_away_by["search_wait"] += 1
+        why = f"their search took over {seconds:g} s (memory_search_wait): is the store slow?"
+        self._notice.add(1, f"ask(s) went without memories: {why}")
+
     @property
     def turned_away(self) -> int:
         """Asks that went without memories since the process started."""

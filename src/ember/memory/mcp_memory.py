@@ -78,7 +78,7 @@ class ProjectMemory:
     def _existing(self) -> HierarchicalMemory | None:
         """The store; None while the project has no ember data (nothing is created)."""
         with self._lock:
-            if self._store is None and not access.existing(self.settings.home, self.target.path):
+            if self._store is None and not access.stored(self.storage, self.target.path, PROJECT):
                 return None
             return self._opened()
 
@@ -89,7 +89,8 @@ class ProjectMemory:
 
     def _opened(self) -> HierarchicalMemory:
         if self._store is None:
-            access.writable(self.settings.home, self.target.path)
+            if not self.storage.postgres:  # nothing of it is kept in the home there
+                access.writable(self.settings.home, self.target.path)
             store = self._router.for_project(self.target.ref)
             if store is None:  # the router refuses what ``served`` refused: never reached
                 raise ProjectError(f"no memory store for {self.target.label}")
@@ -202,8 +203,8 @@ class ProjectMemory:
         by origin (the clients' own calls, and ember's: shadow memory, the steward...)."""
         path = self.target.spend_path
         rows: list[dict[str, Any]] = []
-        if access.existing(self.settings.home, path):
-            schema = STATS if path.name == "stats.db" else PROJECT
+        schema = STATS if path.name == "stats.db" else PROJECT
+        if access.stored(self.storage, path, schema):
             rows = self.storage.database(path, schema).read(totals_by_origin)
         return spend_summary(self.target.label, rows)
 

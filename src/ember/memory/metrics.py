@@ -20,7 +20,7 @@ from ember.memory.ledger import LedgerEntry
 #: What a new ask of the user's thread got (``ask_result``).
 RESULTS = ("injected", "empty", "busy", "unavailable")
 #: The bounds an ask meets when memory is at capacity (``AskGate.turned_away_by``).
-BOUNDS = ("slots", "cpu_share")
+BOUNDS = ("slots", "cpu_share", "search_wait")
 
 
 def ask_result(entry: LedgerEntry | None) -> str:

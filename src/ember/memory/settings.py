@@ -46,3 +46,8 @@ class MemorySettings(BaseModel):
     #: cores: memory/share.py). Past it, asks go on without memories and such facts are
     #: stored without vectors until it has refilled: forwarding keeps the rest of the CPU.
     memory_cpu_share: float = Field(default=0.1, gt=0, le=1)
+    #: The longest an ask waits for its memory search (seconds); past it, it goes on without
+    #: memories (counted like a busy one) while the search finishes on its own and keeps its
+    #: slot. A search takes milliseconds; this bounds a store that stopped answering (a
+    #: PostgreSQL server that hangs never closes the connection, and the ask would wait).
+    memory_search_wait: float = Field(default=2.0, gt=0, le=60)

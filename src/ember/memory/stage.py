@@ -212,16 +212,9 @@ class MemoryStage(Stage):
             # Memory is at capacity: this ask goes on without memories, and the ledger says
             # so (nothing injected here), so the session's later requests replay it the same.
             return LedgerEntry(ask, digest, "", busy=True)
-        started = time.monotonic()
-        try:
-            hits = await asyncio.to_thread(
-                store.search,
-                query,
-                top_k=search_depth(self.budget.max_items, len(already)),
-                memory_filter=MemoryFilter(session_id=ex.session_id),
-            )
-        finally:
-            self.gate.leave(time.monotonic() - started)
+        hits = await self._search(store, query, ex.session_id, len(already))
+        if hits is None:
+            return LedgerEntry(ask, digest, "", busy=True)
         if store.deferred and not self._catching_up:
             task = asyncio.create_task(self._catch_up(store))
             self._catching_up.add(task)
@@ -231,6 +224,35 @@ class MemoryStage(Stage):
         )
         chosen = self.budget.select(fresh)
         return LedgerEntry(ask, digest, chosen.text, fact_keys(chosen.hits))
+
+    async def _search(
+        self, store: HierarchicalMemory, query: MemoryQuery, session: str, already: int
+    ) -> list[MemoryHit] | None:
+        """The hits, or None when the search outlasted ``memory_search_wait`` (the ask goes
+        on without them; the search runs to its end and gives its slot back then). The
+        caller holds a slot (``gate.enter``)."""
+        started = time.monotonic()
+        search = asyncio.ensure_future(
+            asyncio.to_thread(
+                store.search,
+                query,
+                top_k=search_depth(self.budget.max_items, already),
+                memory_filter=MemoryFilter(session_id=session),
+            )
+        )
+
+        def ended(done: asyncio.Future[list[MemoryHit]]) -> None:
+            self.gate.leave(time.monotonic() - started)
+            if not done.cancelled():
+                done.exception()  # an error after the ask gave up is not left unread
+
+        search.add_done_callback(ended)
+        wait = self.options.memory_search_wait
+        try:
+            return await asyncio.wait_for(asyncio.shield(search), wait)
+        except TimeoutError:
+            self.gate.gave_up(wait)
+            return None
 
     async def _catch_up(self, store: HierarchicalMemory) -> None:
         """Vectors for facts a flood left without (``add_many(background=True)``), after the

@@ -8,7 +8,8 @@ Every number printed says how it was computed; cost is a list-price snapshot, ne
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -49,20 +50,35 @@ def _settings_and_path(
     return settings, ref.db_path(settings.home), ref
 
 
-def _read(home: Path, path: Path, fn: Callable[[Connection], T]) -> T | None:
-    """``fn`` over the project's database; None when it does not exist (a read creates
-    nothing); an unusable home or file is one line with the fix (``access``)."""
-    if not access.existing(home, path):
-        return None
+@contextmanager
+def _project(settings: Settings, path: Path) -> Iterator[tuple[Database | None, str]]:
+    """A short-lived owner of the project's data and where it is named: its schema when
+    ``store_url`` is set (the runs the proxy keeps there), else its file. The owner is None
+    when the project has no data yet: a read creates nothing (no file, no schema). An
+    unusable home, file or server is one line with the fix (``access``)."""
+    if settings.store_url is not None:
+        with access.pg_database(settings, path, PROJECT) as pg:
+            yield (pg if pg.exists() else None), pg.where
+        return
+    if not access.existing(settings.home, path):
+        yield None, str(path)
+        return
     with access.database(path, PROJECT) as db:
-        return db.read(fn)
+        yield db, str(path)
 
 
-def _no_data(path: Path, as_json: bool, empty: Any) -> None:
+def _read(settings: Settings, path: Path, fn: Callable[[Connection], T]) -> tuple[T | None, str]:
+    """``fn`` over the project's data, and where that is; None when there is none yet."""
+    with _project(settings, path) as (db, where):
+        return (None if db is None else db.read(fn)), where
+
+
+def _no_data(where: str, as_json: bool, empty: Any) -> None:
     """No data yet: an empty document for --json (the note on stderr), else the note."""
     if as_json:
         render.echo_json(empty)
-    click.echo(access.no_data(path), err=as_json)
+    note = f"This project has no ember data yet: {where} does not exist (nothing was created)."
+    click.echo(note, err=as_json)
 
 
 def _side(steward: bool) -> Side:
@@ -127,16 +143,16 @@ def runs_cmd(
         found = reads.runs(c, _side(steward), limit)
         return found, spend.project_budget(c, share, allowance, prices)
 
-    got = _read(settings.home, path, read)
+    got, where = _read(settings, path, read)
     if got is None:
-        _no_data(path, as_json, [])
+        _no_data(where, as_json, [])
         return
     rows, budget = got
     if as_json:
         render.echo_json(rows)
         return
     if not rows:
-        render.say(f"No {_side(steward)} runs recorded in {path}.")
+        render.say(f"No {_side(steward)} runs recorded in {where}.")
         return
     _print(runs_table(rows, f"{_side(steward)} runs, newest first", COST_HOW))
     render.say(spend.sentence(budget))
@@ -161,15 +177,17 @@ def proposals_cmd(
     """Proposed facts with their evidence, oldest first; an invalid one keeps its
     validation_error (--json: one array, [] when none)."""
     settings, path, _ = _settings_and_path(project_id, cwd, config_file)
-    rows = _read(settings.home, path, lambda c: reads.proposals(c, _side(steward), run_id, invalid))
+    rows, where = _read(
+        settings, path, lambda c: reads.proposals(c, _side(steward), run_id, invalid)
+    )
     if rows is None:
-        _no_data(path, as_json, [])
+        _no_data(where, as_json, [])
         return
     if as_json:
         render.echo_json(rows)
         return
     if not rows:
-        render.say("No proposals match." if run_id or invalid else f"No proposals in {path}.")
+        render.say("No proposals match." if run_id or invalid else f"No proposals in {where}.")
         return
     _print(proposals_table(rows, f"{_side(steward)} proposals"))
 
@@ -198,11 +216,11 @@ def compare_cmd(
     """The shadow against the steward: exact, evidence and semantic coverage (kept apart),
     cost by path x model x status, latency p50/p95 and evidence-pointer quality."""
     settings, path, ref = _settings_and_path(project_id, cwd, config_file)
-    if not access.existing(settings.home, path):
-        nothing = pairing.not_computed("the project has no ember data yet")
-        _no_data(path, as_json, compare.report(compare.Inputs(), nothing))
-        return
-    with access.database(path, PROJECT) as db:
+    with _project(settings, path) as (db, where):
+        if db is None:
+            nothing = pairing.not_computed("the project has no ember data yet")
+            _no_data(where, as_json, compare.report(compare.Inputs(), nothing))
+            return
         inputs = db.read(reads.compare_inputs)
         section = _semantic(settings, db, ref, inputs, semantic, dry_run)
         result = compare.report(inputs, section)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from ember.store.driver import Connection
 
@@ -27,10 +27,17 @@ Initialization = Literal["steward", "enabled"]
 
 
 def activate(conn: Connection) -> int:
-    """Write the watermark if it is not there yet (a write job); returns it."""
+    """Write the watermark if it is not there yet (a write job); returns it.
+
+    ``ON CONFLICT (id) DO NOTHING`` on both backends: an upsert never updates here (the
+    trigger would refuse it), and on PostgreSQL a second proxy activating the same project at
+    the same moment waits for the first and keeps its watermark. (``WHERE true``: SQLite
+    reads an ``ON`` after ``INSERT ... SELECT ... FROM t`` as a join's unless a WHERE ends
+    the SELECT.)"""
     conn.execute(
-        "INSERT OR IGNORE INTO shadow_activation (id, through_seq, activated_at) "
-        "SELECT 1, COALESCE(MAX(seq), 0), ? FROM transcript_messages",
+        "INSERT INTO shadow_activation (id, through_seq, activated_at) "
+        "SELECT 1, COALESCE(MAX(seq), 0), ? FROM transcript_messages WHERE true "
+        "ON CONFLICT (id) DO NOTHING",
         (time.time(),),
     )
     return watermark(conn)
@@ -51,22 +58,32 @@ class Cursor:
 
 
 def ensure_cursor(conn: Connection, session_id: str, generation: int) -> Cursor:
-    """The cursor of ``(session, generation)``, initialised if it has none (a write job)."""
-    row = conn.execute(
+    """The cursor of ``(session, generation)``, initialised if it has none (a write job).
+
+    Initialised once whoever asks first: on PostgreSQL two proxies may both find no cursor
+    (SQLite's write lock would have ordered them); the second insert is skipped and the
+    cursor is read back, so both read from the one baseline stored, never from their own."""
+    row = _stored(conn, session_id, generation)
+    if row is None:
+        baseline, init = _initial(conn, session_id, generation)
+        conn.execute(
+            "INSERT INTO shadow_cursors VALUES (?,?,?,?,?) "
+            "ON CONFLICT (session_id, generation) DO NOTHING",
+            (session_id, generation, baseline, init, time.time()),
+        )
+        row = _stored(conn, session_id, generation)
+        assert row is not None
+    baseline, init = int(row[0]), row[1]
+    ready = max(baseline, _done(conn, session_id, generation))
+    return Cursor(session_id, generation, baseline, init, ready)
+
+
+def _stored(conn: Connection, session_id: str, generation: int) -> Any:
+    return conn.execute(
         "SELECT baseline_seq, initialization FROM shadow_cursors "
         "WHERE session_id=? AND generation=?",
         (session_id, generation),
     ).fetchone()
-    if row is None:
-        baseline, init = _initial(conn, session_id, generation)
-        conn.execute(
-            "INSERT INTO shadow_cursors VALUES (?,?,?,?,?)",
-            (session_id, generation, baseline, init, time.time()),
-        )
-    else:
-        baseline, init = int(row[0]), row[1]
-    ready = max(baseline, _done(conn, session_id, generation))
-    return Cursor(session_id, generation, baseline, init, ready)
 
 
 def _initial(conn: Connection, session_id: str, generation: int) -> tuple[int, Initialization]:

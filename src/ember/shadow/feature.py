@@ -63,4 +63,5 @@ FEATURE = Feature(
     flat_settings=True,
     banner=_banner,
     views=later("ember.shadow.views:views"),
+    postgres=True,
 )

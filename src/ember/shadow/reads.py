@@ -5,6 +5,11 @@ Rows come out as the JSON objects ``CONTRACT.md`` fixes (``ember shadow runs --j
 output_tokens, latency_ms, estimated_usd, error``; ``ember shadow proposals --json``:
 ``id, run_id, content, evidence, validation_error``), with a few more fields that help read
 them. Steward runs and facts have the same shapes; a steward run's ``path`` is ``steward``.
+
+Rows that share a time are ordered as they were inserted on SQLite (``rowid``). PostgreSQL
+has no rowid: there they are ordered by id. Each row's time is taken when its own statement
+runs, so two rows of one run or one write share a time only within the clock's resolution
+(a fraction of a microsecond, far less than a statement takes).
 """
 
 from __future__ import annotations
@@ -15,12 +20,18 @@ from typing import Any
 from ember.shadow.compare import SIDES, FactRow, Inputs, RunRow, Side, Target, pointers_of
 from ember.shadow.runs import SHADOW_TABLES, STEWARD_TABLES, Tables
 from ember.store.driver import Connection
+from ember.store.pg.connection import dialect
 
 _RUN_COLUMNS = (
     "id, session_id, generation, {path} AS path, {trigger} AS trigger, model, status, reason, "
     "error, from_seq, through_seq, calls, input_tokens, cache_read_tokens, cache_write_tokens, "
     "output_tokens, latency_ms, estimated_usd, price_snapshot, started_at, finished_at"
 )
+
+
+def _inserted(conn: Connection, alias: str = "") -> str:
+    """The tie-breaker after a time: insertion order where the backend keeps one."""
+    return f"{alias}rowid" if dialect(conn) == "sqlite" else f"{alias}id"
 
 
 def _tables(side: Side) -> Tables:
@@ -43,7 +54,7 @@ def _run_select(side: Side) -> str:
 
 def runs(conn: Connection, side: Side = "shadow", limit: int | None = None) -> list[dict[str, Any]]:
     """Runs, newest first."""
-    sql = _run_select(side) + " ORDER BY started_at DESC, r.rowid DESC"
+    sql = _run_select(side) + f" ORDER BY started_at DESC, {_inserted(conn, 'r.')} DESC"
     args: tuple[Any, ...] = ()
     if limit is not None:
         sql += " LIMIT ?"
@@ -70,7 +81,7 @@ def proposals(
         "SELECT id, run_id, session_id, content, category, evidence, validation_error, "
         f"memory_id, created_at FROM {t.proposals}"
         + (" WHERE " + " AND ".join(where) if where else "")
-        + " ORDER BY created_at, rowid"
+        + f" ORDER BY created_at, {_inserted(conn)}"
     )
     out = []
     for r in conn.execute(sql, args):
@@ -113,7 +124,7 @@ def compare_inputs(conn: Connection) -> Inputs:
         t = _tables(s)
         for p in conn.execute(
             "SELECT id, run_id, session_id, content, evidence, validation_error "
-            f"FROM {t.proposals} ORDER BY created_at, rowid"
+            f"FROM {t.proposals} ORDER BY created_at, {_inserted(conn)}"
         ):
             inputs.facts.append(
                 FactRow(

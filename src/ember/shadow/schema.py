@@ -12,10 +12,13 @@ the service is wrong):
   and must never become a fact. An invalid proposal keeps whatever it claimed (that is the
   comparison data: how often, and on which facts, the model invents evidence);
 - the activation watermark is written once.
+
+Each migration's PostgreSQL form (issue #24) is in ``schema_pg.py``, holding the same.
 """
 
 from __future__ import annotations
 
+from ember.shadow import schema_pg as pg
 from ember.store.migrations import Migration
 
 _KINDS = "('user-stated', 'user-accepted', 'tool-verified', 'observed-outcome')"
@@ -161,6 +164,7 @@ SHADOW: tuple[Migration, ...] = (
             CHECK ((message_id IS NULL) <> (session_id IS NULL))
         );
         """,
+        postgres=pg.CORE,
     ),
     Migration(
         "shadow_0002_lineage",
@@ -179,5 +183,6 @@ SHADOW: tuple[Migration, ...] = (
             updated_at REAL NOT NULL
         );
         """,
+        postgres=pg.LINEAGE,
     ),
 )

@@ -14,6 +14,7 @@ from typing import Any
 from ember.prices import PriceTable
 from ember.shadow.budget import NOTHING, WEIGHTS, WINDOW_SECONDS, Budget, Spend, Weights, fmt
 from ember.store.driver import Connection
+from ember.store.pg.connection import dialect
 
 #: The origins whose calls the shadow budget pays for (also named by the trigger that keeps
 #: ``spend_hours``: a change here needs a migration there).
@@ -37,20 +38,28 @@ def _weighted_sql() -> str:
 #: The window's first, partial hour from the rows (at most an hour of them, by the ``ts``
 #: index), every later hour from ``spend_hours`` (migration ``0008_spend_hours``: at most
 #: 169 x 2 x 2 rows however busy the week was). A row belongs to the hour its trigger put it
-#: in (``CAST(ts / 3600 AS INTEGER)``): the same expression here, so no row counts twice.
-_WINDOW = f"""
+#: in: ``CAST(ts / 3600 AS INTEGER)`` on SQLite (it truncates), ``floor(ts / 3600)`` on
+#: PostgreSQL (its CAST rounds: half the rows of an hour would be counted in the next), the
+#: very expression of each backend's trigger, so no row counts twice or is left out.
+#: ``extraction`` and ``priced`` are cast to integers: PostgreSQL's comparisons are booleans,
+#: which it neither sums nor unites with ``spend_hours``' integer columns.
+_HOUR = {"sqlite": "CAST(ts / 3600 AS INTEGER)", "postgres": "floor(ts / 3600)"}
+
+
+def _window_sql(hour: str) -> str:
+    return f"""
 WITH parts AS (
-    SELECT origin IN {EXTRACTION!r} AS extraction, protocol, 1 AS calls,
-           cost_usd IS NOT NULL AS priced, COALESCE(cost_usd, 0) AS usd,
+    SELECT CAST(origin IN {EXTRACTION!r} AS INTEGER) AS extraction, protocol, 1 AS calls,
+           CAST(cost_usd IS NOT NULL AS INTEGER) AS priced, COALESCE(cost_usd, 0) AS usd,
            input_tokens, cache_read_tokens, cache_write_tokens, cache_write_1h_tokens,
            output_tokens
     FROM exchanges
-    WHERE ts >= :since AND ts < :edge AND CAST(ts / 3600 AS INTEGER) <= :first
+    WHERE ts >= ? AND ts < ? AND {hour} <= ?
       AND origin IN ('client', {", ".join(repr(o) for o in EXTRACTION)})
     UNION ALL
     SELECT extraction, protocol, calls, priced, usd, input_tokens, cache_read_tokens,
            cache_write_tokens, cache_write_1h_tokens, output_tokens
-    FROM spend_hours WHERE hour > :first
+    FROM spend_hours WHERE hour > ?
 )
 SELECT extraction,
        CASE WHEN SUM(priced) = SUM(calls) THEN SUM(usd) END,
@@ -60,14 +69,17 @@ GROUP BY extraction
 """
 
 
+_WINDOW = {name: _window_sql(hour) for name, hour in _HOUR.items()}
+
+
 def window(conn: Connection, now: float | None = None) -> tuple[Spend, Spend]:
     """(the clients' spend, the extraction spend) over the last ``WINDOW_SECONDS``."""
     since = (time.time() if now is None else now) - WINDOW_SECONDS
     first = int(since // 3600)
-    params = {"since": since, "edge": (first + 2) * 3600.0, "first": first}
+    params = (since, (first + 2) * 3600.0, first, first)
     found = {
         bool(extraction): Spend(None if usd is None else float(usd), float(tokens or 0.0))
-        for extraction, usd, tokens in conn.execute(_WINDOW, params)
+        for extraction, usd, tokens in conn.execute(_WINDOW[dialect(conn)], params)
     }
     nothing = Spend(0.0, 0.0)
     return found.get(False, nothing), found.get(True, nothing)

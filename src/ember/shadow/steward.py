@@ -119,11 +119,13 @@ def session_model(conn: Connection, session_id: str, protocol: str) -> str | Non
 
 
 def mark_digested(conn: Connection, session_id: str, generation: int, through_seq: int) -> None:
-    """The steward's digested mark only ever moves forward."""
+    """The steward's digested mark only ever moves forward. (A CASE, not SQLite's two-argument
+    MAX or PostgreSQL's GREATEST: both backends speak it.)"""
     conn.execute(
         "INSERT INTO steward_digested (session_id, generation, through_seq) VALUES (?,?,?) "
-        "ON CONFLICT (session_id, generation) "
-        "DO UPDATE SET through_seq = MAX(through_seq, excluded.through_seq)",
+        "ON CONFLICT (session_id, generation) DO UPDATE SET through_seq = CASE "
+        "WHEN excluded.through_seq > steward_digested.through_seq THEN excluded.through_seq "
+        "ELSE steward_digested.through_seq END",
         (session_id, generation, through_seq),
     )
 

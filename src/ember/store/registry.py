@@ -116,6 +116,17 @@ class Storage:
             old.suspend()
         return db
 
+    def holds(self, path: Path, schema: Schema = PROJECT) -> bool:
+        """Whether ``path``'s data exists: the file, or on PostgreSQL the schema the path
+        names (no file is ever made there, and a check of the file said "no data" of every
+        project). Creates nothing; ``StorageUnavailable`` when the server cannot be reached."""
+        if self.store_url is None:
+            return path.is_file()
+        from ember.store.pg.database import PgDatabase
+
+        db = self.database(path, schema)
+        return isinstance(db, PgDatabase) and db.exists()
+
     @property
     def postgres(self) -> bool:
         """Whether this storage keeps its data in PostgreSQL (``store_url``)."""

@@ -22,6 +22,7 @@ from typing import Protocol
 
 from ember.protocols.transcript import Said, item_digest
 from ember.store.driver import Connection
+from ember.store.pg.connection import dialect
 
 #: The recorded text of one message is cut here (the question shows the start of it anyway).
 MAX_CONTENT_CHARS = 20_000
@@ -121,6 +122,15 @@ def _extends(lineage: Lineage, digests: Sequence[str]) -> bool:
     )
 
 
+def stored_text(text: str) -> str:
+    """What is stored of a message's text: its start (``MAX_CONTENT_CHARS``), with each NUL
+    character as U+FFFD. PostgreSQL's ``text`` cannot hold a NUL: a tool result that printed
+    one (a binary file read) would fail the whole transcript write there. The same rule on
+    both backends keeps a project's rows equal wherever they are stored; the message's id
+    and digest are of its text as said, so nothing that points at it moves."""
+    return text[:MAX_CONTENT_CHARS].replace("\x00", "\ufffd")
+
+
 def rows_for(session_id: str, generation: int, items: Sequence[Item], start: int) -> list[Row]:
     out = []
     for item in items:
@@ -137,20 +147,44 @@ def rows_for(session_id: str, generation: int, items: Sequence[Item], start: int
                 item.role,
                 item.kind,
                 digest,
-                item.text[:MAX_CONTENT_CHARS],
+                stored_text(item.text),
             )
         )
     return out
 
 
-_INSERT = """INSERT OR IGNORE INTO transcript_messages
+# ON CONFLICT DO NOTHING (no target: either unique key) is SQLite's INSERT OR IGNORE for
+# these rows and PostgreSQL's too: a resent message is skipped on both backends, and on
+# PostgreSQL a row another proxy is inserting at the same moment waits and is skipped rather
+# than failing the job. (Roles and kinds come typed from the adapters, so the CHECKs that
+# INSERT OR IGNORE would also have skipped on never fire.)
+_INSERT = """INSERT INTO transcript_messages
     (id, session_id, generation, position, part, role, kind, digest, content, created_at)
-    VALUES (?,?,?,?,?,?,?,?,?,?)"""
+    VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING"""
+
+
+#: On PostgreSQL, a transaction inserting a session's messages first takes this lock (the
+#: two-int key space: never the schema's one-bigint lock), held until it commits.
+_SESSION_LOCK = (
+    "SELECT pg_advisory_xact_lock(hashtext('ember.transcript'), "
+    "hashtext(current_schema() || ':' || ?))"
+)
 
 
 def insert_rows(conn: Connection, rows: Sequence[Row]) -> None:
-    """The write job (on the database's writer)."""
+    """The write job (on the database's writer).
+
+    A session's messages become visible in ``seq`` order: readers (the shadow's cursor, the
+    steward's window) read a session past the highest seq they read, so a lower seq that
+    became visible later would never be read. SQLite's one writer per file gives that
+    order. On PostgreSQL several proxies write one schema, and a transaction that took seq
+    10 may commit after one that took seq 11: each insert therefore first takes its
+    sessions' locks (sorted: two jobs never wait on each other in a cycle), so the next
+    insert of a session takes its seq only after the previous one committed."""
     now = time.time()
+    if dialect(conn) == "postgres":
+        for session in sorted({r.session_id for r in rows}):
+            conn.execute(_SESSION_LOCK, (session,))
     conn.executemany(_INSERT, [r.values(now) for r in rows])
 
 
@@ -165,8 +199,13 @@ def load_lineage(conn: Connection, session_id: str) -> Lineage | None:
 
 
 def save_lineage(conn: Connection, session_id: str, lineage: Lineage) -> None:
+    """The session's lineage, replacing the one stored (an upsert both backends speak)."""
     conn.execute(
-        "INSERT OR REPLACE INTO shadow_lineage VALUES (?,?,?,?,?,?,?)",
+        "INSERT INTO shadow_lineage VALUES (?,?,?,?,?,?,?) ON CONFLICT (session_id) DO UPDATE "
+        "SET generation = excluded.generation, first_digest = excluded.first_digest, "
+        "request_count = excluded.request_count, "
+        "request_last_digest = excluded.request_last_digest, recorded = excluded.recorded, "
+        "updated_at = excluded.updated_at",
         (
             session_id,
             lineage.generation,

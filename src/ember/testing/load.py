@@ -73,6 +73,12 @@ def run_agents(base_url: str, plan: LoadPlan) -> LoadResult:
     return result
 
 
+def session_id(plan: LoadPlan, index: int) -> str:
+    """The session id agent ``index`` of ``plan`` sends: a UUID, as Claude Code's are (the
+    proxy reads them from the metadata), the same in every run of the same plan."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"ember-load/{plan.session_prefix}/{index}"))
+
+
 def _agent(
     base_url: str,
     plan: LoadPlan,
@@ -81,8 +87,7 @@ def _agent(
     result: LoadResult,
     lock: threading.Lock,
 ) -> None:
-    # A UUID, as Claude Code's session ids are (the proxy reads them from the metadata).
-    session = str(uuid.uuid5(uuid.NAMESPACE_URL, f"ember-load/{plan.session_prefix}/{index}"))
+    session = session_id(plan, index)
     speak = _openai_turn if index % 3 == 2 else _anthropic_turn
     client = _client(base_url, plan, index % 3 == 2)
     history: list[dict[str, Any]] = []

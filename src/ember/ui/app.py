@@ -28,7 +28,7 @@ from ember.errors import EmberError
 from ember.features import registered
 from ember.store.registry import Storage
 from ember.ui import data, guard
-from ember.ui.home import HomeReader, projects
+from ember.ui.home import HomeReader
 from ember.views import Query, ViewContext, ViewError
 from ember.views import Route as ViewRoute
 
@@ -203,7 +203,7 @@ class Dashboard:
             seen = now
 
     def _stamps(self) -> dict[str, tuple[float, ...]]:
-        return {p.name: p.stamp() for p in projects(self.settings.home)}
+        return {p.name: self.reader.stamp(p) for p in self.reader.projects()}
 
 
 def _feature_views() -> dict[str, tuple[ViewRoute, ...]]:

@@ -5,6 +5,11 @@ global store (``global/ember.db``) and ``stats.db`` (requests whose project was 
 are listed beside them. A project's reads are cached until its files change (the database or
 its WAL: the proxy commits there), so the page's first paint on a year of data is one scan
 per project, and a reload with nothing new is free.
+
+On a PostgreSQL store (``store_url``) nothing is kept in the home: the projects are the
+schemas the server holds (``store/pg/catalog.py``), each under the folder name its schema
+maps back to, and a project has changed when its schema's write counter has (any proxy's
+commit moves it, as any process's commit moves a file's WAL).
 """
 
 from __future__ import annotations
@@ -48,8 +53,11 @@ class Project:
         return tuple(out)
 
 
-def projects(home: Path) -> list[Project]:
-    """Every project of ``home`` that has a database, sorted by folder name."""
+def projects(home: Path, storage: Storage | None = None) -> list[Project]:
+    """Every project of ``home`` that has a database (on ``storage``'s PostgreSQL when it
+    keeps one), sorted by folder name."""
+    if storage is not None and storage.store_url is not None:
+        return _on_postgres(home, storage.store_url)
     found = [
         Project(d.name, d / "ember.db", "project")
         for d in sorted((home / "projects").glob("*"))
@@ -60,6 +68,20 @@ def projects(home: Path) -> list[Project]:
     if stats_db_path(home).is_file():
         found.append(Project(UNRESOLVED, stats_db_path(home), "unresolved"))
     return found
+
+
+def _on_postgres(home: Path, url: str) -> list[Project]:
+    from ember.store.pg.catalog import home_paths
+
+    found, extra = [], []
+    for path in home_paths(url, home):
+        if path == stats_db_path(home):
+            extra.append(Project(UNRESOLVED, path, "unresolved"))
+        elif path.parent.name == GLOBAL and path.parent.parent == home:
+            extra.insert(0, Project(GLOBAL, path, "global"))
+        else:
+            found.append(Project(path.parent.name, path, "project"))
+    return sorted(found, key=lambda p: p.name) + extra
 
 
 class HomeReader:
@@ -76,8 +98,18 @@ class HomeReader:
         schema = STATS if project.kind == "unresolved" else PROJECT
         return self.storage.database(project.path, schema).read(fn)
 
+    def projects(self) -> list[Project]:
+        return projects(self.home, self.storage)
+
+    def stamp(self, project: Project) -> tuple[float, ...]:
+        """Changes whenever a write lands in ``project``: its files, or its schema's counter."""
+        if not self.storage.postgres:
+            return project.stamp()
+        schema = STATS if project.kind == "unresolved" else PROJECT
+        return (float(self.storage.database(project.path, schema).data_version()),)
+
     def cached(self, project: Project, key: str, fn: Callable[[Any], T]) -> T:
-        stamp = project.stamp()
+        stamp = self.stamp(project)
         with self._lock:
             hit = self._cache.get((project.name, key))
         if hit is not None and hit[0] == stamp:
@@ -89,12 +121,12 @@ class HomeReader:
         return value
 
     def find(self, name: str) -> Project | None:
-        return next((p for p in projects(self.home) if p.name == name), None)
+        return next((p for p in self.projects() if p.name == name), None)
 
     def overview(self) -> list[dict[str, Any]]:
         """Each project with its identity (what requests named it), requests and spend."""
         out = []
-        for p in projects(self.home):
+        for p in self.projects():
             tally = data.Tally()
             tally.add(self.cached(p, "total", data.total))
             last, identity = self.cached(p, "latest", data.latest)
@@ -110,7 +142,7 @@ class HomeReader:
         today = int((now if now is not None else time.time()) // data.DAY)
         spend = data.Spend(first_day=today - days + 1, days=days, by=by)
         since = float(spend.first_day * data.DAY)
-        for p in projects(self.home):
+        for p in self.projects():
             if only is not None and p.name != only:
                 continue
             rows = self.cached(p, f"daily:{since}", functools.partial(data.daily, since=since))

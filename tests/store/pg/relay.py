@@ -28,6 +28,9 @@ class Relay:
         self._live: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._acceptor: threading.Thread | None = None
+        #: when set, the next client message holding these bytes reaches the server and then
+        #: that client's connection is cut before any answer (a COMMIT whose reply is lost)
+        self.cut_after: bytes | None = None
 
     def url(self, password: str = "") -> str:
         """The database's URL through this port (a password is sent only if asked for: the
@@ -77,8 +80,22 @@ class Relay:
                 continue
             with self._lock:
                 self._live.update((client, server))
-            for a, b in ((client, server), (server, client)):
-                threading.Thread(target=_pump, args=(a, b), daemon=True).start()
+            threading.Thread(target=self._upstream, args=(client, server), daemon=True).start()
+            threading.Thread(target=_pump, args=(server, client), daemon=True).start()
+
+    def _upstream(self, client: socket.socket, server: socket.socket) -> None:
+        """Client to server; cuts the client off right after a message holding ``cut_after``."""
+        with contextlib.suppress(OSError):
+            while data := client.recv(65536):
+                server.sendall(data)
+                marker = self.cut_after
+                if marker is not None and marker in data:
+                    self.cut_after = None
+                    client.shutdown(socket.SHUT_RDWR)  # the server has it; its reply is lost
+                    break
+        for sock in (client, server):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 def _pump(src: socket.socket, dst: socket.socket) -> None:

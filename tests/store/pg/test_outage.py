@@ -132,3 +132,32 @@ def test_a_restart_between_writes_is_not_an_outage(
     finally:
         storage.close()
     assert "switched off" not in caplog.text
+
+
+@pytest.mark.parametrize("waited", [False, True], ids=["submitted", "waited"])
+def test_a_commit_whose_reply_is_lost_is_written_once(
+    tmp_path: Path, pg_url: str, server: Relay, waited: bool
+) -> None:
+    """The connection drops after the server got the batch's COMMIT and before its reply:
+    the server is asked what became of the transaction, so the row is there exactly once
+    (held and written again, it was there twice) and a waiting caller gets its answer."""
+    storage = Storage(tmp_path, store_url=server.url())
+    db = storage.database(tmp_path / "projects" / "acme-0123456789abcdef" / "ember.db")
+    schema = db.schema_name  # type: ignore[attr-defined]
+    try:
+        db.write(_row("before").insert)  # migrated: the next COMMIT is the batch's
+        server.cut_after = b"COMMIT"
+        if waited:
+            db.write(_row("lost reply").insert)
+        else:
+            db.submit(_row("lost reply").insert)
+            # flush says False at once while the write is held: the server may not have
+            # finished that COMMIT when first asked ("in progress"), so it is asked again
+            _wait(lambda: db.flush(5))
+        assert server.cut_after is None  # the cut did happen
+        db.write(_row("after").insert)
+        with psycopg.connect(pg_url) as conn:
+            rows = conn.execute(f"SELECT session_id FROM {schema}.exchanges ORDER BY id").fetchall()
+        assert [r[0] for r in rows] == ["before", "lost reply", "after"]
+    finally:
+        storage.close()

@@ -16,6 +16,13 @@ Invariants, the same as SQLite's (``store.writer``), and what each prevents:
   holds the jobs through the gap or drops them, never resolves one twice.
 - A serialization failure or a deadlock is retried here a few times first: another process
   writing the same schema at the same moment is a wait, not an outage.
+- A batch is never written twice. When the connection is lost while its COMMIT is on the
+  wire, the client cannot tell whether it committed; writing it again (as a lost file
+  write is) would duplicate every row whose key is not natural (accounting rows, memory
+  evidence). The batch's transaction id travels with the version bump (no extra round
+  trip), and ``CommitUnknown`` carries it: the owner asks the server
+  (``pg_xact_status``) before running those jobs again, and resolves them as committed
+  when they were (``settle``).
 """
 
 from __future__ import annotations
@@ -33,8 +40,34 @@ if TYPE_CHECKING:
 
 #: Tries of a batch that met a serialization failure or a deadlock, before it counts as busy.
 CONFLICT_TRIES = 5
+#: The version bump, naming the transaction it commits with.
+BUMP_NAMING_XID = BUMP_VERSION + " RETURNING pg_current_xact_id()::text"
 
 Results = list[tuple[Job[Any], Any, BaseException | None]]
+
+
+class CommitUnknown(FileFailure):
+    """The connection was lost while the batch's COMMIT was on the wire: ``xid`` committed
+    or not, and only the server knows (``settle``). ``results`` are the jobs' values, what
+    their futures get if it did."""
+
+    def __init__(self, state: Any, cause: BaseException, xid: str, results: Results) -> None:
+        super().__init__(state, cause)
+        self.xid = xid
+        self.results = results
+
+
+def settle(conn: psycopg.Connection[Any], unknown: CommitUnknown) -> bool | None:
+    """Whether the batch of ``unknown`` committed: True (resolve it as written), False (it
+    did not: run it again), None (the server cannot say yet: its backend has not noticed the
+    lost connection; ask again later, never run it meanwhile)."""
+    row = conn.execute("SELECT pg_xact_status(%s::xid8)", (unknown.xid,)).fetchone()
+    status = None if row is None else row[0]
+    if status == "committed":
+        return True
+    if status == "in progress":
+        return None
+    return False  # aborted, or too old to know: a transaction that old never committed late
 
 
 class _StatementFailure(Exception):
@@ -74,23 +107,32 @@ def _attempt(
     pg = PgConnection(conn)
     ran: list[Job[Any]] = []
     results: Results = []
+    xid: str | None = None  # set once every statement ran: what fails after it is the COMMIT
     try:
         with conn.transaction():
             enter(conn, schema, lock=False)
             for job in jobs:
                 ran.append(job)
                 results.append(_run_one(conn, pg, job, savepoint=savepoints))
-            conn.execute(BUMP_VERSION)
+            row = conn.execute(BUMP_NAMING_XID).fetchone()
+            xid = None if row is None else str(row[0])
     except BaseException as exc:
-        for job in ran:
-            run_hook(job.on_rollback, job)
         if isinstance(exc, (FileFailure, _StatementFailure)) or not isinstance(exc, Exception):
+            _rolled_back(ran)
             raise
         state = classify(exc)
+        if state is not None and xid is not None and conn.closed:
+            raise CommitUnknown(state, exc, xid, results) from exc  # hooks wait for settle
+        _rolled_back(ran)
         if state is not None:
             raise FileFailure(state, exc) from exc
         raise _StatementFailure(exc) from exc  # the schema's own statements: every job fails
     return results
+
+
+def _rolled_back(ran: list[Job[Any]]) -> None:
+    for job in ran:
+        run_hook(job.on_rollback, job)
 
 
 def _run_one(

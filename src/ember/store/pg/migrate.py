@@ -61,12 +61,18 @@ def quoted(schema: str) -> str:
     return f'"{schema}"'
 
 
+def set_schema(schema: str) -> str:
+    """The statement that makes the open transaction serve ``schema`` only (``SET LOCAL``: it
+    ends with the transaction, so a pooled connection never carries it to the next user)."""
+    return f"SET LOCAL search_path TO {quoted(schema)}"
+
+
 def enter(conn: psycopg.Connection[Any], schema: str, *, lock: bool) -> None:
-    """Make the open transaction of ``conn`` serve ``schema`` only (``SET LOCAL``: it ends with
-    the transaction), after taking the schema's lock when ``lock``."""
+    """Make the open transaction of ``conn`` serve ``schema`` only, after taking the
+    schema's lock when ``lock``."""
     if lock:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(schema),))
-    conn.execute(cast(Any, f"SET LOCAL search_path TO {quoted(schema)}"))
+    conn.execute(cast(Any, set_schema(schema)))
 
 
 def require_ported(schema: Schema, where: str) -> None:

@@ -16,9 +16,12 @@ Invariants, and what each prevents:
   TCP connection to a server that stopped answering is given up after ``TCP_SECONDS``
   (keepalives, ``tcp_user_timeout``): a writer thread never waits for ever on a network that
   dropped the server; the URL's own values for these win.
-- A connection is checked before it is lent (``check_connection``: an empty query): after a
-  server restart the pool's connections are all dead, and the first write after the restart
-  must not switch the database off for it.
+- A connection that may have died is checked before it is lent (``check_connection``: an
+  empty query): after a server restart the pool's connections are all dead, and the first
+  write after the restart must not switch the database off for it. One given back less
+  than ``FRESH_SECONDS`` ago is lent as it is (the check was a round trip of every read, a
+  fifth of a memory search's), and ``borrowed`` runs the work once more on another
+  connection when the one lent turns out dead: the restart case stays covered.
 - No idle connection keeps its session state: connections are in autocommit and every
   transaction sets its ``search_path`` with ``SET LOCAL`` (``store.pg.migrate.enter``), so a
   connection lent for one project never carries it to the next borrower.
@@ -33,12 +36,18 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Any
+import time
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ember.store.pg.url import conninfo, redacted
 
 if TYPE_CHECKING:
+    import psycopg
     from psycopg_pool import ConnectionPool
+
+T = TypeVar("T")
 
 #: Connections to one server per process at most (the writers of busy projects, plus reads).
 MAX_CONNECTIONS = 8
@@ -53,6 +62,8 @@ TCP_SECONDS = 30
 #: How long the pool keeps retrying a server that refuses connections before it gives up
 #: (until the next borrower asks).
 RECONNECT_SECONDS = 5.0
+#: A connection given back this recently is lent without a check (``borrowed`` retries).
+FRESH_SECONDS = 1.0
 
 logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
@@ -108,6 +119,49 @@ def bounded(url: str) -> str:
     return conninfo(url, **extra)
 
 
+_given_back: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+
+def _given(conn: psycopg.Connection[Any]) -> None:
+    _given_back[conn] = time.monotonic()
+
+
+def _check(conn: psycopg.Connection[Any]) -> None:
+    """The pool's check before lending: none for a connection given back just now."""
+    at = _given_back.get(conn)
+    if at is not None and time.monotonic() - at < FRESH_SECONDS:
+        return
+    from psycopg_pool import ConnectionPool
+
+    ConnectionPool.check_connection(conn)
+
+
+def borrowed(pool: ConnectionPool[Any], run: Callable[[psycopg.Connection[Any]], T]) -> T:
+    """``run`` on a connection of ``pool``, and once more on another when the connection
+    lent was dead (a server restart since it was last used): the pool's connections are
+    all tested first (a restart killed every one), so the second try gets a live one.
+    Never retried: what ``run`` raises otherwise, and a batch whose COMMIT may have taken
+    (``batch.CommitUnknown``: the server decides, not a retry)."""
+    from ember.store.pg.batch import CommitUnknown
+
+    dead = False
+    try:
+        with pool.connection() as conn:
+            try:
+                return run(conn)
+            except BaseException:
+                dead = conn.broken  # read now: the pool closes it on the way out
+                raise
+    except CommitUnknown:
+        raise
+    except Exception:
+        if not dead:
+            raise
+    pool.check()  # the others were lent by the same server: test them all once, drop the dead
+    with pool.connection() as conn:
+        return run(conn)
+
+
 def _open(url: str) -> ConnectionPool[Any]:
     from psycopg_pool import ConnectionPool
 
@@ -116,7 +170,8 @@ def _open(url: str) -> ConnectionPool[Any]:
         min_size=0,
         max_size=MAX_CONNECTIONS,
         kwargs={"autocommit": True},
-        check=ConnectionPool.check_connection,
+        check=_check,
+        reset=_given,
         timeout=WAIT_SECONDS,
         reconnect_timeout=RECONNECT_SECONDS,
         name=f"ember {redacted(url)}",

@@ -1,0 +1,137 @@
+"""``ember store copy`` timed: an ember home with N memories (with vectors) to PostgreSQL, again
+(nothing new), and back into a fresh home (issue #24, item 4).
+
+For each size in ``--sizes``: one project of N ~10-word facts (``memory_data.short_memories``)
+with 384-dimension unit vectors (seeded random: the copy moves bytes, it never embeds) and N
+accounting rows, written through ``HierarchicalMemory`` as the proxy would; then, against a
+throwaway PostgreSQL 16 with pgvector (``ember.testing.postgres``, on a unix socket):
+
+* home -> PostgreSQL (rows COPYed in batches, keyword postings rebuilt, HNSW built once);
+* the same again (every row found already there, nothing written);
+* PostgreSQL -> a fresh home (FTS5 and sqlite-vec rebuilt from the rows).
+
+Prints seconds and memories per second per step, and checks the counts of each step.
+
+    python bench/store_copy.py [--sizes 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from ember.memory import HierarchicalMemory, NewMemory
+from ember.project import project_dir_name
+from ember.store.accounting import ExchangeRecord
+from ember.store.copy import CopyReport, copy_store, parse
+from ember.store.database import Database
+from ember.store.schema import PROJECT
+from ember.testing.postgres import postgres_server
+from memory_data import short_memories
+
+
+class SeededEmbedder:
+    """Unit vectors seeded by each text's digest: the same text, the same vector."""
+
+    name = "bench:seeded"
+    dim = 384
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+            v = np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
+            out[i] = v / np.linalg.norm(v)
+        return out
+
+
+def make_home(home: Path, n: int) -> Path:
+    path = home / "projects" / project_dir_name("/src/bench", is_path=True) / "ember.db"
+    db = Database(path, PROJECT, log_failures=False)
+    try:
+        rows = [
+            ExchangeRecord(1.79e9 + i, f"s{i % 50}", "/src/bench", "anthropic", "m", 200, "ok",
+                           False, None, 0.001, "p", 100.0, None).row()
+            for i in range(n)
+        ]  # fmt: skip
+        db.write(
+            lambda c: c.executemany(
+                "INSERT INTO exchanges (ts, session_id, project, protocol, model, status, "
+                "outcome, stream, input_tokens, cache_read_tokens, cache_write_tokens, "
+                "cache_write_1h_tokens, output_tokens, usage_known, cost_usd, price_snapshot, "
+                "latency_ms, ttfb_ms, thread, thread_kind, origin, error_type, usage_estimated, "
+                "notes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                rows,
+            )
+        )
+    finally:
+        db.close()
+    store = HierarchicalMemory(path, SeededEmbedder())
+    try:
+        facts = short_memories(n)
+        for start in range(0, n, 1000):
+            chunk = facts[start : start + 1000]
+            store.add_many([NewMemory(f, category="fact") for f in chunk], dedup=False)
+        assert store.count() == n, store.count()
+    finally:
+        store.close()
+    return path
+
+
+def timed(src: str, dst: str) -> tuple[float, CopyReport]:
+    started = time.perf_counter()
+    report = copy_store(parse(src), parse(dst))
+    seconds = time.perf_counter() - started
+    assert report.ok, "\n".join(report.lines())
+    return seconds, report
+
+
+def memories(report: CopyReport) -> tuple[int, int]:
+    """(copied, already there) of the ``memories`` table."""
+    for unit in report.units:
+        for t in unit.tables:
+            if t.table == "memories":
+                return t.copied, t.already
+    return 0, 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    head = f"{'memories':>9} {'step':<22} {'seconds':>8} {'memories/s':>11}"
+    print(f"{head} {'copied':>8} {'already':>8}")
+    with postgres_server() as server:
+        for n in sizes:
+            with tempfile.TemporaryDirectory() as tmp, server.fresh_database() as url:
+                home = Path(tmp) / "home"
+                make_home(home, n)
+                steps = [
+                    ("home -> postgres", str(home), url),
+                    ("again (nothing new)", str(home), url),
+                    ("postgres -> new home", url, str(Path(tmp) / "back")),
+                ]
+                for label, src, dst in steps:
+                    seconds, report = timed(src, dst)
+                    copied, already = memories(report)
+                    assert copied + already == n, (copied, already)
+                    print(
+                        f"{n:>9} {label:<22} {seconds:>8.2f} {n / seconds:>11.0f} "
+                        f"{copied:>8} {already:>8}",
+                        flush=True,
+                    )
+
+
+if __name__ == "__main__":
+    main()
