@@ -263,7 +263,7 @@ def test_output_savings_estimates_against_the_learned_baseline(
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
     out = subprocess.run(
         [EMBER, "output-savings", "--json"],
-        env={**env, "EMBER_HOME": str(tmp_path)},
+        env={**env, "EMBER_HOME": str(tmp_path), **state_for.env()},
         capture_output=True,
         text=True,
         timeout=60,

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from ember.errors import StorageError
+from ember.shaping.controller import ControllerState
 from ember.shaping.recorder import FLUSH_EVERY, SavingsRecorder, read_state
 from ember.shaping.savings import Ledger, build_report
-from ember.shaping.state import ShapingState
+from ember.shaping.state import ShapingState, load_controller, save_controller
 from ember.stats import RunningStats
 from tests.shaping.conftest import StateFor
 
@@ -135,7 +136,8 @@ def test_a_corrupt_file_of_before_is_set_aside_not_silently_dropped(
     assert read_state(state).ledger.treatment[STRATUM].n == 1
 
 
-def test_a_failed_flush_keeps_its_delta(tmp_path: Path, state_for: StateFor) -> None:
+def test_a_failed_flush_keeps_its_delta(tmp_path: Path, file_state_for: StateFor) -> None:
+    state_for = file_state_for
     blocker = tmp_path / "home"
     blocker.write_text("a file where the directory should be")
     rec = recorder(state_for(blocker))
@@ -190,3 +192,36 @@ def test_under_heavy_traffic_flushes_are_spaced_but_nothing_is_lost(
     rec.flush()
     total = sum(s.n for s in read_state(rec.state).ledger.treatment.values())
     assert total == 2 * FLUSH_EVERY + 1
+
+
+def test_what_shaping_keeps_survives_a_restart(tmp_path: Path, state_for: StateFor) -> None:
+    """The ledger, the baseline, the learned level and the controller are read back by the
+    next process (a new owner of stats.db, or of the PostgreSQL store's ``ember_home``)."""
+    state = state_for(tmp_path)
+    write_baseline(state, 100.0, level=2)
+    rec = recorder(state)
+    rec.record("treatment", STRATUM, 70, None)
+    rec.flush()
+    save_controller(state, ControllerState(level=3, up_streak=1, observations=9))
+    for storage in state_for.opened.values():
+        storage.close()  # the proxy stops
+    state_for.opened.clear()
+    again = state_for(tmp_path)
+    stored = read_state(again)
+    assert stored.ledger.treatment[STRATUM].n == 1 and stored.learned_level == 2
+    assert recorder(again).baseline_mean(STRATUM) == 100.0
+    assert load_controller(again) == ControllerState(level=3, up_streak=1, observations=9)
+
+
+def test_the_schema_refuses_a_document_that_is_not_json(
+    tmp_path: Path, state_for: StateFor
+) -> None:
+    state = state_for(tmp_path)
+    db = state._writer()
+    with pytest.raises(Exception, match=r"(?i)check|constraint"):
+        db.write(
+            lambda c: c.execute(
+                "INSERT INTO shaping_state (name, doc, updated_at) VALUES ('ledger', '{no', 0)"
+            )
+        )
+    assert state.read("ledger") is None

@@ -1,9 +1,10 @@
 """Sightings in the project's own file: they outlive the process, stay in their project and
-stay bounded."""
+stay bounded — on SQLite and, with ``store_url``, in the project's PostgreSQL schema (every
+test runs on both: ``open_db``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from ember.store.schema import PROJECT
 from ember.traffic.learner import DAY
 from ember.traffic.patterns import Category, Observation
 from ember.traffic.sightings import Sightings, load
+from tests.memory.conftest import pg_database
 
 
 def obs(key: str, mid: str, category: Category = Category.ENVIRONMENT) -> Observation:
@@ -30,11 +32,21 @@ def opened() -> Iterator[list[Database]]:
         db.close()
 
 
-def open_db(path: Path, opened: list[Database]) -> Database:
-    """A new owner of the file: what a restarted proxy has."""
-    db = Database(path, PROJECT)
-    opened.append(db)
-    return db
+OpenDb = Callable[[Path, list[Database]], Database]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def open_db(request: pytest.FixtureRequest, tmp_path: Path) -> OpenDb:
+    """A new owner of the file (or of the schema its path names): what a restarted proxy
+    has."""
+    url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
+
+    def opener(path: Path, opened: list[Database]) -> Database:
+        db = Database(path, PROJECT) if url is None else pg_database(url, tmp_path, path)
+        opened.append(db)
+        return db
+
+    return opener
 
 
 def record(db: Database, *found: Observation, now: float = 1000.0, **kw: Any) -> list[Observation]:
@@ -52,7 +64,7 @@ def rows(db: Database) -> list[tuple[Any, ...]]:
 
 
 def test_a_lesson_seen_once_before_a_restart_and_once_after_is_handed_out_with_both_pointers(
-    tmp_path: Path, opened: list[Database]
+    tmp_path: Path, opened: list[Database], open_db: OpenDb
 ) -> None:
     path = tmp_path / "p" / "ember.db"
     path.parent.mkdir()
@@ -65,7 +77,7 @@ def test_a_lesson_seen_once_before_a_restart_and_once_after_is_handed_out_with_b
 
 
 def test_a_lesson_handed_out_before_a_restart_is_not_handed_out_again(
-    tmp_path: Path, opened: list[Database]
+    tmp_path: Path, opened: list[Database], open_db: OpenDb
 ) -> None:
     path = tmp_path / "ember.db"
     first = open_db(path, opened)
@@ -78,7 +90,7 @@ def test_a_lesson_handed_out_before_a_restart_is_not_handed_out_again(
 
 
 def test_sightings_in_one_project_never_count_in_another(
-    tmp_path: Path, opened: list[Database]
+    tmp_path: Path, opened: list[Database], open_db: OpenDb
 ) -> None:
     a, b = open_db(tmp_path / "a.db", opened), open_db(tmp_path / "b.db", opened)
     assert record(a, obs("k", "m1")) == []
@@ -87,7 +99,7 @@ def test_sightings_in_one_project_never_count_in_another(
 
 
 def test_a_released_lesson_is_handed_out_at_its_next_sighting(
-    tmp_path: Path, opened: list[Database]
+    tmp_path: Path, opened: list[Database], open_db: OpenDb
 ) -> None:
     db = open_db(tmp_path / "ember.db", opened)
     book = Sightings()
@@ -97,7 +109,9 @@ def test_a_released_lesson_is_handed_out_at_its_next_sighting(
     assert [p.message_id for p in ready[0].evidence] == ["m1", "m2", "m3"]
 
 
-def test_a_forgotten_lesson_is_learned_from_scratch(tmp_path: Path, opened: list[Database]) -> None:
+def test_a_forgotten_lesson_is_learned_from_scratch(
+    tmp_path: Path, opened: list[Database], open_db: OpenDb
+) -> None:
     db = open_db(tmp_path / "ember.db", opened)
     book = Sightings()
     assert record(db, obs("k", "m1"), obs("k", "m2")) != []
@@ -107,7 +121,7 @@ def test_a_forgotten_lesson_is_learned_from_scratch(tmp_path: Path, opened: list
 
 
 def test_the_table_keeps_its_bounds_dropping_the_least_recently_seen(
-    tmp_path: Path, opened: list[Database]
+    tmp_path: Path, opened: list[Database], open_db: OpenDb
 ) -> None:
     db = open_db(tmp_path / "ember.db", opened)
     for i in range(3):  # three saved lessons
@@ -120,7 +134,7 @@ def test_the_table_keeps_its_bounds_dropping_the_least_recently_seen(
 
 
 def test_lessons_not_seen_within_their_age_are_pruned(
-    tmp_path: Path, opened: list[Database]
+    tmp_path: Path, opened: list[Database], open_db: OpenDb
 ) -> None:
     db = open_db(tmp_path / "ember.db", opened)
     record(db, obs("recovery", "m", Category.ERROR_RECOVERY), obs("environment", "m"), now=0.0)
@@ -131,7 +145,7 @@ def test_lessons_not_seen_within_their_age_are_pruned(
 
 
 def test_a_row_this_version_cannot_read_counts_as_never_seen(
-    tmp_path: Path, opened: list[Database]
+    tmp_path: Path, opened: list[Database], open_db: OpenDb
 ) -> None:
     db = open_db(tmp_path / "ember.db", opened)
 
@@ -154,11 +168,21 @@ def test_a_row_this_version_cannot_read_counts_as_never_seen(
         "('k', 'environment', 'x', 0, '[]', 0, 0, 0)",  # never seen
         "('k', 'environment', 'x', 1, '{}', 0, 0, 0)",  # evidence not a list
         "('k', 'environment', 'x', 1, '[]', 2, 0, 0)",  # neither pending nor saved
+        "('k', 'environment', 'x', 1, 'not json', 0, 0, 0)",  # evidence not JSON at all
     ],
 )
 def test_the_schema_refuses_a_row_that_breaks_its_invariants(
-    tmp_path: Path, opened: list[Database], values: str
+    tmp_path: Path, opened: list[Database], open_db: OpenDb, values: str
 ) -> None:
     db = open_db(tmp_path / "ember.db", opened)
-    with pytest.raises(errors.IntegrityError):
+    with pytest.raises((errors.IntegrityError, *_pg_integrity())):
         db.write(lambda c: c.execute(f"INSERT INTO traffic_sightings VALUES {values}"))
+
+
+def _pg_integrity() -> tuple[type[Exception], ...]:
+    """PostgreSQL's constraint violation, when its driver is installed."""
+    try:
+        import psycopg
+    except ImportError:
+        return ()
+    return (psycopg.errors.CheckViolation,)

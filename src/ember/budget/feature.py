@@ -54,4 +54,5 @@ FEATURE = Feature(
     flat_settings=True,
     banner=_banner,
     views=later("ember.budget.views:views"),
+    postgres=True,
 )

@@ -14,6 +14,7 @@ a database hiccup into refused work), said once in the log.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -48,6 +49,7 @@ class BudgetStage(Stage):
         self._spent: dict[Path, tuple[float, float, float]] = {}  # path -> (read at, day, month)
         self._warned: set[tuple[str, str, str, float]] = set()
         self._read_failed = False
+        self._schemas: set[Path] = set()  # projects whose PostgreSQL schema was seen
 
     async def start(self, services: Services) -> None:
         self.storage = services.storage
@@ -91,7 +93,7 @@ class BudgetStage(Stage):
         if kept is not None and now - kept[0] < FRESH_SECONDS:
             return kept[1], kept[2]
         try:
-            if path.is_file():
+            if await self._has_data(path):
                 day, month = await self.storage.database(path).aread(lambda c: spent(c, now))
             else:
                 day = month = 0.0  # a new project: nothing spent (its first answers add up)
@@ -107,6 +109,23 @@ class BudgetStage(Stage):
                 month = max(month, kept[2])
         self._spent[path] = (now, day, month)
         return day, month
+
+    async def _has_data(self, path: Path) -> bool:
+        """Whether the project has a database to read: its file, or on a PostgreSQL store its
+        schema (a project's file never exists there: every project read as having spent
+        nothing, and no limit ever held). A schema seen once is remembered: schemas are not
+        dropped under a running proxy, and the check costs a round trip."""
+        if not self.storage.postgres:
+            return path.is_file()
+        if path in self._schemas:
+            return True
+        from ember.store.pg.database import PgDatabase
+
+        db = self.storage.database(path)
+        found = await asyncio.to_thread(db.exists) if isinstance(db, PgDatabase) else True
+        if found:
+            self._schemas.add(path)
+        return found
 
     def _warn_once(self, identity: str, s: policy.Standing) -> None:
         key = (identity, s.period, s.state, s.resets_at)

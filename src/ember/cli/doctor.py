@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ember.cli.options import config_option, json_option, project_options
-from ember.config import load_settings
+from ember.config import Settings, load_settings
 from ember.errors import StorageError
 from ember.project import project_from_cli
 from ember.store.fileguard import in_use
@@ -63,12 +63,18 @@ def doctor(
     read, checked, and swapped in; the damaged file is kept as <name>.damaged-<time>.
     Stop the proxy first: a database in use is never swapped. Exit status 1 when a problem
     remains.
+
+    With store_url set (EMBER_STORE_URL), it checks the PostgreSQL store instead: the server
+    is reachable, pgvector is there, and each schema's migrations are applied.
     """
     settings = load_settings(config_file)
     target = db_file
     ref = project_from_cli(project_id, str(cwd) if cwd else None)
     if ref is not None:
         target = ref.db_path(settings.home)
+    if settings.store_url is not None:
+        _doctor_store(settings, target if db_file is None else None, db_file, do_recover, as_json)
+        return
     findings = _examine(settings.home, target)
     recovered: list[RecoveryReport] = []
     if do_recover:
@@ -85,6 +91,47 @@ def doctor(
         click.echo(json.dumps(out, indent=2))
     else:
         _print(findings, recovered)
+    if problems:
+        raise click.exceptions.Exit(1)
+
+
+def _doctor_store(
+    settings: Settings, project: Path | None, db_file: Path | None, do_recover: bool, as_json: bool
+) -> None:
+    """The doctor of a PostgreSQL store (``store_url``): the proxy keeps nothing in the
+    home's files then, so their findings would say nothing of its data. ``--recover`` and
+    ``--db`` are about SQLite files: refused, saying how to reach the files."""
+    from ember.store.pg.inspect import examine_store
+    from ember.store.pg.names import schema_name
+    from ember.store.pg.url import redacted
+
+    assert settings.store_url is not None
+    if do_recover or db_file is not None:
+        flag = "--recover" if do_recover else "--db"
+        raise click.UsageError(
+            f"store_url is set (PostgreSQL {redacted(settings.store_url)}): ember keeps no "
+            f"database files, and {flag} works on SQLite files only. Run `ember doctor` "
+            "without it to check the PostgreSQL store; to check or recover files of "
+            "EMBER_HOME, run it with store_url unset (EMBER_STORE_URL= ember doctor ...)."
+        )
+    only = schema_name(settings.home, project) if project is not None else None
+    findings = examine_store(settings.store_url, settings.home, only)
+    problems = [f for f in findings if not f.ok]
+    if as_json:
+        out = {
+            "home": str(settings.home),
+            "store": f"PostgreSQL {redacted(settings.store_url)}",
+            "findings": [f.to_json() for f in findings],
+            "recovered": [],
+            "problems": len(problems),
+        }
+        click.echo(json.dumps(out, indent=2))
+    else:
+        click.echo(
+            f"store_url is set: checking the PostgreSQL store {redacted(settings.store_url)} "
+            "(EMBER_HOME's database files are not used)."
+        )
+        _print(findings, [])
     if problems:
         raise click.exceptions.Exit(1)
 

@@ -237,6 +237,9 @@ def _record_spend(result: LearnResult, backend: Backend | None, settings: Settin
         result.model_seconds,
     )
     try:
+        if settings.store_url is not None:
+            record_learn_spend(settings.home, record, settings.store_url)
+            return
         stats = stats_db_path(settings.home)
         access.writable(settings.home, stats)  # its own words, not the proxy's "retries"
         with access.one_shot(stats):
@@ -261,7 +264,7 @@ def _learn_verbosity(
     from ember.shaping.state import learned_level
 
     # Opened (and checked writable with --apply) before the scan, not after it.
-    with opened_state(settings.home, write=apply) as state:
+    with opened_state(settings, write=apply) as state:
         since = shaping_started(state)
         run = _with_progress(
             found,

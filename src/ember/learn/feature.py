@@ -58,4 +58,5 @@ FEATURE = Feature(
     settings=LearnSettings,
     flat_settings=True,
     views=later("ember.learn.views:views"),
+    postgres=True,
 )

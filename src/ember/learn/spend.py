@@ -1,7 +1,8 @@
 """What ``ember learn``'s model call cost, recorded apart from the user's own sessions.
 
 The analysis is a call ember makes on its own, so it is accounted with origin ``learn``
-(DESIGN.md, "Spend by origin") in the global ``$EMBER_HOME/stats.db``: ``ember stats`` sums a
+(DESIGN.md, "Spend by origin") in the global ``$EMBER_HOME/stats.db`` (with ``store_url``,
+the PostgreSQL store's ``ember_home``): ``ember stats`` sums a
 session from its ``client`` rows only, so this row can never inflate what a user's session
 cost, and ``spend_by_origin`` still shows what learning spent. The cost is at list prices
 (``ember.prices``); a model without a price has cost None, never a made-up $0.
@@ -52,15 +53,17 @@ def learn_record(
     )
 
 
-def record_learn_spend(home: Path, record: ExchangeRecord) -> Path:
+def record_learn_spend(home: Path, record: ExchangeRecord, store_url: str | None = None) -> str:
     """Write ``record`` into ``home``'s stats database through its owner, committed before
-    this returns (the CLI exits right after). Returns the database's path."""
+    this returns (the CLI exits right after); with ``store_url``, into the PostgreSQL
+    store's ``ember_home``, where ``ember stats`` reads it then (a row in a stats.db the
+    store's readers never open would be spend nobody sees). Returns where it went."""
     # A one-shot command: a refused write is an error to report now, not one to hold for a
-    # file that may come back after the command has exited.
-    storage = Storage(home, vec=False, hold_writes=0)
+    # file (or a server) that may come back after the command has exited.
+    storage = Storage(home, vec=False, hold_writes=0, store_url=store_url)
     try:
         db = storage.stats()
         db.submit(record.insert, label=f"accounting:{ORIGIN}").result(30)
-        return db.path
+        return db.where
     finally:
         storage.close()

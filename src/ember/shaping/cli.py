@@ -118,10 +118,11 @@ def output_savings(as_json: bool, config_file: Path | None) -> None:
                only within strata (turn kind, input size, model family, tools) seen in both.
 
     Also the echo ratio (how much of each answer repeats its context) and a chart of
-    estimated savings per day. Reads $EMBER_HOME/stats.db; the proxy need not run.
+    estimated savings per day. Reads $EMBER_HOME/stats.db (with store_url, the PostgreSQL
+    store); the proxy need not run.
     """
     settings = load_settings(config_file)
-    with opened_state(settings.home, write=False) as state:
+    with opened_state(settings, write=False) as state:
         try:
             stored: StoredState = read_state(state)
         except ValueError as exc:
@@ -136,11 +137,19 @@ def output_savings(as_json: bool, config_file: Path | None) -> None:
 
 
 @contextlib.contextmanager
-def opened_state(home: Path, *, write: bool) -> Iterator[ShapingState]:
-    """Shaping's state in ``home``'s stats.db, opened for one command. ``write`` False on a
+def opened_state(settings: Settings, *, write: bool) -> Iterator[ShapingState]:
+    """Shaping's state in the home's stats.db, opened for one command. ``write`` False on a
     home without a stats.db creates nothing and reads what the files of before hold; a home
-    that cannot be used is one line with the fix (``access``), not a traceback."""
+    that cannot be used is one line with the fix (``access``), not a traceback. With
+    ``store_url``, the same rows in the PostgreSQL store's ``ember_home`` schema: the proxy
+    writes them there, so a report of the file would show nothing it saved."""
+    home = settings.home
     path = stats_db_path(home)
+    if settings.store_url is not None:
+        with access.pg_database(settings, path, STATS) as pg:
+            found = write or pg.exists()
+            yield ShapingState(home, (lambda: pg) if found else None, kept_in=pg.where)
+        return
     if write:
         access.writable(home, path)
     access.folders(home, path)

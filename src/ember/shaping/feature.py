@@ -43,4 +43,5 @@ FEATURE = Feature(
     settings=ShapingSettings,
     flat_settings=True,
     views=later("ember.shaping.views:views"),
+    postgres=True,
 )

@@ -78,6 +78,17 @@ class ShapingNote:
     signal: Signal | None = None
 
 
+def _kept_in(settings: Settings) -> str | None:
+    """Where shaping's state is, for messages: the PostgreSQL store's ``ember_home`` schema
+    (the URL without its password) when ``store_url`` is set, else the home's stats.db."""
+    if settings.store_url is None:
+        return None
+    from ember.store.pg.names import HOME_SCHEMA
+    from ember.store.pg.url import where
+
+    return where(HOME_SCHEMA, settings.store_url)
+
+
 def _echo(answer: str, body: Any) -> float | None:
     if len(answer.split(maxsplit=ECHO_NGRAM)) < ECHO_NGRAM:
         return None  # too short to measure: skip walking the whole request
@@ -102,7 +113,7 @@ class ShapingStage(Stage):
         #: the home's stats.db holds shaping's state; until the app hands its storage over
         #: (``start``), what is read comes from the files of before (if any)
         self.storage = storage
-        self.state = ShapingState(settings.home, self._stats)
+        self.state = ShapingState(settings.home, self._stats, kept_in=_kept_in(settings))
         self.recorder = recorder or SavingsRecorder(self.state)
         self.sessions = SessionBook(capacity=capacity)
         self.controller: ControllerState | None = None

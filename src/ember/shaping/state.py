@@ -1,4 +1,5 @@
-"""What output shaping keeps, as three JSON documents in rows of the home's ``stats.db``.
+"""What output shaping keeps, as three JSON documents in rows of the home's ``stats.db`` (on
+a PostgreSQL store, ``store_url``: the same rows in its ``ember_home`` schema).
 
 - ``verbosity``: ``{"level": int, "baseline": {stratum: [n, mean, m2]}, ...}``. The learned
   level and the unshaped baseline. Written by ``ember learn --verbosity`` and by the recorder
@@ -37,6 +38,7 @@ from ember.shaping.controller import ControllerState
 from ember.store.database import Database
 from ember.store.driver import Connection
 from ember.store.migrations import Migration
+from ember.store.pg.serial import one_writer
 
 __all__ = ["SHAPING", "ShapingState", "learned_level", "load_controller", "save_controller"]
 
@@ -60,6 +62,14 @@ SHAPING: tuple[Migration, ...] = (
             updated_at REAL NOT NULL
         ) WITHOUT ROWID;
         """,
+        # ``IS JSON`` (any JSON value, as json_valid): false, not an error, for other text
+        postgres="""
+        CREATE TABLE shaping_state (
+            name TEXT PRIMARY KEY CHECK (name IN ('verbosity', 'ledger', 'controller')),
+            doc TEXT NOT NULL CHECK (doc IS JSON),
+            updated_at DOUBLE PRECISION NOT NULL
+        );
+        """,
     ),
 )
 
@@ -70,9 +80,18 @@ class ShapingState:
     and cannot write (a report run where ``stats.db`` does not exist yet: a read creates
     nothing; a stage before it was started)."""
 
-    def __init__(self, home: Path, database: Callable[[], Database | None] | None) -> None:
+    def __init__(
+        self,
+        home: Path,
+        database: Callable[[], Database | None] | None,
+        *,
+        kept_in: str | None = None,
+    ) -> None:
+        """``kept_in``: where the documents are, for messages (the home's stats.db unless
+        said: a PostgreSQL store names its schema, never the URL's password)."""
         self.home = home
         self._database = database
+        self._kept_in = kept_in if kept_in is not None else str(home / "stats.db")
         self._adopted: set[Name] = set()
 
     @property
@@ -85,7 +104,7 @@ class ShapingState:
 
     def where(self, name: Name) -> str:
         """Where ``name`` is kept, for messages."""
-        return f"{self.home / 'stats.db'} (shaping_state '{name}')"
+        return f"{self._kept_in} (shaping_state '{name}')"
 
     def read(self, name: Name) -> Any:
         """The document (None when there is none); raises ``ValueError`` naming an old file
@@ -104,6 +123,7 @@ class ShapingState:
         self._adopt(db, name)
 
         def job(conn: Connection) -> Any:
+            one_writer(conn)  # proxies sharing a PostgreSQL store add up, as on SQLite
             new = change(_row(conn, name))
             if new is not None:
                 _put(conn, name, new)
@@ -141,9 +161,17 @@ def _row(conn: Connection, name: str) -> Any:
 
 
 def _put(conn: Connection, name: str, doc: Any, *, replace: bool = True) -> None:
-    verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+    """Write the row (``replace`` False: only when there is none, the adoption of an old
+    file never overwriting what a proxy wrote). ``ON CONFLICT``, not ``INSERT OR ...``:
+    one statement SQLite and PostgreSQL (issue #24) both run."""
+    on_conflict = (
+        "DO UPDATE SET doc = excluded.doc, updated_at = excluded.updated_at"
+        if replace
+        else "DO NOTHING"
+    )
     conn.execute(
-        f"{verb} INTO shaping_state (name, doc, updated_at) VALUES (?, ?, ?)",
+        "INSERT INTO shaping_state (name, doc, updated_at) VALUES (?, ?, ?) "
+        f"ON CONFLICT (name) {on_conflict}",
         (name, json.dumps(doc, separators=(",", ":")), time.time()),
     )
 

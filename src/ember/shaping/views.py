@@ -17,7 +17,9 @@ from ember.views import Query, Route, ViewContext, ViewError
 
 def savings(ctx: ViewContext, q: Query) -> dict[str, Any]:
     path = stats_db_path(ctx.home)
-    database = (lambda: ctx.storage.database(path, STATS)) if path.is_file() else None
+    # a PostgreSQL store's schema stands for the file (made on first use, as the file is)
+    there = ctx.storage.postgres or path.is_file()
+    database = (lambda: ctx.storage.database(path, STATS)) if there else None
     state = ShapingState(ctx.home, database)
     try:
         stored = read_state(state)

@@ -10,6 +10,10 @@ Invariants the schema holds on its own:
   so a restart never saves the same lesson twice);
 - ``evidence`` is a JSON array (the transcript pointers of its sightings, a few at most).
 
+The ``postgres`` form (issue #24) holds the same invariants: ``IS JSON ARRAY`` is false, not
+an error, for text that is not JSON at all, as ``json_valid`` is; times are doubles, as
+SQLite's ``REAL``.
+
 Bounds (rows per save state, age) are kept by ``ember.traffic.sightings.prune``; the indexes
 are the ones its deletes walk.
 """
@@ -32,6 +36,20 @@ TRAFFIC: tuple[Migration, ...] = (
             saved INTEGER NOT NULL DEFAULT 0 CHECK (saved IN (0, 1)),
             first_seen REAL NOT NULL,
             last_seen REAL NOT NULL
+        );
+        CREATE INDEX traffic_sightings_by_state ON traffic_sightings(saved, last_seen);
+        CREATE INDEX traffic_sightings_by_age ON traffic_sightings(last_seen);
+        """,
+        postgres="""
+        CREATE TABLE traffic_sightings (
+            key TEXT PRIMARY KEY CHECK (key <> ''),
+            category TEXT NOT NULL CHECK (category <> ''),
+            content TEXT NOT NULL,
+            count BIGINT NOT NULL CHECK (count >= 1),
+            evidence TEXT NOT NULL DEFAULT '[]' CHECK (evidence IS JSON ARRAY),
+            saved INTEGER NOT NULL DEFAULT 0 CHECK (saved IN (0, 1)),
+            first_seen DOUBLE PRECISION NOT NULL,
+            last_seen DOUBLE PRECISION NOT NULL
         );
         CREATE INDEX traffic_sightings_by_state ON traffic_sightings(saved, last_seen);
         CREATE INDEX traffic_sightings_by_age ON traffic_sightings(last_seen);

@@ -23,10 +23,20 @@ import orjson
 
 from ember.facts import Evidence
 from ember.store.driver import Connection
+from ember.store.pg.serial import one_writer
 from ember.traffic.learner import MAX_PENDING, MAX_SAVED, MIN_EVIDENCE, Sighting, max_age, sight
 from ember.traffic.patterns import Category, Observation
 
 _COLUMNS = "key, category, content, count, evidence, saved, first_seen, last_seen"
+#: The rows of one save state past the ``keep`` most recently seen. A window function, not
+#: ``rowid ... LIMIT -1 OFFSET``: one statement both SQLite and PostgreSQL (issue #24) run,
+#: where PostgreSQL has no rowid and no ``LIMIT -1``. Ties on ``last_seen`` go by key, so
+#: both backends keep the same rows.
+_PAST_BOUND = (
+    "DELETE FROM traffic_sightings WHERE key IN (SELECT key FROM (SELECT key, ROW_NUMBER() "
+    "OVER (ORDER BY last_seen DESC, key DESC) AS n FROM traffic_sightings WHERE saved = ?) "
+    "AS ranked WHERE n > ?)"
+)
 
 
 class Sightings:
@@ -50,6 +60,7 @@ class Sightings:
         two sightings); the facts that reached their threshold now, each with the evidence of
         all its sightings, marked saved in the same transaction. A new lesson's row prunes
         the table back to its bounds."""
+        one_writer(conn)  # on PostgreSQL, two proxies never count from the same old row
         ready: list[Observation] = []
         grew = False
         for obs in found:
@@ -72,11 +83,7 @@ class Sightings:
                 (now - max_age(category), category.value),
             )
         for saved, keep in ((0, self.max_pending), (1, self.max_saved)):
-            conn.execute(
-                "DELETE FROM traffic_sightings WHERE rowid IN (SELECT rowid FROM "
-                "traffic_sightings WHERE saved = ? ORDER BY last_seen DESC LIMIT -1 OFFSET ?)",
-                (saved, keep),
-            )
+            conn.execute(_PAST_BOUND, (saved, keep))
 
     def release(self, conn: Connection, keys: Sequence[str]) -> None:
         """Facts handed out whose memory could not be written: pending again, count and

@@ -16,11 +16,13 @@ from ember.learn.toin.publish import HEADER
 from ember.learn.toin.store import merge_patterns
 from ember.store.database import Database
 from ember.store.registry import stats_db_path
-from ember.store.schema import STATS
+from ember.store.schema import STATS, for_postgres
 
 
-def fill(home: Path, counts: dict[str, int]) -> None:
-    db = Database(stats_db_path(home), STATS)
+def fill(home: Path, counts: dict[str, int], store_url: str | None = None) -> None:
+    """``counts`` observations of each pattern in ``home``'s stats.db, or with ``store_url``
+    in the PostgreSQL store's ``ember_home``."""
+    db = Database(stats_db_path(home), STATS) if store_url is None else _pg(home, store_url)
     patterns = []
     for h, n in counts.items():
         p = Pattern(PatternKey("api_key", "claude-sonnet", h), "text:grep")
@@ -33,6 +35,14 @@ def fill(home: Path, counts: dict[str, int]) -> None:
         db.close()
 
 
+def _pg(home: Path, url: str) -> Database:
+    from ember.store.pg.database import PgDatabase
+    from ember.store.pg.names import schema_name
+
+    path = stats_db_path(home)
+    return PgDatabase(path, for_postgres(STATS), url=url, schema_name=schema_name(home, path))
+
+
 @pytest.fixture
 def runner(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     for name in ("EMBER_CONFIG", "EMBER_HOME"):
@@ -40,8 +50,11 @@ def runner(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     return CliRunner()
 
 
-def invoke(runner: CliRunner, home: Path, *args: str) -> tuple[int, str]:
-    r = runner.invoke(cli, ["toin", *args], env={"EMBER_HOME": str(home)})
+def invoke(
+    runner: CliRunner, home: Path, *args: str, store_url: str | None = None
+) -> tuple[int, str]:
+    env = {"EMBER_HOME": str(home), "EMBER_STORE_URL": store_url}
+    r = runner.invoke(cli, ["toin", *args], env=env)
     return r.exit_code, r.output
 
 
@@ -92,3 +105,32 @@ def test_import_refuses_a_file_that_is_not_an_export(runner: CliRunner, tmp_path
     bad.write_text("not json")
     code, text = invoke(runner, tmp_path / "home", "import", str(bad))
     assert code != 0 and "is not a JSON file" in text
+
+
+def test_with_store_url_the_commands_use_the_postgresql_store(
+    runner: CliRunner, tmp_path: Path, pg_url: str
+) -> None:
+    """The proxy keeps the patterns in the store's ``ember_home``: show, publish and export
+    read them there, import merges there, and no stats.db is made on the way."""
+    home, files = tmp_path / "home", tmp_path / "files"
+    code, text = invoke(runner, home, "show", "--json", store_url=pg_url)
+    assert code == 0 and json.loads(text)["patterns"] == 0, text  # nothing there yet
+    fill(home, {"aa": 30, "bb": 60}, store_url=pg_url)
+    code, text = invoke(runner, home, "show", "--json", store_url=pg_url)
+    assert json.loads(text)["patterns"] == 2, text
+    out = tmp_path / "r.toml"
+    code, text = invoke(runner, home, "publish", "-o", str(out), store_url=pg_url)
+    assert code == 0 and "1 patterns published" in text, text
+    export = tmp_path / "pg.json"
+    assert invoke(runner, home, "export", str(export), store_url=pg_url)[0] == 0
+    fill(files, {"aa": 10})  # an instance on files imports the store's patterns
+    code, text = invoke(runner, files, "import", str(export))
+    assert code == 0 and "2 patterns merged (1 new)" in text, text
+    back = tmp_path / "files.json"
+    assert invoke(runner, files, "export", str(back))[0] == 0
+    code, text = invoke(runner, home, "import", str(back), store_url=pg_url)
+    assert code == 0 and "2 patterns merged (0 new)" in text, text
+    code, text = invoke(runner, home, "show", "--json", store_url=pg_url)
+    by_key = {p["key"].rsplit("|", 1)[-1]: p["observations"] for p in json.loads(text)["top"]}
+    assert by_key == {"aa": 30 + 40, "bb": 60 + 60}
+    assert not stats_db_path(home).exists()

@@ -25,7 +25,7 @@ from ember.learn.toin.store import (
 )
 from ember.stats import RunningStats
 from ember.store.database import Database
-from ember.store.schema import STATS
+from ember.store.schema import STATS, for_postgres
 
 
 def key(h: str, auth: str = "api_key", fam: str = "claude-sonnet") -> PatternKey:
@@ -39,9 +39,18 @@ def pattern(h: str, sizes: list[int], refetches: int = 0, **kw: object) -> Patte
     return p
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    d = Database(tmp_path / "stats.db", STATS)
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    """The home's stats.db, or a PostgreSQL store's ``ember_home`` (``store_url``)."""
+    path = tmp_path / "stats.db"
+    if request.param == "sqlite":
+        d = Database(path, STATS)
+    else:
+        from ember.store.pg.database import PgDatabase
+        from ember.store.pg.names import schema_name
+
+        url = request.getfixturevalue("pg_url")
+        d = PgDatabase(path, for_postgres(STATS), url=url, schema_name=schema_name(tmp_path, path))
     yield d
     d.close()
 
@@ -160,3 +169,29 @@ def test_the_running_stats_of_sizes_round_trip_through_the_table(db: Database) -
     stored = db.read(load_patterns)[0].size
     assert isinstance(stored, RunningStats) and stored.n == 3
     assert stored.mean == pytest.approx(6)
+
+
+@pytest.mark.parametrize(
+    "structure", ["", "AB", "0g", "ab cd"], ids=["empty", "upper", "not-hex", "space"]
+)
+def test_the_schema_refuses_a_structure_hash_that_is_not_hex(db: Database, structure: str) -> None:
+    with pytest.raises(Exception, match=r"(?i)check"):
+        db.write(
+            lambda c: c.execute(
+                "INSERT INTO toin_patterns (auth_mode, model_family, structure_hash, kind, "
+                "first_seen, last_seen) VALUES ('api_key', 'claude', ?, 'text', 0, 0)",
+                (structure,),
+            )
+        )
+    db.write(
+        lambda c: c.execute(
+            "INSERT INTO toin_patterns (auth_mode, model_family, structure_hash, kind, "
+            "first_seen, last_seen) VALUES ('api_key', 'claude', '0af9', 'text', 0, 0)"
+        )
+    )
+    assert [p.key.structure_hash for p in db.read(load_patterns)] == ["0af9"]
+
+
+def test_the_instance_id_is_made_once_and_kept(db: Database) -> None:
+    first = db.write(export_doc)["instance"]
+    assert db.write(export_doc)["instance"] == first

@@ -167,16 +167,20 @@ def test_projects_never_see_each_others_rows(make_stack: StackFactory, pg_url: s
     assert beta_db.read(lambda c: [tuple(r) for r in c.execute(sql)]) == [("beta-session", 1)]
 
 
-def test_features_that_do_not_run_on_postgres_yet_stay_off_and_requests_flow(
+def test_the_features_run_on_postgres_and_requests_flow(
     make_stack: StackFactory, pg_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING)
     stack = make_stack(stages="features", store_url=pg_url)
     names = {s.name for s in stack.app.pipeline.stages}  # type: ignore[attr-defined]
-    assert names == {"accounting", "memory"}  # memory runs there (the rest not yet)
+    # every feature the settings turn on (shadow memory is off in these tests)
+    assert names == {"accounting", "shaping", "memory", "traffic", "toin"}
     _anthropic_turns(stack.url, "with-features", 2)
     stack.settle()
     assert _query(pg_url, f"SELECT COUNT(*) FROM {_schema(stack.home)}.exchanges") == [(2,)]
+    # output shaping's savings went to the store's ember_home, not to a stats.db
+    assert _query(pg_url, "SELECT name FROM ember_home.shaping_state WHERE name = 'ledger'")
+    assert not (stack.home / "stats.db").exists()
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 

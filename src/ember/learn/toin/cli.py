@@ -35,24 +35,30 @@ from ember.store.schema import STATS
 T = TypeVar("T")
 
 
-def _stats_path(config_file: Path | None) -> tuple[Path, Path]:
-    home = load_settings(config_file).home
-    return home, stats_db_path(home)
-
-
 @contextlib.contextmanager
 def _writing(config_file: Path | None) -> Iterator[Database]:
     """The stats file's own short-lived owner (created, and migrated, on first use), once the
-    home is known to be writable."""
-    home, path = _stats_path(config_file)
+    home is known to be writable; with ``store_url``, the PostgreSQL store's ``ember_home``,
+    where the proxy keeps the patterns (the file would hold none of them)."""
+    settings = load_settings(config_file)
+    home, path = settings.home, stats_db_path(settings.home)
+    if settings.store_url is not None:
+        with access.pg_database(settings, path, STATS) as pg:
+            yield pg
+        return
     access.writable(home, path)
     with access.database(path, STATS) as db:
         yield db
 
 
 def _read(config_file: Path | None, fn: Callable[[Connection], T], empty: T) -> T:
-    """``fn`` over the stats file; ``empty`` when there is none yet (a read creates none)."""
-    home, path = _stats_path(config_file)
+    """``fn`` over the stats file (or the PostgreSQL store's ``ember_home``); ``empty`` when
+    there is none yet (a read creates none)."""
+    settings = load_settings(config_file)
+    home, path = settings.home, stats_db_path(settings.home)
+    if settings.store_url is not None:
+        with access.pg_database(settings, path, STATS) as pg:
+            return pg.read(fn) if pg.exists() else empty
     if not access.existing(home, path):
         return empty
     with access.database(path, STATS) as db:
@@ -79,8 +85,9 @@ def toin() -> None:
 
     \b
     The proxy only observes (EMBER_TOIN, on by default): it never changes a request, and keeps
-    structure hashes, hashed field names, counts and rates in $EMBER_HOME/stats.db, never a
-    value. What it learned leaves only through these commands:
+    structure hashes, hashed field names, counts and rates in $EMBER_HOME/stats.db (with
+    store_url, the PostgreSQL store), never a value. What it learned leaves only through
+    these commands:
       ember toin publish --output recommendations.toml
       ember toin export toin.json  /  ember toin import other.json
     """

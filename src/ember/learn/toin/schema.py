@@ -7,6 +7,10 @@ nothing across them.
 
 Invariants the schema holds on its own: every key part is non-empty (an unknown slice is the
 explicit ``'unknown'``), the structure hash is hex, and counts are never negative.
+
+The ``postgres`` form (issue #24: the store's ``ember_home`` schema) holds the same: the hex
+check is a regular expression (``!~``) where SQLite says ``NOT GLOB``, counts are ``BIGINT``
+and the running sizes doubles, as SQLite's ``INTEGER`` and ``REAL`` are.
 """
 
 from __future__ import annotations
@@ -39,6 +43,30 @@ TOIN: tuple[Migration, ...] = (
         ) WITHOUT ROWID;
         CREATE INDEX toin_by_use ON toin_patterns(observations, last_seen);
         -- this instance's id (hashed before it leaves the file) and the exports imported
+        CREATE TABLE toin_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        """,
+        postgres="""
+        CREATE TABLE toin_patterns (
+            auth_mode TEXT NOT NULL CHECK (auth_mode <> ''),
+            model_family TEXT NOT NULL CHECK (model_family <> ''),
+            structure_hash TEXT NOT NULL
+                CHECK (structure_hash <> '' AND structure_hash !~ '[^0-9a-f]'),
+            kind TEXT NOT NULL,
+            observations BIGINT NOT NULL DEFAULT 0 CHECK (observations >= 0),
+            refetches BIGINT NOT NULL DEFAULT 0 CHECK (refetches >= 0),
+            errors BIGINT NOT NULL DEFAULT 0 CHECK (errors >= 0),
+            size_n BIGINT NOT NULL DEFAULT 0,
+            size_mean DOUBLE PRECISION NOT NULL DEFAULT 0,
+            size_m2 DOUBLE PRECISION NOT NULL DEFAULT 0,
+            fields TEXT NOT NULL DEFAULT '{}',
+            queries TEXT NOT NULL DEFAULT '{}',
+            instances TEXT NOT NULL DEFAULT '[]',
+            user_count BIGINT NOT NULL DEFAULT 1,
+            first_seen DOUBLE PRECISION NOT NULL,
+            last_seen DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (auth_mode, model_family, structure_hash)
+        );
+        CREATE INDEX toin_by_use ON toin_patterns(observations, last_seen);
         CREATE TABLE toin_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
         """,
     ),

@@ -25,6 +25,7 @@ from ember.learn.toin.keys import PatternKey
 from ember.learn.toin.patterns import Pattern
 from ember.stats import RunningStats
 from ember.store.driver import Connection
+from ember.store.pg.serial import one_writer
 
 MAX_PATTERNS = 10_000
 MAX_BYTES = 128 * 1024 * 1024
@@ -39,6 +40,18 @@ EXPORT_VERSION = 1
 _COLUMNS = (
     "auth_mode, model_family, structure_hash, kind, observations, refetches, errors, "
     "size_n, size_mean, size_m2, fields, queries, instances, user_count, first_seen, last_seen"
+)
+_KEY = "auth_mode, model_family, structure_hash"
+#: A merged row replaces the stored one: an upsert both SQLite and PostgreSQL (issue #24)
+#: run, where ``INSERT OR REPLACE`` is SQLite's alone.
+_UPSERT = (
+    f"INSERT INTO toin_patterns ({_COLUMNS}) VALUES ({','.join('?' * 16)}) "
+    f"ON CONFLICT ({_KEY}) DO UPDATE SET "
+    + ", ".join(
+        f"{c} = excluded.{c}"
+        for c in (c.strip() for c in _COLUMNS.split(","))
+        if c not in _KEY.split(", ")
+    )
 )
 _ROW_BYTES = (
     f"{ROW_OVERHEAD} + length(kind) + length(fields) + length(queries) + length(instances)"
@@ -90,18 +103,23 @@ def _pattern(r: Any) -> Pattern:
 
 
 def instance_hash(conn: Connection) -> str:
-    """This instance's hash (a random id made on first use; writer job)."""
+    """This instance's hash (a random id made on first use; writer job). The id is inserted
+    only when there is none and then read back: two proxies on one PostgreSQL store making it
+    at once agree on the one that was committed first, rather than one failing on the key."""
+    conn.execute(
+        "INSERT INTO toin_meta (key, value) VALUES ('instance', ?) ON CONFLICT (key) DO NOTHING",
+        (secrets.token_hex(16),),
+    )
     row = conn.execute("SELECT value FROM toin_meta WHERE key='instance'").fetchone()
-    if row is None:
-        ident = secrets.token_hex(16)
-        conn.execute("INSERT INTO toin_meta VALUES ('instance', ?)", (ident,))
-    else:
-        ident = row[0]
+    ident = str(row[0])
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
 def merge_patterns(conn: Connection, patterns: Iterable[Pattern]) -> int:
-    """Merge ``patterns`` into the table (writer job); returns the rows pruned after."""
+    """Merge ``patterns`` into the table (writer job); returns the rows pruned after. Each
+    stored row is read, merged and written back under ``one_writer``: two proxies on one
+    PostgreSQL store merging the same pattern add up, as on SQLite."""
+    one_writer(conn)
     for p in patterns:
         k = p.key
         r = conn.execute(
@@ -110,10 +128,7 @@ def merge_patterns(conn: Connection, patterns: Iterable[Pattern]) -> int:
             (k.auth_mode, k.model_family, k.structure_hash),
         ).fetchone()
         merged = _pattern(r).merged(p) if r is not None else p
-        conn.execute(
-            f"INSERT OR REPLACE INTO toin_patterns ({_COLUMNS}) VALUES ({','.join('?' * 16)})",
-            _row(merged),
-        )
+        conn.execute(_UPSERT, _row(merged))
     return prune(conn)
 
 
@@ -198,6 +213,7 @@ def parse_export(doc: Any) -> tuple[str, list[Pattern]]:
 def import_doc(conn: Connection, doc: Any) -> ImportResult:
     """Merge another instance's export (writer job), weighted by sample size."""
     export_id, patterns = parse_export(doc)
+    one_writer(conn)  # two imports of one export at once: the second sees the first's mark
     mark = f"import:{export_id}"
     if conn.execute("SELECT 1 FROM toin_meta WHERE key=?", (mark,)).fetchone():
         raise ToinImportError(f"export {export_id} was already imported; nothing done")
@@ -211,5 +227,5 @@ def import_doc(conn: Connection, doc: Any) -> ImportResult:
         ).fetchone()
     )
     pruned = merge_patterns(conn, patterns)
-    conn.execute("INSERT INTO toin_meta VALUES (?, ?)", (mark, str(time.time())))
+    conn.execute("INSERT INTO toin_meta (key, value) VALUES (?, ?)", (mark, str(time.time())))
     return ImportResult(export_id, len(patterns), len(before) - known, pruned)

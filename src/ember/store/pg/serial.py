@@ -1,0 +1,36 @@
+"""One read-modify-write at a time per schema, across every process of a PostgreSQL store.
+
+On SQLite a write job runs alone: the file's one owner writes under ``BEGIN IMMEDIATE``, so a
+job that reads a row, changes it in Python and writes it back (a lesson's count, shaping's
+ledger, a TOIN pattern) never works from a row another process changed meanwhile. On
+PostgreSQL several proxies write one schema at once under READ COMMITTED: two such jobs both
+read the old row and the later commit overwrites the earlier one, and a count or a ledger
+silently loses what the other process added.
+
+``one_writer(conn)`` restores SQLite's guarantee for the job that calls it: on PostgreSQL it
+takes a transaction-scoped advisory lock of the connection's schema (released at commit or
+rollback), taken before the job's first read, so the read sees every commit of the job that
+held it before. On SQLite it does nothing (the writer already runs alone).
+
+One lock per schema, not per feature or row: the jobs of one batch that each take it never
+wait on each other (an advisory lock is re-entrant within a session), and two batches never
+hold two locks in opposite orders (no deadlock). What it serializes is small jobs of one
+schema; reads and every other write go on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember.store.pg.connection import dialect
+
+#: The lock's key is a 64-bit hash of the schema's name under this prefix (computed by the
+#: server, which knows the transaction's ``search_path``).
+_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('ember.rmw:' || current_schema(), 0))"
+
+
+def one_writer(conn: Any) -> None:
+    """Wait until no other transaction of this schema holds the read-modify-write lock, and
+    hold it to the end of this one (PostgreSQL); nothing on SQLite."""
+    if dialect(conn) == "postgres":
+        conn.execute(_LOCK)
