@@ -178,11 +178,13 @@ def insert_rows(conn: Connection, rows: Sequence[Row]) -> None:
     steward's window) read a session past the highest seq they read, so a lower seq that
     became visible later would never be read. SQLite's one writer per file gives that
     order. On PostgreSQL several proxies write one schema, and a transaction that took seq
-    10 may commit after one that took seq 11: each insert therefore first takes its
-    sessions' locks (sorted: two jobs never wait on each other in a cycle), so the next
-    insert of a session takes its seq only after the previous one committed."""
+    10 may commit after one that took seq 11: a write batch holds its schema's writer lock
+    from its start (``store.pg.batch``), so seqs are taken in commit order; any other
+    transaction first takes its sessions' locks (sorted: two jobs never wait on each other
+    in a cycle), so the next insert of a session takes its seq only after the previous one
+    committed."""
     now = time.time()
-    if dialect(conn) == "postgres":
+    if dialect(conn) == "postgres" and not getattr(conn, "writer_locked", False):
         for session in sorted({r.session_id for r in rows}):
             conn.execute(_SESSION_LOCK, (session,))
     conn.executemany(_INSERT, [r.values(now) for r in rows])

@@ -8,8 +8,13 @@ Invariants, the same as SQLite's (``store.writer``), and what each prevents:
   job fails is it rolled back and run again with a savepoint per job. Jobs are written to be
   run again (the SQLite writer reruns a batch that met a busy file too). An exclusive job
   has the transaction to itself.
-- The transaction serves one schema (``SET LOCAL search_path``) and bumps the schema's
-  version counter last (``data_version``): the bump commits with the rows, never before.
+- The transaction serves one schema (``SET LOCAL search_path``), takes the schema's writer
+  lock first (``serial.WRITER_LOCK``, the same round trip) and bumps the schema's version
+  counter last (``data_version``): the bump commits with the rows, never before. The lock
+  makes a schema's batches one at a time across processes, as a SQLite file's are: a job
+  that reads, changes and writes back a row never works from a stale one, and two batches
+  never wait on each other's row locks in opposite orders (a deadlock the server breaks by
+  aborting one, a second later).
 - A future is resolved only after the commit, and a job's ``on_commit`` runs only then.
 - A store-level failure (``pg.failures.classify``: the server unreachable, its disk full...)
   rolls the batch back and raises ``FileFailure`` with every future still open: the owner
@@ -28,11 +33,12 @@ Invariants, the same as SQLite's (``store.writer``), and what each prevents:
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ember.store.pg.connection import PgConnection
 from ember.store.pg.failures import classify
-from ember.store.pg.migrate import BUMP_VERSION, enter
+from ember.store.pg.migrate import BUMP_VERSION, set_schema
+from ember.store.pg.serial import WRITER_LOCK
 from ember.store.writer import FileFailure, Job, fail_all, resolve, run_hook
 
 if TYPE_CHECKING:
@@ -104,13 +110,13 @@ def run_batch(conn: psycopg.Connection[Any], schema: str, jobs: list[Job[Any]]) 
 def _attempt(
     conn: psycopg.Connection[Any], schema: str, jobs: list[Job[Any]], *, savepoints: bool
 ) -> Results:
-    pg = PgConnection(conn)
+    pg = PgConnection(conn, writer_locked=True)
     ran: list[Job[Any]] = []
     results: Results = []
     xid: str | None = None  # set once every statement ran: what fails after it is the COMMIT
     try:
         with conn.transaction():
-            enter(conn, schema, lock=False)
+            conn.execute(cast(Any, f"{set_schema(schema)}; {WRITER_LOCK}"))
             for job in jobs:
                 ran.append(job)
                 results.append(_run_one(conn, pg, job, savepoint=savepoints))

@@ -143,9 +143,12 @@ class PgConnection:
     """A psycopg connection seen through the store's DB-API surface. Transactions are the
     caller's (``transaction()``); ``commit``/``rollback`` are passed through."""
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], *, writer_locked: bool = False) -> None:
+        """``writer_locked``: the transaction holds its schema's writer lock (a write batch,
+        ``serial.WRITER_LOCK``): a job asking for it (``serial.one_writer``) has it."""
         conn.row_factory = _row_factory
         self.raw = conn
+        self.writer_locked = writer_locked
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> PgCursor:
         cur = self.raw.cursor()
