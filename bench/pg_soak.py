@@ -289,13 +289,13 @@ def soak(
     emulator: Emulator, schemas: tuple[str, str],
 ) -> dict[str, Any]:  # fmt: skip
     a, b = schemas
-    total, first_sessions = 0, []
+    total, first_sessions = 0, []  # every session proxy 0 served
     for r in range(args.rounds):
         started = time.perf_counter()
         results, result_b, sessions, sessions_b = one_round(r, args, proxies)
         wall = time.perf_counter() - started
         settle(url, schemas)
-        first_sessions = first_sessions or sessions[0]
+        first_sessions += sessions[0]
         with on_server(url) as conn:
             rows = [client_rows(conn, a, s) for s in sessions]
             rows_b = client_rows(conn, b, sessions_b)
@@ -323,8 +323,9 @@ def shadow_line(url: str, schema: str) -> str:
     with on_server(url) as conn:
         if not scalar(conn, "SELECT to_regclass(%s) IS NOT NULL", f"{schema}.shadow_memory_runs"):
             return "shadow: not on this store"
-        runs = dict(conn.execute(f"SELECT status, COUNT(*) FROM {schema}.shadow_memory_runs "
-                                 "GROUP BY status").fetchall())  # fmt: skip
+        why = "COALESCE(' (' || split_part(reason, ':', 1) || ')', '')"
+        sql = f"SELECT status || {why}, COUNT(*) FROM {schema}.shadow_memory_runs GROUP BY 1"
+        runs = dict(conn.execute(sql).fetchall())
         valid, proposed, became = conn.execute(
             f"SELECT COUNT(*) FILTER (WHERE validation_error IS NULL), COUNT(*), "
             f"COUNT(memory_id) FROM {schema}.shadow_fact_proposals").fetchone()  # fmt: skip
@@ -334,20 +335,20 @@ def shadow_line(url: str, schema: str) -> str:
 
 def across(url: str, schema: str, proxies: list[Proxy], emulator: Emulator,
            sessions: Sequence[str]) -> str:  # fmt: skip
-    """A memory proxy 0's shadow stored from its round-0 agent 0, asked about in a new
+    """A memory proxy 0's shadow stored from one of its sessions, asked about in a new
     session on proxy 1: is it in the request the provider got?"""
     row, deadline = None, time.monotonic() + 60  # its session's read may still be coming
     while row is None and time.monotonic() < deadline:
         with on_server(url) as conn:
             row = conn.execute(
                 f"SELECT id, content FROM {schema}.memories WHERE metadata::jsonb ->> 'session'"
-                " = %s AND metadata::jsonb ->> 'source' = 'shadow' ORDER BY seq LIMIT 1",
-                (sessions[0],),
+                " = ANY(%s) AND metadata::jsonb ->> 'source' = 'shadow' ORDER BY seq LIMIT 1",
+                (list(sessions),),
             ).fetchone()
         if row is None:
             time.sleep(0.5)
     if row is None:
-        return f"no (proxy 0's shadow stored no memory from session {sessions[0]} in 60 s)"
+        return f"no (proxy 0's shadow stored no memory from its {len(sessions)} sessions)"
     memory_id, content = row
     ask = content.removeprefix("The user asked: ")
     before = len(emulator.requests)
