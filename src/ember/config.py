@@ -57,6 +57,10 @@ class Settings(BaseModel):
     anthropic_url: str = "https://api.anthropic.com"
     openai_url: str = "https://api.openai.com/v1"
     project_root: Path | None = None
+    #: How a working directory names its project: "path" (the directory itself), or
+    #: "git-remote" (inside a git checkout, its remote's URL: the same project on every
+    #: machine, for a team's shared PostgreSQL store; a directory outside git keeps its path).
+    project_identity: Literal["path", "git-remote"] = "path"
     unresolved_project: Literal["closed", "global"] = "closed"
     upstream_connect_timeout: float = Field(default=10.0, gt=0)
     upstream_read_timeout: float = Field(default=600.0, gt=0)

@@ -10,6 +10,10 @@ Order of evidence, first match wins:
 5. the same inside the messages (some Claude Code versions send the environment in a
    ``<system-reminder>`` block of a user message; Codex sends ``<environment_context>`` as one).
 
+With ``project_identity = "git-remote"`` a path inside a git checkout then names the project by
+the checkout's remote (``ember.gitremote``: ``github.com/acme/api`` on every machine, so a team's
+proxies on one PostgreSQL store share it); a path outside git stays the identity.
+
 The directory name is the sanitised basename plus the first 16 hex digits of the sha256 of the
 raw identity, so ``acme/api`` and ``acme api`` (or two checkouts both called ``api``) never share
 a database. An unresolved project is ``None``: callers fail closed (nothing injected, nothing
@@ -25,6 +29,12 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
+
+from ember.gitremote import remote_of
+
+#: How a directory names its project: the path itself, or its git checkout's remote.
+IdentityMode = Literal["path", "git-remote"]
 
 _CWD_PATTERNS = (
     # A line of its own, maybe a list item ("- " or "* "): never a mention inside a sentence.
@@ -89,8 +99,29 @@ def resolve_project(
     project_root: Path | str | None = None,
     system_text: str = "",
     message_texts: Iterable[str] = (),
+    identity: IdentityMode = "path",
 ) -> ProjectRef | None:
-    """The project of a request, or None when nothing names one (fail closed)."""
+    """The project of a request, or None when nothing names one (fail closed); a directory
+    named as ``identity`` says (``identified``)."""
+    return identified(_named(headers, project_root, system_text, message_texts), identity)
+
+
+def identified(ref: ProjectRef | None, identity: IdentityMode) -> ProjectRef | None:
+    """``ref`` as ``identity`` names projects: with ``git-remote`` a directory inside a git
+    checkout with a remote becomes the remote's name (source ``git-remote``); an id the user
+    chose, a directory outside git, and every ref in ``path`` mode stay as they are."""
+    if ref is None or identity != "git-remote" or ref.source == "header:x-ember-project-id":
+        return ref
+    remote = remote_of(ref.identity)
+    return ProjectRef(remote, "git-remote") if remote is not None else ref
+
+
+def _named(
+    headers: Mapping[str, str],
+    project_root: Path | str | None,
+    system_text: str,
+    message_texts: Iterable[str],
+) -> ProjectRef | None:
     pid = headers.get("x-ember-project-id", "").strip()
     if pid:
         return ProjectRef(pid, "header:x-ember-project-id")
@@ -109,11 +140,15 @@ def resolve_project(
     return None
 
 
-def project_from_cli(project_id: str | None, cwd: str | None) -> ProjectRef | None:
-    """The same resolution the proxy applies to its headers, for ``--project-id``/``--cwd``."""
+def project_from_cli(
+    project_id: str | None, cwd: str | None, identity: IdentityMode = "path"
+) -> ProjectRef | None:
+    """The same resolution the proxy applies to its headers, for ``--project-id``/``--cwd``
+    (``identity``: the settings' ``project_identity``, so a command finds the project the
+    proxy wrote)."""
     headers = {}
     if project_id:
         headers["x-ember-project-id"] = project_id
     if cwd:
         headers["x-ember-cwd"] = str(Path(cwd).expanduser().resolve())
-    return resolve_project(headers)
+    return resolve_project(headers, identity=identity)

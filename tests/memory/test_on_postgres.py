@@ -128,3 +128,39 @@ def test_the_memory_command_reads_and_writes_the_projects_schema(
     assert ember("list", **on_pg)[0]["id"] == added["id"]
     assert ember("list") == []  # the file store knows nothing of it
     assert not list((tmp_path / "home").rglob("ember.db"))
+
+
+def test_two_machines_clones_of_one_repository_share_its_memory(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """A team's store: the repository sits at another path on each machine. Named by its
+    git remote, what one developer saved is found from the other's clone; named by path
+    (the default), they were two projects."""
+    import subprocess
+
+    clones = []
+    for who, url in (
+        ("alice", "git@github.com:acme/api.git"),
+        ("bob", "https://github.com/acme/api"),
+    ):
+        where = tmp_path / who / "work" / f"api-{who}"
+        where.mkdir(parents=True)
+        subprocess.run(["git", "init", "-q"], cwd=where, check=True)
+        subprocess.run(["git", "remote", "add", "origin", url], cwd=where, check=True)
+        clones.append(where)
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("EMBER_")}
+
+    def ember(who: int, *args: str, **extra: str) -> Any:
+        home = {"EMBER_HOME": str(tmp_path / f"home{who}"), "EMBER_STORE_URL": pg_url}
+        out = CliRunner().invoke(
+            cli, ["memory", *args, "--cwd", str(clones[who]), "--json"],
+            obj={"embedder": HashEmbedder}, env=env | home | extra,
+        )  # fmt: skip
+        assert out.exit_code == 0, out.output
+        return json.loads(out.stdout)
+
+    team = {"EMBER_PROJECT_IDENTITY": "git-remote"}
+    saved = ember(0, "add", "Releases are cut from the release branch on Thursdays", **team)
+    found = ember(1, "search", "when are releases cut", **team)
+    assert [h["id"] for h in found["hits"]] == [saved["id"]]
+    assert ember(1, "search", "when are releases cut")["hits"] == []  # by path: not shared

@@ -69,7 +69,7 @@ def doctor(
     """
     settings = load_settings(config_file)
     target = db_file
-    ref = project_from_cli(project_id, str(cwd) if cwd else None)
+    ref = project_from_cli(project_id, str(cwd) if cwd else None, settings.project_identity)
     if ref is not None:
         target = ref.db_path(settings.home)
     if settings.store_url is not None:

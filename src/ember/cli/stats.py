@@ -53,7 +53,7 @@ def stats(
     price); the last line says how much of that is spent.
     """
     settings = load_settings(config_file)
-    ref = project_from_cli(project_id, str(cwd) if cwd else None)
+    ref = project_from_cli(project_id, str(cwd) if cwd else None, settings.project_identity)
     path = ref.db_path(settings.home) if ref else stats_db_path(settings.home)
     gather = _from_postgres if settings.store_url is not None else _from_file
     report = gather(settings, path, ref is not None, limit)

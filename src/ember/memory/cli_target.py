@@ -62,7 +62,7 @@ def resolve(project_id: str | None, cwd: Path | None, config_file: Path | None) 
     """The project the options name, resolved as the proxy resolves its headers; no project
     is a ``ProjectError`` unless ``EMBER_UNRESOLVED_PROJECT=global`` opted into one store."""
     settings = load_settings(config_file)
-    ref = project_from_cli(project_id, str(cwd) if cwd else None)
+    ref = project_from_cli(project_id, str(cwd) if cwd else None, settings.project_identity)
     path = MemoryRouter(settings, None).path_for(ref)
     if path is None:
         raise ProjectError(

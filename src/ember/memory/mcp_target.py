@@ -31,7 +31,7 @@ from pathlib import Path
 from ember.config import Settings
 from ember.errors import ProjectError
 from ember.memory.router import global_db_path
-from ember.project import ProjectRef, project_from_cli
+from ember.project import ProjectRef, identified, project_from_cli
 from ember.store.registry import stats_db_path
 
 log = logging.getLogger(__name__)
@@ -64,11 +64,14 @@ def served(
     if project_id is not None and not project_id.strip():
         raise ProjectError("--project-id is empty: give the project's id")
     if project_id or cwd is not None:
-        ref = project_from_cli(project_id, str(cwd) if cwd is not None else None)
+        ref = project_from_cli(
+            project_id, str(cwd) if cwd is not None else None, settings.project_identity
+        )
         if ref is None:  # one of them was given: resolution cannot come back empty
             raise ProjectError("no project to serve: give --cwd DIR or --project-id ID")
         return Served(ref, ref.db_path(settings.home), ref.db_path(settings.home))
     ref, why = _inherited(workdir, home_dir)
+    ref = identified(ref, settings.project_identity)
     if ref is not None:
         return Served(ref, ref.db_path(settings.home), ref.db_path(settings.home))
     if settings.unresolved_project == "global":

@@ -45,7 +45,9 @@ def build_exchange(
     value = doc.value
     texts = adapter.leading_user_texts(value, CWD_SCAN_MESSAGES)
     system = adapter.system_text(value)
-    project = resolve_project(headers, settings.project_root, system, texts)
+    project = resolve_project(
+        headers, settings.project_root, system, texts, settings.project_identity
+    )
     first_user = adapter.first_user_text(value)
     session = derive_session_id(
         headers,

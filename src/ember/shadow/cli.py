@@ -41,7 +41,7 @@ def _settings_and_path(
     project_id: str | None, cwd: Path | None, config_file: Path | None
 ) -> tuple[Settings, Path, ProjectRef]:
     settings = load_settings(config_file)
-    ref = project_from_cli(project_id, str(cwd) if cwd else None)
+    ref = project_from_cli(project_id, str(cwd) if cwd else None, settings.project_identity)
     if ref is None:
         raise ProjectError(
             "no project given: pass --project-id ID or --cwd PATH (shadow memory is kept "

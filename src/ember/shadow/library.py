@@ -42,7 +42,7 @@ from ember.config import Settings
 from ember.errors import EmberError
 from ember.exchange import OutcomeKind, TaskSet, UpstreamClient
 from ember.facts import MemoryOpener
-from ember.project import ProjectRef, project_from_cli
+from ember.project import IdentityMode, ProjectRef, project_from_cli
 from ember.protocols import ADAPTERS
 from ember.protocols.assemble import assemble
 from ember.protocols.base import AssembledMessage, ProtocolAdapter
@@ -113,10 +113,11 @@ def _adapter(protocol: str) -> ProtocolAdapter:
     return adapter
 
 
-def _project(project: ProjectLike) -> ProjectRef:
+def _project(project: ProjectLike, identity: IdentityMode = "path") -> ProjectRef:
+    """A directory (named as ``project_identity`` says) or a ``ProjectRef`` given as it is."""
     if isinstance(project, ProjectRef):
         return project
-    ref = project_from_cli(None, os.fspath(project)) if os.fspath(project) else None
+    ref = project_from_cli(None, os.fspath(project), identity) if os.fspath(project) else None
     if ref is None:
         raise LibraryError("project is empty: pass the project's directory or a ProjectRef")
     return ref
@@ -244,7 +245,8 @@ class ShadowLibrary:
         starts until ``note`` says the request is over. Returns the request's number, for
         ``note(..., request_number=...)`` (answers noted out of order are then told apart)."""
         key = thread_key(session_id, thread)
-        number = self.core.begin(key, _project(project), _adapter(protocol).name)
+        ref = _project(project, self.settings.project_identity)
+        number = self.core.begin(key, ref, _adapter(protocol).name)
         self.sessions.begin(key)
         return number
 
@@ -274,7 +276,7 @@ class ShadowLibrary:
         (auth, version, betas: held in memory for the cache TTL only). Also accounts the call
         as the session's own spend (the shadow's spend cap is a share of it)."""
         adapter = _adapter(protocol)
-        ref = _project(project)
+        ref = _project(project, self.settings.project_identity)
         key = thread_key(session_id, thread)
         sent, body = _request_bytes(request)
         assembled = _assembled(adapter, answer)
@@ -375,4 +377,4 @@ class ShadowLibrary:
 
 def database_path(settings: Settings, project: ProjectLike) -> Path:
     """Where the library writes a project's transcript, runs and proposals."""
-    return _project(project).db_path(settings.home)
+    return _project(project, settings.project_identity).db_path(settings.home)
