@@ -119,10 +119,7 @@ class BudgetStage(Stage):
             return path.is_file()
         if path in self._schemas:
             return True
-        from ember.store.pg.database import PgDatabase
-
-        db = self.storage.database(path)
-        found = await asyncio.to_thread(db.exists) if isinstance(db, PgDatabase) else True
+        found = await asyncio.to_thread(self.storage.holds, path)
         if found:
             self._schemas.add(path)
         return found
