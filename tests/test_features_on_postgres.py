@@ -1,5 +1,5 @@
 """Which features run on a PostgreSQL store (``Feature.postgres``): their migrations all have
-a ``postgres`` form, a PostgreSQL store applies them, and traffic learning waits for the
+a ``postgres`` form, a PostgreSQL store applies them, and traffic learning runs there with the
 transcript its evidence names."""
 
 from __future__ import annotations
@@ -7,14 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from ember.config import load_settings
 from ember.features import Composition, not_on_postgres, registered
 from ember.store.schema import PG_PROJECT, PG_STATS, PROJECT, STATS
 from ember.traffic import feature as traffic
 
-PORTED = ("budget", "shaping", "memory", "traffic", "learn")
+PORTED = ("budget", "shaping", "memory", "shadow", "traffic", "learn")
 
 
 def test_the_ported_features_run_there_with_every_migration_in_both_forms() -> None:
@@ -34,14 +32,10 @@ class _Storage:
     postgres = True
 
 
-def test_traffic_learning_waits_for_the_transcript_on_postgresql(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_traffic_learning_runs_on_postgresql_where_its_transcript_does(tmp_path: Path) -> None:
+    """Every lesson's evidence names a transcript message (shadow's tables): both run there."""
     settings = load_settings(env={"EMBER_HOME": str(tmp_path)})
     comp = Composition(settings, _Storage(), offered={"memories": None})  # type: ignore[arg-type]
-    waiting = traffic.transcript_on_postgres()
+    assert {"shadow", "traffic"} <= {f.name for f in registered() if f.postgres}
     stages: Any = traffic.FEATURE.stages(comp)
-    if not waiting:
-        assert stages == () and "traffic learning: off" in caplog.text
-    monkeypatch.setattr(traffic, "transcript_on_postgres", lambda: True)
-    assert [s.name for s in traffic.FEATURE.stages(comp)] == ["traffic"]
+    assert [s.name for s in stages] == ["traffic"]

@@ -3,19 +3,16 @@ project database's sightings. Lessons go into the ``memories`` another feature o
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
-from ember.features import Composition, Feature, later, registered
+from ember.features import Composition, Feature, later
 
 if TYPE_CHECKING:
     from ember.exchange import Stage
     from ember.store.migrations import Migration
-
-log = logging.getLogger(__name__)
 
 
 class TrafficSettings(BaseModel):
@@ -34,22 +31,9 @@ class TrafficSettings(BaseModel):
 def _stages(comp: Composition) -> Sequence[Stage]:
     if not comp.settings.section(TrafficSettings).traffic_learning:
         return ()
-    if comp.storage.postgres and not transcript_on_postgres():
-        log.warning(
-            "traffic learning: off on this PostgreSQL store until the transcript its evidence "
-            "points at runs there (shadow memory's tables)"
-        )
-        return ()
     from ember.traffic.stage import TrafficStage
 
     return (TrafficStage(comp.settings, memories=comp.get("memories")),)
-
-
-def transcript_on_postgres() -> bool:
-    """Whether a PostgreSQL store has the transcript's tables, which every lesson's evidence
-    names (created, for now, by shadow memory's migrations): without them each answered
-    request would fail to record and traffic learning would warn on every one of them."""
-    return any(f.name == "shadow" and f.postgres for f in registered())
 
 
 def _project_migrations() -> Sequence[Migration]:
