@@ -16,6 +16,7 @@ can never appear without the higher-ranked ones before it).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -72,10 +73,18 @@ class InjectionBudget:
             if hit.score < self.min_score:
                 continue
             line = render_line(hit.memory)
-            more = count_tokens(line) + 1  # the line and its newline
+            more = line_tokens(line) + 1  # the line and its newline
             if cost + more > self.max_tokens:
                 break
             cost += more
             chosen.append(hit)
             lines.append(line)
         return Injection(render_lines(lines), tuple(chosen), cost if chosen else 0)
+
+
+@functools.lru_cache(maxsize=4096)
+def line_tokens(line: str) -> int:
+    """``count_tokens`` of one rendered memory line, remembered: a project's facts are
+    injected again and again, and counting ten lines was 0.6 ms of every ask's event-loop
+    time (the count is a pure function of the text, so a remembered one is exact)."""
+    return count_tokens(line)
