@@ -81,6 +81,23 @@ def database(path: Path, schema: Schema, *, vec: bool = False) -> Iterator[Datab
 
 
 @contextmanager
+def kept(settings: Settings, path: Path, schema: Schema) -> Iterator[tuple[Database | None, str]]:
+    """A short-lived owner of ``path``'s data where ``settings`` keep it — its schema when
+    ``store_url`` is set, else its file — and how it is named; the owner is None while there
+    is none yet (a read creates nothing: no file, no schema). An unusable home, file or
+    server is one line with the fix."""
+    if settings.store_url is not None:
+        with pg_database(settings, path, schema) as pg:
+            yield (pg if pg.exists() else None), pg.where
+        return
+    if not existing(settings.home, path):
+        yield None, str(path)
+        return
+    with database(path, schema) as db:
+        yield db, str(path)
+
+
+@contextmanager
 def pg_database(settings: Settings, path: Path, schema: Schema) -> Iterator[PgDatabase]:
     """A short-lived owner of the PostgreSQL schema ``path`` maps to (``store_url``), closed
     on leaving; an unreachable server is one line with a fix for a one-shot command. The

@@ -8,8 +8,7 @@ Every number printed says how it was computed; cost is a list-price snapshot, ne
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -50,26 +49,9 @@ def _settings_and_path(
     return settings, ref.db_path(settings.home), ref
 
 
-@contextmanager
-def _project(settings: Settings, path: Path) -> Iterator[tuple[Database | None, str]]:
-    """A short-lived owner of the project's data and where it is named: its schema when
-    ``store_url`` is set (the runs the proxy keeps there), else its file. The owner is None
-    when the project has no data yet: a read creates nothing (no file, no schema). An
-    unusable home, file or server is one line with the fix (``access``)."""
-    if settings.store_url is not None:
-        with access.pg_database(settings, path, PROJECT) as pg:
-            yield (pg if pg.exists() else None), pg.where
-        return
-    if not access.existing(settings.home, path):
-        yield None, str(path)
-        return
-    with access.database(path, PROJECT) as db:
-        yield db, str(path)
-
-
 def _read(settings: Settings, path: Path, fn: Callable[[Connection], T]) -> tuple[T | None, str]:
     """``fn`` over the project's data, and where that is; None when there is none yet."""
-    with _project(settings, path) as (db, where):
+    with access.kept(settings, path, PROJECT) as (db, where):
         return (None if db is None else db.read(fn)), where
 
 
@@ -216,7 +198,7 @@ def compare_cmd(
     """The shadow against the steward: exact, evidence and semantic coverage (kept apart),
     cost by path x model x status, latency p50/p95 and evidence-pointer quality."""
     settings, path, ref = _settings_and_path(project_id, cwd, config_file)
-    with _project(settings, path) as (db, where):
+    with access.kept(settings, path, PROJECT) as (db, where):
         if db is None:
             nothing = pairing.not_computed("the project has no ember data yet")
             _no_data(where, as_json, compare.report(compare.Inputs(), nothing))

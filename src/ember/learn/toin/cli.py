@@ -55,14 +55,8 @@ def _read(config_file: Path | None, fn: Callable[[Connection], T], empty: T) -> 
     """``fn`` over the stats file (or the PostgreSQL store's ``ember_home``); ``empty`` when
     there is none yet (a read creates none)."""
     settings = load_settings(config_file)
-    home, path = settings.home, stats_db_path(settings.home)
-    if settings.store_url is not None:
-        with access.pg_database(settings, path, STATS) as pg:
-            return pg.read(fn) if pg.exists() else empty
-    if not access.existing(home, path):
-        return empty
-    with access.database(path, STATS) as db:
-        return db.read(fn)
+    with access.kept(settings, stats_db_path(settings.home), STATS) as (db, _):
+        return empty if db is None else db.read(fn)
 
 
 def _write_file(path: Path, text: str) -> None:
