@@ -45,8 +45,8 @@ def blocks(ctx: ViewContext, q: Query) -> dict[str, Any]:
 
 def toin(ctx: ViewContext, q: Query) -> list[dict[str, Any]]:
     path = stats_db_path(ctx.home)
-    if not ctx.storage.postgres and not path.is_file():
-        return []  # nothing observed yet (a PostgreSQL store's schema is made on first use)
+    if not ctx.storage.holds(path, STATS):
+        return []  # nothing observed yet (no file, or no schema: a read makes neither)
     limit = q.number("limit", 200, 1, 10_000)
     patterns = ctx.storage.database(path, STATS).read(load_patterns)
     patterns.sort(key=lambda p: p.observations, reverse=True)

@@ -17,8 +17,7 @@ from ember.views import Query, Route, ViewContext, ViewError
 
 def savings(ctx: ViewContext, q: Query) -> dict[str, Any]:
     path = stats_db_path(ctx.home)
-    # a PostgreSQL store's schema stands for the file (made on first use, as the file is)
-    there = ctx.storage.postgres or path.is_file()
+    there = ctx.storage.holds(path, STATS)  # its file, or its schema: a read makes neither
     database = (lambda: ctx.storage.database(path, STATS)) if there else None
     state = ShapingState(ctx.home, database)
     try:
