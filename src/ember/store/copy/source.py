@@ -19,17 +19,14 @@ from typing import Any
 from ember.store.copy.ends import CopyError, End, Unit, home_units, server_units
 from ember.store.driver import connect, errors
 from ember.store.pg.connection import Dialect
-from ember.store.pg.url import redacted
+from ember.store.pg.url import redacted, scrubbed
 
 
 def unreachable(url: str, exc: BaseException) -> CopyError:
     """``exc`` (a failed connection) as one line; its words only when they hold no part of
     the URL that could be secret."""
-    from urllib.parse import unquote, urlsplit
-
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    password = urlsplit(url).password
-    if password and (password in detail or unquote(password) in detail):
+    if scrubbed(detail, url) != detail:  # it quotes the password: its words stay out
         detail = type(exc).__name__
     return CopyError(
         f"cannot reach PostgreSQL at {redacted(url)} ({detail}); check that the server is "

@@ -24,23 +24,23 @@ Invariants, and what each prevents:
 
 from __future__ import annotations
 
-import urllib.parse
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from ember.store.inspect import Finding
 from ember.store.migrations import Schema
 from ember.store.pg.failures import classify
 from ember.store.pg.names import GLOBAL_SCHEMA, HOME_SCHEMA
-from ember.store.pg.url import redacted, where
+from ember.store.pg.url import redacted, scrubbed, where
 from ember.store.registry import read_problems
 from ember.store.schema import PROJECT, STATS, for_postgres
 
 #: ember's schemas: ``ember_home``, ``ember_global``, ``ember_p_*`` (projects), ``ember_f_*``.
 _OURS = r"SELECT nspname FROM pg_namespace WHERE nspname ~ '^ember_(home|global|p_|f_)' ORDER BY 1"
+#: (what is counted, its table, which rows)
 _COUNTS = (
-    ("accounting rows", "SELECT COUNT(*) FROM {s}.exchanges"),
-    ("memories", "SELECT COUNT(*) FROM {s}.memories WHERE valid_until IS NULL"),
+    ("accounting rows", "exchanges", "TRUE"),
+    ("memories", "memories", "valid_until IS NULL"),
 )
 
 
@@ -109,14 +109,15 @@ def _expected(name: str) -> Schema:
 
 def _schema(conn: Any, url: str, name: str, recorded: dict[str, Any]) -> Finding:
     """One schema: its migrations against this ember's list, its rows, recorded problems."""
+    from psycopg import sql
+
     subject = where(name, url)
-    quoted = f'"{name}"'
     found = conn.execute(
         "SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = '_migrations'", (name,)
     ).fetchone()
     if found is None:
         return Finding(subject, True, "no migrations yet (applied at next open)")
-    rows = conn.execute(cast(Any, f"SELECT name FROM {quoted}._migrations")).fetchall()
+    rows = conn.execute(sql.SQL("SELECT name FROM {}._migrations").format(sql.Identifier(name)))
     applied = [str(r[0]) for r in rows]
     schema = _expected(name)
     known = {m.name for m in schema.migrations}
@@ -139,22 +140,15 @@ def _schema(conn: Any, url: str, name: str, recorded: dict[str, Any]) -> Finding
 
 
 def _counts(conn: Any, name: str) -> list[str]:
+    from psycopg import sql
+
     notes = []
-    for label, sql in _COUNTS:
-        table = sql.split(".", 1)[1].split()[0]
+    for label, table, rows in _COUNTS:
         there = conn.execute(
             "SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = %s", (name, table)
         ).fetchone()
         if there is not None:
-            count = conn.execute(cast(Any, sql.format(s=f'"{name}"'))).fetchone()[0]
-            notes.append(f"{count} {label}")
+            query = sql.SQL("SELECT COUNT(*) FROM {}.{} WHERE " + rows)
+            count = conn.execute(query.format(sql.Identifier(name), sql.Identifier(table)))
+            notes.append(f"{count.fetchone()[0]} {label}")
     return notes
-
-
-def scrubbed(text: str, url: str) -> str:
-    """``text`` with the password of ``url`` (as written and URL-decoded) replaced."""
-    raw = urllib.parse.urlsplit(url).password
-    for secret in {raw, urllib.parse.unquote(raw) if raw else None}:
-        if secret:
-            text = text.replace(secret, "***")
-    return text

@@ -73,6 +73,16 @@ def redacted(url: str) -> str:
     return f"{user + '@' if user else ''}{host}:{port}/{database}"
 
 
+def scrubbed(text: str, url: str) -> str:
+    """``text`` with the password of ``url`` (as written and URL-decoded) replaced: a libpq
+    message can quote the connection string it was given."""
+    raw = urllib.parse.urlsplit(url).password
+    for secret in {raw, urllib.parse.unquote(raw) if raw else None}:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
 def conninfo(url: str, **extra: str | int) -> str:
     """``url`` as libpq's connection string, with ``extra`` parameters; ``ConfigError`` when
     libpq cannot read it, without its words (they quote the part they could not read, which
