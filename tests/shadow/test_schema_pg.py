@@ -338,37 +338,33 @@ def test_the_dashboards_shadow_views_read_either_backend(db: Database) -> None:
 def test_a_sessions_next_insert_waits_until_the_previous_one_committed(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    """Two proxies writing one session: the second insert takes its seq only after the
-    first committed, so a reader that saw the later seq has seen the earlier one too.
-    Another session's insert does not wait."""
+    """Two proxies writing one session: the second insert (a write batch of this owner)
+    takes its seq only after the first (another process's transaction) committed, so a
+    reader that saw the later seq has seen the earlier one too."""
     from ember.store.pg.connection import PgConnection
 
     db = project_db("postgres", tmp_path, request)
     db.write(lambda c: None)  # the schema, migrated
     url = request.getfixturevalue("pg_url")
     schema = db.schema_name  # type: ignore[attr-defined]
-    db.close()
-    msg = [Row(f"m{i}", s, 1, i, 0, "user", "user", f"d{i}", "x") for i, s in enumerate("AAB")]
-    with psycopg.connect(url) as one, psycopg.connect(url) as two, psycopg.connect(url) as three:
-        for c in (one, two, three):
-            c.execute(f"SET search_path TO {schema}")
+    msg = [Row(f"m{i}", "A", 1, i, 0, "user", "user", f"d{i}", "x") for i in range(2)]
+    done = threading.Event()
+    with psycopg.connect(url) as one:
+        one.execute(f"SET search_path TO {schema}")
         insert_rows(PgConnection(one), msg[:1])  # not committed yet
-        done = {"A": threading.Event(), "B": threading.Event()}
 
-        def insert(conn: Any, row: Row) -> None:
-            insert_rows(PgConnection(conn), [row])
-            conn.commit()
-            done[row.session_id].set()
+        def insert() -> None:
+            db.write(lambda c: insert_rows(c, msg[1:]))
+            done.set()
 
-        later = threading.Thread(target=insert, args=(two, msg[1]))
+        later = threading.Thread(target=insert)
         later.start()
-        insert(three, msg[2])
-        assert done["B"].is_set()  # session B never waited for A's lock
-        assert not done["A"].wait(0.5)  # session A's second insert waits for the first
+        assert not done.wait(0.5)  # the second insert waits for the first
         one.commit()
-        assert done["A"].wait(10)
+        assert done.wait(10)
         later.join()
         got = [tuple(r) for r in one.execute("SELECT id, seq FROM transcript_messages")]
+    db.close()
     seqs = dict(got)  # type: ignore[arg-type]
     assert seqs["m0"] < seqs["m1"]
 

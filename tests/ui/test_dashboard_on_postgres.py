@@ -74,4 +74,3 @@ def test_the_live_feed_announces_a_new_request(served: tuple[Stack, list[str]]) 
     """A change is a move of the schema's write counter (no file's time to watch there)."""
     stack, _ = served
     assert feed_announces_a_new_request(stack) == project_of(stack)
-

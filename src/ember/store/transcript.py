@@ -22,7 +22,7 @@ from typing import Protocol
 
 from ember.protocols.transcript import Said, item_digest
 from ember.store.driver import Connection
-from ember.store.pg.connection import dialect
+from ember.store.pg.serial import one_writer
 
 #: The recorded text of one message is cut here (the question shows the start of it anyway).
 MAX_CONTENT_CHARS = 20_000
@@ -163,14 +163,6 @@ _INSERT = """INSERT INTO transcript_messages
     VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING"""
 
 
-#: On PostgreSQL, a transaction inserting a session's messages first takes this lock (the
-#: two-int key space: never the schema's one-bigint lock), held until it commits.
-_SESSION_LOCK = (
-    "SELECT pg_advisory_xact_lock(hashtext('ember.transcript'), "
-    "hashtext(current_schema() || ':' || ?))"
-)
-
-
 def insert_rows(conn: Connection, rows: Sequence[Row]) -> None:
     """The write job (on the database's writer).
 
@@ -178,16 +170,11 @@ def insert_rows(conn: Connection, rows: Sequence[Row]) -> None:
     steward's window) read a session past the highest seq they read, so a lower seq that
     became visible later would never be read. SQLite's one writer per file gives that
     order. On PostgreSQL several proxies write one schema, and a transaction that took seq
-    10 may commit after one that took seq 11: a write batch holds its schema's writer lock
-    from its start (``store.pg.batch``), so seqs are taken in commit order; any other
-    transaction first takes its sessions' locks (sorted: two jobs never wait on each other
-    in a cycle), so the next insert of a session takes its seq only after the previous one
-    committed."""
-    now = time.time()
-    if dialect(conn) == "postgres" and not getattr(conn, "writer_locked", False):
-        for session in sorted({r.session_id for r in rows}):
-            conn.execute(_SESSION_LOCK, (session,))
-    conn.executemany(_INSERT, [r.values(now) for r in rows])
+    10 may commit after one that took seq 11: the insert holds its schema's writer lock
+    (``store.pg.serial.one_writer``; a write batch holds it from its start), so the next
+    insert takes its seq only after the previous one committed."""
+    one_writer(conn)
+    conn.executemany(_INSERT, [r.values(time.time()) for r in rows])
 
 
 def load_lineage(conn: Connection, session_id: str) -> Lineage | None:
