@@ -41,6 +41,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ember.store.pg.batch import CommitUnknown
 from ember.store.pg.url import conninfo, redacted
 
 if TYPE_CHECKING:
@@ -142,8 +143,6 @@ def borrowed(pool: ConnectionPool[Any], run: Callable[[psycopg.Connection[Any]],
     all tested first (a restart killed every one), so the second try gets a live one.
     Never retried: what ``run`` raises otherwise, and a batch whose COMMIT may have taken
     (``batch.CommitUnknown``: the server decides, not a retry)."""
-    from ember.store.pg.batch import CommitUnknown
-
     dead = False
     try:
         with pool.connection() as conn:
