@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ember.store.driver import Connection
+from ember.store.pg.connection import dialect
 
 DAY = 86_400
 #: What the page can split spend by (a project's own column, or the project itself).
@@ -62,13 +63,21 @@ class Tally:
         }
 
 
-_DAILY = """
-SELECT CAST(ts / 86400 AS INTEGER) AS day, origin, COALESCE(model, '?') AS model,
+#: A row's UTC day. SQLite's ``CAST(x AS INTEGER)`` truncates; PostgreSQL's rounds, so there
+#: every request made after noon was counted on the next day, and today's afternoon fell out
+#: of the window the page asks for: ``floor`` first keeps the day.
+_DAY = {"sqlite": "CAST(ts / 86400 AS INTEGER)", "postgres": "CAST(floor(ts / 86400) AS BIGINT)"}
+
+_DAILY = {
+    name: f"""
+SELECT {day} AS day, origin, COALESCE(model, '?') AS model,
        COUNT(*) AS requests, SUM(input_tokens) AS input, SUM(cache_read_tokens) AS cache_read,
        SUM(cache_write_tokens) AS cache_write, SUM(output_tokens) AS output,
        SUM(cost_usd) AS usd, COUNT(*) - COUNT(cost_usd) AS unpriced
 FROM exchanges WHERE ts >= ? GROUP BY day, origin, model
 """
+    for name, day in _DAY.items()
+}
 
 
 _TOTAL = """
@@ -87,7 +96,7 @@ def total(conn: Connection) -> dict[str, Any]:
 
 def daily(conn: Connection, since: float) -> list[dict[str, Any]]:
     """One row per (UTC day, origin, model) since ``since``."""
-    return [dict(r) for r in conn.execute(_DAILY, (since,))]
+    return [dict(r) for r in conn.execute(_DAILY[dialect(conn)], (since,))]
 
 
 @dataclass
