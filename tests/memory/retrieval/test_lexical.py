@@ -53,6 +53,19 @@ def test_coverage_is_the_weighted_share_of_the_ask_held() -> None:
     assert lexical.coverage({}, lexical.stems(FACT)) == 0.0
 
 
+def test_coverages_of_many_candidates_are_each_ones_coverage_to_the_bit() -> None:
+    """The search scores all its candidates at once; a fact's share must be the very float
+    ``coverage`` gives it alone, or the injected bytes could change with the pool."""
+    weights = {s: w for s, w in zip(lexical.ask_terms([f"{ASK} rollback workflow region"]),
+                                    (1.0, 0.2, 0.7, 0.35, 0.9, 0.45), strict=False)}  # fmt: skip
+    texts = [FACT, "nothing in common", "rollback of the release workflow", "", "deploy region"]
+    many = lexical.coverages(weights, [(str(i), t) for i, t in enumerate(texts)])
+    assert [many[str(i)] for i in range(len(texts))] == [
+        lexical.coverage(weights, lexical.stems(t)) for t in texts
+    ]
+    assert lexical.coverages({}, [("a", FACT)]) == {"a": 0.0}
+
+
 def test_words_naming_the_project_or_a_generic_action_are_not_part_of_the_share() -> None:
     """In a project's memory every fact is about "this project": a fact that answers "where
     does this project deploy?" without the word must not lose half its keyword share."""
