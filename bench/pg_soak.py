@@ -33,6 +33,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -335,31 +336,45 @@ def shadow_line(url: str, schema: str) -> str:
 
 def across(url: str, schema: str, proxies: list[Proxy], emulator: Emulator,
            sessions: Sequence[str]) -> str:  # fmt: skip
-    """A memory proxy 0's shadow stored from one of its sessions, asked about in a new
-    session on proxy 1: is it in the request the provider got?"""
-    row, deadline = None, time.monotonic() + 60  # its session's read may still be coming
-    while row is None and time.monotonic() < deadline:
+    """A new session on proxy 1 asks what one of proxy 0's sessions asked: are memories that
+    proxy 0's shadow stored from its sessions in the request the provider got?
+
+    Any of them counts, not one chosen row: every agent asks the same few questions, so a
+    store holds many facts of the same words from different sessions, and which ten of
+    those near-twins rank first (ties go to the newest) says nothing about crossing proxies.
+    """
+    ask, deadline = None, time.monotonic() + 60  # its session's read may still be coming
+    while ask is None and time.monotonic() < deadline:
         with on_server(url) as conn:
-            row = conn.execute(
-                f"SELECT id, content FROM {schema}.memories WHERE metadata::jsonb ->> 'session'"
-                " = ANY(%s) AND metadata::jsonb ->> 'source' = 'shadow' ORDER BY seq LIMIT 1",
-                (list(sessions),),
-            ).fetchone()
-        if row is None:
+            row = conn.execute(_SHADOW_FACT.format(schema=schema), (list(sessions),)).fetchone()
+        ask = row[0] if row else None
+        if ask is None:
             time.sleep(0.5)
-    if row is None:
+    if ask is None:
         return f"no (proxy 0's shadow stored no memory from its {len(sessions)} sessions)"
-    memory_id, content = row
-    ask = content.removeprefix("The user asked: ")
     before = len(emulator.requests)
     plan = LoadPlan(1, 1, CWD_A, "across", deadline_seconds=120)
     import ember.testing.load as load
 
-    with _asks([ask], load):
+    with _asks([str(ask).removeprefix("The user asked: ")], load):
         run_agents(proxies[1].url, plan)
-    sent = [json.dumps(r.json()) for r in emulator.requests[before:]]
-    hit = any(f"[{memory_id}]" in s for s in sent)
-    return f"{'yes' if hit else 'no'} ({memory_id}: {content[:70]!r})"
+    sent = " ".join(json.dumps(r.json()) for r in emulator.requests[before:])
+    ids = sorted(set(re.findall(r"- \[([0-9a-f]{12})\]", sent)))
+    with on_server(url) as conn:
+        theirs = conn.execute(
+            f"SELECT COUNT(*) FROM {schema}.memories WHERE id = ANY(%s) AND "
+            "metadata::jsonb ->> 'source' = 'shadow' AND metadata::jsonb ->> 'session' = ANY(%s)",
+            (ids, list(sessions)),
+        ).fetchone()[0]
+    return f"{'yes' if theirs else 'no'} ({theirs} of {len(ids)} injected memories were stored " \
+        "by proxy 0's shadow from its own sessions)"  # fmt: skip
+
+
+#: The first fact proxy 0's shadow stored from one of its sessions (``%s``: those sessions).
+_SHADOW_FACT = (
+    "SELECT content FROM {schema}.memories WHERE metadata::jsonb ->> 'session' = ANY(%s) "
+    "AND metadata::jsonb ->> 'source' = 'shadow' ORDER BY seq LIMIT 1"
+)
 
 
 @contextlib.contextmanager
