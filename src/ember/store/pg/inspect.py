@@ -36,6 +36,8 @@ from ember.store.registry import read_problems
 from ember.store.schema import PROJECT, STATS, for_postgres
 
 #: ember's schemas: ``ember_home``, ``ember_global``, ``ember_p_*`` (projects), ``ember_f_*``.
+#: Wider than ``catalog.schemas`` on purpose: a schema a crashed start left unmigrated is
+#: never a project to the dashboard or a copy, but it is a finding for the doctor.
 _OURS = r"SELECT nspname FROM pg_namespace WHERE nspname ~ '^ember_(home|global|p_|f_)' ORDER BY 1"
 #: (what is counted, its table, which rows)
 _COUNTS = (
