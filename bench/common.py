@@ -76,6 +76,22 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+async def quiet(pids: list[int], timeout: float = 15.0, window: float = 0.25) -> float:
+    """Wait until the processes ``pids`` together use under 3% of a core over ``window``
+    seconds (at most ``timeout``); returns the seconds waited.
+
+    A proxy finishes its work after its clients have their answers (accounting, transcripts,
+    learning): measured right after it, the next cell shares the cores with that backlog. A
+    direct run slowed so made a proxy's ratio look better than it was."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        before = sum(cpu_seconds(p) for p in pids)
+        await asyncio.sleep(window)
+        if sum(cpu_seconds(p) for p in pids) - before < 0.03 * window:
+            break
+    return time.monotonic() - started
+
+
 def seed_project(home: Path, cwd: str, facts: int, store_url: str | None = None) -> Path:
     """``home`` whose project at ``cwd`` holds ``facts`` generated short memories (real vectors
     of the shipped model); returns the project's database (with ``store_url``, the path whose

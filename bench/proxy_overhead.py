@@ -27,7 +27,7 @@ from pathlib import Path
 
 import aiohttp
 
-from common import EMBER, process, proxy_cmd, wait_healthy
+from common import EMBER, process, proxy_cmd, quiet, wait_healthy
 from ember.server import free_port
 
 
@@ -154,14 +154,15 @@ async def main_async(args: argparse.Namespace) -> None:
     up = f"http://127.0.0.1:{up_port}"
     bare, full = f"http://127.0.0.1:{bare_port}", f"http://127.0.0.1:{full_port}"
     with (
-        process([EMBER, "dev", "upstream", "--port", str(up_port)], env),
-        process(proxy_cmd(bare_port, up), bare_env),
+        process([EMBER, "dev", "upstream", "--port", str(up_port)], env) as upstream,
+        process(proxy_cmd(bare_port, up), bare_env) as bare_proxy,
         process(proxy_cmd(full_port, up), env) as proxy,
     ):
         await wait_healthy(up)
         await wait_healthy(bare)
         await wait_healthy(full)
-        rows = await scenarios(up, {"bare": bare, "full": full}, args)
+        pids = [upstream.pid, bare_proxy.pid, proxy.pid]
+        rows = await scenarios(up, {"bare": bare, "full": full}, args, pids)
         busy_rss = rss_mb(proxy.pid)
         ready, idle_rss = await startup(env, up)
     print_table(rows, args)
@@ -184,7 +185,12 @@ async def startup(env: dict[str, str], up: str) -> tuple[float, float]:
 Row = tuple[str, str, Run, Run]
 
 
-async def scenarios(up: str, proxies: dict[str, str], args: argparse.Namespace) -> list[Row]:
+async def scenarios(
+    up: str, proxies: dict[str, str], args: argparse.Namespace, pids: list[int]
+) -> list[Row]:
+    """Every cell, each started once the emulator and both proxies are quiet (``quiet``): a
+    proxy still writing what the previous cell left slowed the next direct run, and its
+    ratio looked up to 0.1 better than it was."""
     rows: list[Row] = []
     js, st = body(args.body_kb, False), body(args.body_kb, True)
     for name, fn, data, conc in (
@@ -193,9 +199,12 @@ async def scenarios(up: str, proxies: dict[str, str], args: argparse.Namespace) 
         (f"JSON, {args.concurrency} clients", one_json, js, args.concurrency),
         (f"stream, {args.concurrency} clients", one_stream, st, args.concurrency),
     ):
+        waited = await quiet(pids)
         direct = await drive(up, fn, data, args.requests, conc)
         for label, url in proxies.items():
+            waited += await quiet(pids)
             rows.append((name, label, direct, await drive(url, fn, data, args.requests, conc)))
+        print(f"{name}: {waited:.1f} s waited for quiet cores before its cells", flush=True)
     return rows
 
 
