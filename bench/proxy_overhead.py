@@ -5,7 +5,9 @@ processes on loopback, then drives the same requests at both from this process w
 
 * JSON: full request latency, p50 / p99;
 * streaming: time to first event (TTFE), p50 / p99;
-* 32 concurrent streaming clients: completed streams per second.
+* 32 concurrent streaming clients: completed streams per second, first as 32 clients
+  resending one conversation, then as 32 sessions of their own (an agent each: the load
+  issue #20's "32 streams" means).
 
 Then: ``ember proxy`` start-up time until ``/healthz`` answers 200, and its resident memory
 when idle. Every loop is bounded by a request count; nothing leaves loopback.
@@ -24,6 +26,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -31,13 +34,18 @@ from common import EMBER, process, proxy_cmd, quiet, wait_healthy
 from ember.server import free_port
 
 
-def body(body_kb: int, stream: bool) -> bytes:
-    """A Claude-Code-like request of about ``body_kb`` KiB."""
+def body(body_kb: int, stream: bool, session: str = "bench") -> bytes:
+    """A Claude-Code-like request of about ``body_kb`` KiB, of the conversation ``session``
+    (its id in ``metadata.user_id``, and in its first message when it is not the default)."""
     history = []
     turn = 0
+    own = "" if session == "bench" else f"[{session}] "
     while len(json.dumps(history)) < body_kb * 1024:
         history.append(
-            {"role": "user", "content": [{"type": "text", "text": f"step {turn} " + "x" * 400}]}
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": f"step {turn} {own}" + "x" * 400}],
+            }
         )
         history.append({"role": "assistant", "content": [{"type": "text", "text": "ok " * 60}]})
         turn += 1
@@ -60,7 +68,7 @@ def body(body_kb: int, stream: bool) -> bytes:
             }
         ],
         "messages": history,
-        "metadata": {"user_id": "user_b_account_b_session_bench"},
+        "metadata": {"user_id": f"user_b_account_b_session_{session}"},
     }
     return json.dumps(payload).encode()
 
@@ -110,24 +118,27 @@ class Run:
 async def drive(
     url: str,
     fn: Callable[[aiohttp.ClientSession, str, bytes], Awaitable[float]],
-    data: bytes,
+    data: bytes | list[bytes],
     n: int,
     concurrency: int,
 ) -> Run:
+    """``n`` requests from ``concurrency`` clients; ``data`` one body for all, or one body
+    per client (client ``i`` sends ``data[i % len(data)]``)."""
+    bodies = data if isinstance(data, list) else [data]
     conn = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=conn) as s:
-        for _ in range(min(20, n)):  # warm connections and caches
-            await fn(s, url, data)
+        for i in range(min(20, n)):  # warm connections and caches
+            await fn(s, url, bodies[i % len(bodies)])
         queue = list(range(n))
         samples: list[float] = []
 
-        async def worker() -> None:
+        async def worker(own: bytes) -> None:
             while queue:
                 queue.pop()
-                samples.append(await fn(s, url, data))
+                samples.append(await fn(s, url, own))
 
         t = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        await asyncio.gather(*(worker(bodies[i % len(bodies)]) for i in range(concurrency)))
         return Run(samples, time.perf_counter() - t)
 
 
@@ -193,12 +204,17 @@ async def scenarios(
     ratio looked up to 0.1 better than it was."""
     rows: list[Row] = []
     js, st = body(args.body_kb, False), body(args.body_kb, True)
-    for name, fn, data, conc in (
+    # 32 agents: each client streams a conversation of its own (one request in flight per
+    # session, as an agent has), not one conversation resent by every client at once.
+    agents = [body(args.body_kb, True, f"agent{i}") for i in range(args.concurrency)]
+    cells: tuple[tuple[str, Any, bytes | list[bytes], int], ...] = (
         ("JSON, 1 client", one_json, js, 1),
         ("stream TTFE, 1 client", one_stream, st, 1),
         (f"JSON, {args.concurrency} clients", one_json, js, args.concurrency),
         (f"stream, {args.concurrency} clients", one_stream, st, args.concurrency),
-    ):
+        (f"stream, {args.concurrency} sessions", one_stream, agents, args.concurrency),
+    )
+    for name, fn, data, conc in cells:
         waited = await quiet(pids)
         direct = await drive(up, fn, data, args.requests, conc)
         for label, url in proxies.items():
