@@ -3,11 +3,14 @@ real clients sent."""
 
 from __future__ import annotations
 
+import random
+import re
+
 import pytest
 
 from ember.protocols import ADAPTERS
 from ember.sessions import SessionRegistry
-from ember.threads import RequestShape, SessionThreads, classify, is_compaction
+from ember.threads import RequestShape, SessionThreads, classify, is_compaction, stable_system
 from tests.client_fixtures import load_scenario, scenarios
 
 MAIN = RequestShape.of(
@@ -90,3 +93,33 @@ def test_recorded_requests_get_the_thread_kind_they_are(client: str, scenario: s
         )
         thread, _ = registry.observe(str(req.session_id()), shape, None)
         assert thread.kind == expected[req.kind], req.name
+
+
+def test_the_billing_header_line_does_not_change_the_agent_lineage() -> None:
+    """Claude Code's header changes its ``cc_version`` suffix when a conversation restarts:
+    the same agent must stay the same lineage, while a header quoted mid-line is content."""
+    body = "You are Claude Code.\nBe brief."
+    a = RequestShape.of(f"x-anthropic-billing-header: cc_version=2.1.1.aa\n{body}", ("Bash",),
+                        "hi", structured=False, subagent_marker=False)  # fmt: skip
+    b = RequestShape.of(f"x-anthropic-billing-header: cc_version=2.1.1.bb\n{body}", ("Bash",),
+                        "hi", structured=False, subagent_marker=False)  # fmt: skip
+    c = RequestShape.of(f"say x-anthropic-billing-header: 1\n{body}", ("Bash",), "hi",
+                        structured=False, subagent_marker=False)  # fmt: skip
+    d = RequestShape.of(f"say x-anthropic-billing-header: 2\n{body}", ("Bash",), "hi",
+                        structured=False, subagent_marker=False)  # fmt: skip
+    assert a.lineage == b.lineage
+    assert c.lineage != d.lineage
+
+
+def test_stable_system_empties_exactly_the_lines_the_multiline_rule_names() -> None:
+    """The same text as ``re.sub(r"(?m)^x-anthropic-billing-header:[^\\n]*$", "", s)``, the
+    rule it replaced, on texts with the header at the start, mid-line, last, twice, after
+    CRLF lines and alone."""
+    rule = re.compile(r"(?m)^x-anthropic-billing-header:[^\n]*$")
+    head = "x-anthropic-billing-header:"
+    pieces = [head, f"{head} v=1", "text", "", "\r", "\n", " ", f"a {head} b", "x-anthropic"]
+    rng = random.Random(7)
+    texts = ["", head, f"{head}\n", f"\n{head}", f"a\n{head} x\r\nb\n{head}"]
+    texts += ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) for _ in range(3000)]
+    for text in texts:
+        assert stable_system(text) == rule.sub("", text), repr(text)

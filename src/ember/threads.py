@@ -24,7 +24,6 @@ far (``SessionThreads``):
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -41,7 +40,32 @@ _COMPACTION_MARKERS = (
 #: Lines of a system prompt that change with the conversation rather than with the agent:
 #: Claude Code 2.1 opens it with a billing header whose ``cc_version`` suffix changes when the
 #: conversation restarts (after a compaction), though the agent is the same.
-_VOLATILE_LINE = re.compile(r"(?m)^x-anthropic-billing-header:[^\n]*$")
+_VOLATILE = "x-anthropic-billing-header:"
+
+
+def stable_system(system: str) -> str:
+    """``system`` with every line that starts with the volatile header emptied (its newline
+    kept), found with ``str.find``.
+
+    It runs on every request: on Claude Code's 26 KB system prompt the multi-line regex this
+    replaces (``(?m)^x-anthropic-billing-header:[^\n]*$``) took ~0.13 ms a request, since it
+    tries ``^`` at every character; the search of a literal takes microseconds."""
+    at = system.find(_VOLATILE)
+    if at < 0:
+        return system
+    parts: list[str] = []
+    start = 0
+    while at >= 0:
+        if at == 0 or system[at - 1] == "\n":
+            end = system.find("\n", at)
+            end = len(system) if end < 0 else end
+            parts.append(system[start:at])
+            start = at = end
+        else:
+            at += 1
+        at = system.find(_VOLATILE, at)
+    parts.append(system[start:])
+    return "".join(parts)
 
 
 def digest(*parts: str) -> str:
@@ -72,7 +96,7 @@ class RequestShape:
         subagent_marker: bool,
     ) -> RequestShape:
         return RequestShape(
-            lineage=digest(_VOLATILE_LINE.sub("", system), ",".join(tools)),
+            lineage=digest(stable_system(system), ",".join(tools)),
             opener=digest(first_user),
             has_tools=bool(tools),
             structured=structured,
