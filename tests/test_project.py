@@ -47,3 +47,13 @@ def test_db_path_layout(tmp_path: Path) -> None:
     path = ref.db_path(tmp_path)
     assert path.parent.parent == tmp_path / "projects"
     assert path.parent.name.startswith("My-Project-") and path.name == "ember.db"
+
+
+def test_a_remembered_system_prompt_never_names_another_prompts_project() -> None:
+    """The system prompt's directory is remembered by the prompt's whole text: prompts alike
+    but for their working directory keep resolving to their own projects, in any order."""
+    prompt = "You are an agent.\n" + "Be careful. " * 2000 + "\nWorking directory: {}\n"
+    for _ in range(2):
+        for where in ("/work/a", "/work/b", "/work/a"):
+            ref = resolve_project({}, None, prompt.format(where))
+            assert ref is not None and ref.identity == where

@@ -94,6 +94,14 @@ def cwd_from_text(text: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=64)
+def _system_cwd(system_text: str) -> str | None:
+    """``cwd_from_text`` of a system prompt, remembered by its text: a session sends the same
+    prompt with every request, and the line-anchored, case-blind search took ~0.15 ms of each
+    on Claude Code's 26 KB prompt (hashing the text to find it here: ~0.02 ms)."""
+    return cwd_from_text(system_text)
+
+
 def resolve_project(
     headers: Mapping[str, str],
     project_root: Path | str | None = None,
@@ -130,7 +138,7 @@ def _named(
         return ProjectRef(normalize_path(cwd), "header:x-ember-cwd")
     if project_root:
         return ProjectRef(normalize_path(str(project_root)), "project-root")
-    found = cwd_from_text(system_text) if system_text else None
+    found = _system_cwd(system_text) if system_text else None
     if found:
         return ProjectRef(found, "system-prompt")
     for text in message_texts:
