@@ -34,7 +34,7 @@ from ember.facts import Evidence, FactStore, MemoryOpener, NewMemory
 from ember.project import ProjectRef
 from ember.protocols.base import TranscriptItem
 from ember.protocols.calls import tool_calls
-from ember.protocols.transcript import item_digest, transcript_items
+from ember.protocols.transcript import item_digest, own_words, transcript_items
 from ember.store.database import Database
 from ember.store.registry import Storage
 from ember.store.transcript import by_ids, message_id
@@ -208,7 +208,11 @@ class TrafficStage(Stage):
 def _worth_a_look(ex: Exchange) -> bool:
     """Whether the request's latest turn holds tool results or words that read like a
     standing instruction: checked on the latest turn only, so the many requests that have
-    neither cost no walk of the whole history (it was a twentieth of the proxy's busy time)."""
+    neither cost no walk of the whole history (it was a twentieth of the proxy's busy time).
+
+    The user's own words, as ``_learn`` reads them (``own_words``): Claude Code puts its
+    reminders ("... do not ...", CLAUDE.md's rules) inside the user's message, so the raw
+    text read as an instruction on nearly every ask, and every ask paid for the walk."""
     body, adapter = ex.body, ex.adapter
     if adapter.tool_results(body):
         return True
@@ -217,7 +221,7 @@ def _worth_a_look(ex: Exchange) -> bool:
     if isinstance(last, dict) and str(last.get("type", "")).endswith("_call_output"):
         return True  # Responses: custom and shell tool outputs too
     index = adapter.latest_user_index(body)
-    return index is not None and states_a_preference(adapter.user_text(body, index))
+    return index is not None and states_a_preference(own_words(adapter.user_text(body, index)))
 
 
 def _new_runs(
