@@ -7,12 +7,16 @@ Each session runs ``python -m pytest -q`` (it fails: no ``python`` here), then
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import anthropic
 
+from ember.compose import build_app
+from ember.config import Settings
 from ember.project import resolve_project
+from ember.server import BackgroundServer
 from ember.store.driver import connect
 from ember.testing.agent import TOOLS, system_prompt
 
@@ -116,3 +120,14 @@ def tool_evidence(home: Path, memory_id: str) -> list[tuple[str, str, str]]:
             (memory_id,),
         )
     ]
+
+
+def serve_sessions(settings: Settings, sessions: tuple[tuple[str, str, str], ...]) -> None:
+    """A proxy built from ``settings`` for these sessions (name, working directory, what the
+    failed call printed), drained and stopped after them, as ``ember wrap`` does."""
+    app = build_app(settings)
+    with BackgroundServer(app) as proxy:
+        for name, cwd, failure in sessions:
+            run_session(proxy.url, name, cwd, failure)
+        assert proxy.loop is not None
+        asyncio.run_coroutine_threadsafe(app.drain(), proxy.loop).result(30)

@@ -5,21 +5,19 @@ once, it is not saved again after a restart; and it never counts in another proj
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ember.compose import build_app
 from ember.config import load_settings
 from ember.server import BackgroundServer
 from ember.store.pg.database import PgDatabase
 from ember.store.pg.names import schema_name
 from ember.store.schema import PROJECT, for_postgres
 from ember.testing import Emulator
-from tests.traffic.conversation import CWD, NOT_FOUND, db_path, run_session
+from tests.traffic.conversation import CWD, NOT_FOUND, db_path, serve_sessions
 from tests.traffic.test_restart_e2e import OTHER_CWD
 
 pytest.importorskip("psycopg", reason="the postgres extra is not installed")
@@ -51,12 +49,7 @@ def proxy_run(home: Path, url: str, upstream: str, *sessions: tuple[str, str, st
         shadow="off",
         store_url=url,
     )
-    app = build_app(settings)
-    with BackgroundServer(app) as proxy:
-        for name, cwd, failure in sessions:
-            run_session(proxy.url, name, cwd, failure)
-        assert proxy.loop is not None
-        asyncio.run_coroutine_threadsafe(app.drain(), proxy.loop).result(30)
+    serve_sessions(settings, sessions)
 
 
 def query(home: Path, url: str, sql: str, args: tuple[Any, ...] = (), cwd: str = CWD) -> list[Any]:

@@ -7,13 +7,11 @@ stages over the same ``EMBER_HOME``), stopped before the next one starts.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from ember.compose import build_app
 from ember.config import load_settings
 from ember.server import BackgroundServer
 from ember.testing import Emulator
@@ -21,7 +19,7 @@ from tests.traffic.conversation import (
     CWD,
     NOT_FOUND,
     query,
-    run_session,
+    serve_sessions,
     tool_evidence,
     traffic_memories,
 )
@@ -45,12 +43,7 @@ def proxy_run(home: Path, upstream: str, *sessions: tuple[str, str, str]) -> Non
         shadow="primary",
         shadow_max_share=0.0,
     )
-    app = build_app(settings)
-    with BackgroundServer(app) as proxy:
-        for name, cwd, failure in sessions:
-            run_session(proxy.url, name, cwd, failure)
-        assert proxy.loop is not None
-        asyncio.run_coroutine_threadsafe(app.drain(), proxy.loop).result(30)
+    serve_sessions(settings, sessions)
 
 
 def session(name: str, cwd: str = CWD, failure: str = NOT_FOUND) -> tuple[str, str, str]:
