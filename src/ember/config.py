@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from ember import sections as feature_sections
 from ember.errors import ConfigError
 from ember.prices import Price, PriceTable
+from ember.project import IdentityMode
 from ember.store.pg.url import check_store_url
 
 __all__ = ["ENV_PREFIX", "PriceModel", "Settings", "load_settings"]
@@ -60,7 +61,7 @@ class Settings(BaseModel):
     #: How a working directory names its project: "path" (the directory itself), or
     #: "git-remote" (inside a git checkout, its remote's URL: the same project on every
     #: machine, for a team's shared PostgreSQL store; a directory outside git keeps its path).
-    project_identity: Literal["path", "git-remote"] = "path"
+    project_identity: IdentityMode = "path"
     unresolved_project: Literal["closed", "global"] = "closed"
     upstream_connect_timeout: float = Field(default=10.0, gt=0)
     upstream_read_timeout: float = Field(default=600.0, gt=0)
