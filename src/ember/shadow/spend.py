@@ -14,7 +14,7 @@ from typing import Any
 from ember.prices import PriceTable
 from ember.shadow.budget import NOTHING, WEIGHTS, WINDOW_SECONDS, Budget, Spend, Weights, fmt
 from ember.store.driver import Connection
-from ember.store.pg.connection import dialect
+from ember.store.pg.connection import dialect, truncated
 
 #: The origins whose calls the shadow budget pays for (also named by the trigger that keeps
 #: ``spend_hours``: a change here needs a migration there).
@@ -38,12 +38,12 @@ def _weighted_sql() -> str:
 #: The window's first, partial hour from the rows (at most an hour of them, by the ``ts``
 #: index), every later hour from ``spend_hours`` (migration ``0008_spend_hours``: at most
 #: 169 x 2 x 2 rows however busy the week was). A row belongs to the hour its trigger put it
-#: in: ``CAST(ts / 3600 AS INTEGER)`` on SQLite (it truncates), ``floor(ts / 3600)`` on
+#: in: ``CAST(ts / 3600 AS INTEGER)`` on SQLite (it truncates), ``floor`` then the cast on
 #: PostgreSQL (its CAST rounds: half the rows of an hour would be counted in the next), the
 #: very expression of each backend's trigger, so no row counts twice or is left out.
 #: ``extraction`` and ``priced`` are cast to integers: PostgreSQL's comparisons are booleans,
 #: which it neither sums nor unites with ``spend_hours``' integer columns.
-_HOUR = {"sqlite": "CAST(ts / 3600 AS INTEGER)", "postgres": "floor(ts / 3600)"}
+_HOUR = truncated("ts / 3600")
 
 
 def _window_sql(hour: str) -> str:

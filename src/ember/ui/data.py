@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ember.store.driver import Connection
-from ember.store.pg.connection import dialect
+from ember.store.pg.connection import dialect, truncated
 
 DAY = 86_400
 #: What the page can split spend by (a project's own column, or the project itself).
@@ -63,10 +63,9 @@ class Tally:
         }
 
 
-#: A row's UTC day. SQLite's ``CAST(x AS INTEGER)`` truncates; PostgreSQL's rounds, so there
-#: every request made after noon was counted on the next day, and today's afternoon fell out
-#: of the window the page asks for: ``floor`` first keeps the day.
-_DAY = {"sqlite": "CAST(ts / 86400 AS INTEGER)", "postgres": "CAST(floor(ts / 86400) AS BIGINT)"}
+#: A row's UTC day, truncated on both backends (``truncated``: a rounded one put every
+#: afternoon request on the next day, out of the window the page asks for).
+_DAY = truncated("ts / 86400")
 
 _DAILY = {
     name: f"""

@@ -34,6 +34,13 @@ def dialect(conn: Any) -> Dialect:
     return "postgres" if isinstance(conn, PgConnection) else "sqlite"
 
 
+def truncated(expr: str) -> dict[Dialect, str]:
+    """SQL of each dialect for the whole part of ``expr`` (a non-negative number): a time's
+    hour or day. SQLite's ``CAST(x AS INTEGER)`` truncates; PostgreSQL's rounds, and there a
+    request made after noon was put on the next day."""
+    return {"sqlite": f"CAST({expr} AS INTEGER)", "postgres": f"CAST(floor({expr}) AS BIGINT)"}
+
+
 def qmarks(sql: str) -> str:
     """``sql`` with each ``?`` parameter mark as psycopg's ``%s`` and each ``%`` doubled, both
     only outside '...' strings, "..." identifiers and -- comments."""
