@@ -4,11 +4,15 @@ on the requests Claude Code and Codex really send."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ember.protocols import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES
+from ember.protocols.calls import WALKS, NamesBefore, RawCall
 from ember.protocols.base import AssembledMessage, Block, ProtocolAdapter, TranscriptItem
 from ember.protocols.forking import fork_request
 from ember.protocols.transcript import ARGS_LIMIT, answer_items, transcript_items
@@ -219,3 +223,53 @@ def test_a_result_read_from_a_position_keeps_the_tool_name_of_its_earlier_call()
     assert [
         i for i in transcript_items(OPENAI_CHAT, body, tools[0].position) if i.role == "tool"
     ] == tools
+
+
+def _tool_conversation(ids: list[tuple[str, str]], results: list[str]) -> dict[str, Any]:
+    """An Anthropic conversation: a user ask, then per call (id, name) an assistant call and,
+    after all of them, one user turn per id in ``results`` (ids may repeat or be unknown)."""
+    messages: list[dict[str, Any]] = [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": i, "name": n, "input": {}}]}
+        for i, n in ids
+    ]
+    messages += [
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": r, "content": "ok"}]}
+        for r in results
+    ]
+    return {"messages": [{"role": "user", "content": "go"}, *messages]}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    calls=st.lists(st.tuples(st.sampled_from("abcd"), st.sampled_from(["Bash", "Read"]))),
+    results=st.lists(st.sampled_from("abcde"), max_size=4),
+)
+def test_reading_from_a_position_names_results_as_the_full_read_does(
+    calls: list[tuple[str, str]], results: list[str]
+) -> None:
+    """Call ids that repeat (a later call wins), results whose call is far back or missing:
+    a read from any position names each result exactly as the full read does."""
+    body = _tool_conversation(calls, results)
+    full = transcript_items(ANTHROPIC, body)
+    for start in range(len(body["messages"]) + 1):
+        wanted = [i for i in full if i.position == 0 or i.position >= start]
+        assert transcript_items(ANTHROPIC, body, from_position=start) == wanted
+
+
+def test_a_result_after_a_long_history_walks_back_only_to_its_call() -> None:
+    """A request of a long session: its newest result's call is in the message before it, so
+    the earlier calls are not walked (a walk of the whole history on every request was most
+    of the transcript's cost in a long Claude Code session)."""
+    walked: list[Any] = []
+
+    def walk(messages: list[Any]) -> Iterator[RawCall]:
+        walked.extend(messages)
+        return WALKS["anthropic"](messages)
+
+    body = _tool_conversation([(f"c{k}", "Bash") for k in range(300)], ["c299"])
+    earlier = body["messages"][1:-1]
+    names = NamesBefore(walk, earlier, fallback={})
+    assert names.get("c299") == "Bash"
+    assert len(walked) == 1
+    assert names.get("c0") == "Bash" and names.get("nope") is None
+    assert len(walked) == len(earlier)

@@ -101,3 +101,35 @@ def tool_calls(adapter: ProtocolAdapter, body: Any) -> dict[str, Call]:
     if walk is None:
         return {}
     return {i: Call(i, str(n), _parsed(raw)) for i, n, raw in walk(conversation(adapter, body))}
+
+
+class NamesBefore(dict[str, str]):
+    """Tool names by call id for reading the messages after ``earlier``: the ids set while
+    those are read, then, on a miss, the calls of ``earlier`` walked back from its newest
+    message until the id turns up (then ``fallback``, the names of what came before).
+
+    A tool result's call sits in the message just before it, so a request of a long session
+    walks one or two messages instead of its whole history: the transcript reads a Claude
+    Code request this way on every turn, and a full walk of a 500-message history was most of
+    its cost. The answers equal those of one forward walk of ``earlier`` before the reading
+    (a later call of the same id wins, then the newest in ``earlier``, then ``fallback``)."""
+
+    def __init__(
+        self,
+        walk: Callable[[list[Any]], Iterator[RawCall]],
+        earlier: list[Any],
+        fallback: dict[str, str],
+    ) -> None:
+        super().__init__()
+        self._walk, self._earlier, self._fallback = walk, earlier, fallback
+        self._unread = len(earlier)  # earlier[:_unread] not walked yet
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        while key not in self and self._unread > 0:
+            self._unread -= 1
+            calls = list(self._walk(self._earlier[self._unread : self._unread + 1]))
+            for call_id, name, _ in reversed(calls):
+                self.setdefault(call_id, str(name))  # newer (already set) names win
+        if key in self:
+            return self[key]
+        return self._fallback.get(key, default)

@@ -37,7 +37,7 @@ from ember.protocols.base import (
     structured_error,
     text_of,
 )
-from ember.protocols.calls import WALKS, conversation
+from ember.protocols.calls import WALKS, NamesBefore, conversation
 from ember.protocols.jsonedit import dumps
 from ember.protocols.replay import REPLAYS
 
@@ -269,8 +269,8 @@ def transcript_items(
     if from_position <= 1:
         return items(messages, 0, names)
     head = items(messages[:1], 0, names)
-    names.update((i, str(n)) for i, n, _ in walk(messages[1:from_position]))
-    return head + items(messages[from_position:], from_position, names)
+    later = NamesBefore(walk, messages[1:from_position], fallback=names)
+    return head + items(messages[from_position:], from_position, later)
 
 
 def answer_items(
