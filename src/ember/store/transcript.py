@@ -56,17 +56,25 @@ class Lineage:
     recorded: int  # positions recorded (the answer's included)
 
 
+def _joined(digests: list[str]) -> str:
+    return hashlib.sha256("\0".join(digests).encode()).hexdigest()[:24]
+
+
+#: The digest of a position without items, computed once: a request read from its last
+#: recorded message has every earlier position empty, and hashing each of them again cost a
+#: long session ~1.5 us per message on every request.
+_EMPTY = _joined([])
+
+
 def position_digests(items: Sequence[Item]) -> list[str]:
     """One digest per message position (its items' digests joined), in order; a position
-    with no transcript item (a system message) gets an empty digest."""
+    with no transcript item (a system message, or one before a read's start) gets the
+    digest of nothing."""
     by_position: dict[int, list[str]] = {}
     for item in items:
         by_position.setdefault(item.position, []).append(item_digest(item))
     last = max(by_position, default=-1)
-    return [
-        hashlib.sha256("\0".join(by_position.get(i, [])).encode()).hexdigest()[:24]
-        for i in range(last + 1)
-    ]
+    return [_joined(by_position[i]) if i in by_position else _EMPTY for i in range(last + 1)]
 
 
 @dataclass(frozen=True)
