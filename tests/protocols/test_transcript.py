@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ember.protocols import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES
-from ember.protocols.calls import WALKS, NamesBefore, RawCall
 from ember.protocols.base import AssembledMessage, Block, ProtocolAdapter, TranscriptItem
+from ember.protocols.calls import WALKS, NamesBefore, RawCall
 from ember.protocols.forking import fork_request
 from ember.protocols.transcript import ARGS_LIMIT, answer_items, transcript_items
 from tests.client_fixtures import ClientRequest, all_requests, load_scenario

@@ -29,8 +29,17 @@ def test_a_read_from_a_position_digests_the_positions_it_read_as_the_full_read()
 def test_a_position_digest_joins_its_items_digests_in_order() -> None:
     items = transcript_items(
         ANTHROPIC,
-        {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {
-            "type": "tool_result", "tool_use_id": "x", "content": "b"}]}]},
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "a"},
+                        {"type": "tool_result", "tool_use_id": "x", "content": "b"},
+                    ],
+                }
+            ]
+        },
     )
     assert len(items) == 2
     joined = "\0".join(item_digest(i) for i in items)

@@ -124,7 +124,7 @@ class NamesBefore(dict[str, str]):
         self._walk, self._earlier, self._fallback = walk, earlier, fallback
         self._unread = len(earlier)  # earlier[:_unread] not walked yet
 
-    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, key: str, default: Any = None) -> Any:
         while key not in self and self._unread > 0:
             self._unread -= 1
             calls = list(self._walk(self._earlier[self._unread : self._unread + 1]))
