@@ -3,10 +3,14 @@ event (and lose it, with the usage or the stop event it carried)."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ember.protocols import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES
 from ember.protocols.assemble import assemble
@@ -71,3 +75,57 @@ def test_crlf_split_across_chunks_is_one_line_end() -> None:
     for cut in range(1, len(raw)):
         got = [(e.event, e.data) for e in iter_events([raw[:cut], raw[cut:]])]
         assert got == [("a", "1"), (None, "2")], cut
+
+
+def _reference(raw: bytes) -> list[tuple[str | None, str]]:
+    """The SSE rules read the slowest way: the whole stream at once, an event per blank line,
+    each line decoded on its own."""
+    out: list[tuple[str | None, str]] = []
+    for block in re.split(rb"(?:\r\n|\r(?!\n)|\n)(?:\r\n|\r(?!\n)|\n)", raw):
+        event, data = None, []
+        for bline in re.split(rb"\r\n|\r|\n", block):
+            line = bline.decode("utf-8", errors="replace")
+            if not line or line.startswith(":"):
+                continue
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if name == "event":
+                event = value
+            elif name == "data":
+                data.append(value)
+        if event is not None or data:
+            out.append((event, "\n".join(data)))
+    return out
+
+
+_PIECES = st.sampled_from(
+    [
+        b"event: a",
+        b'data: {"x": 1}',
+        b"data:2",
+        b": note",
+        b"id: 7",
+        b"\n",
+        b"\r",
+        b"\r\n",
+        "é€\u2028".encode(),
+        b"\xe2\x82",
+        b"\xff",
+        b"data: ",
+        b" ",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=st.lists(_PIECES, max_size=40), cuts=st.lists(st.integers(0, 400), max_size=6))
+def test_events_are_the_same_however_the_stream_is_cut(
+    pieces: list[bytes], cuts: list[int]
+) -> None:
+    """Chunks may end anywhere (inside a CRLF, inside a UTF-8 sequence): the events are the
+    ones the whole stream holds, read line by line, in order."""
+    raw = b"".join(pieces)
+    bounds = sorted({min(c, len(raw)) for c in cuts} | {0, len(raw)})
+    chunks = [raw[a:b] for a, b in itertools.pairwise(bounds)]
+    got = [(e.event, e.data) for e in iter_events(chunks)]
+    assert got == _reference(raw)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 #: Two line ends in a row end an event; a CR followed by LF is one line end, not two.
 _EVENT_END = re.compile(rb"(?:\r\n|\r(?!\n)|\n)(?:\r\n|\r(?!\n)|\n)")
-_LINE_END = re.compile(rb"\r\n|\r|\n")
+_LINE_END = re.compile(r"\r\n|\r|\n")
 
 
 @dataclass(frozen=True)
@@ -28,14 +28,17 @@ class SSEEvent:
 
 
 def _parse_event(raw: bytes) -> SSEEvent | None:
+    """An event's fields from its bytes, decoded once: a line end is one ASCII byte, never
+    inside a UTF-8 sequence, so decoding the event whole reads each line (and each
+    malformed byte's replacement) exactly as decoding it line by line did."""
+    text = raw.decode("utf-8", errors="replace")
     event: str | None = None
     data: list[str] = []
-    for raw_line in _LINE_END.split(raw):
-        line = raw_line.decode("utf-8", errors="replace")
-        if not line or line.startswith(":"):
+    for line in _LINE_END.split(text) if "\r" in text else text.split("\n"):
+        if not line or line[0] == ":":
             continue
         name, _, value = line.partition(":")
-        if value.startswith(" "):
+        if value[:1] == " ":
             value = value[1:]
         if name == "event":
             event = value
@@ -51,16 +54,18 @@ class SSEParser:
         self._buf = b""
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
-        self._buf += chunk
-        events: list[SSEEvent] = []
-        while True:
-            m = _EVENT_END.search(self._buf)
-            if m is None:
-                return events
-            raw, self._buf = self._buf[: m.start()], self._buf[m.end() :]
-            ev = _parse_event(raw)
-            if ev is not None:
-                events.append(ev)
+        """The events ``chunk`` completes. The buffer is cut once per chunk, not once per
+        event: an answer that arrives in one chunk was copied again for each of its events."""
+        buf = self._buf + chunk if self._buf else chunk
+        if b"\r" in buf:
+            raws, start = [], 0
+            for m in _EVENT_END.finditer(buf):
+                raws.append(buf[start : m.start()])
+                start = m.end()
+            self._buf = buf[start:]
+        else:  # LF only, as every provider sends: the same cuts, without the regex's scan
+            *raws, self._buf = buf.split(b"\n\n")
+        return [ev for ev in map(_parse_event, raws) if ev is not None]
 
     def close(self) -> list[SSEEvent]:
         """Events left in the buffer when the stream ended without a final blank line."""
