@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ember.errors import ProtocolError
-from ember.protocols.jsonedit import JsonDoc, OverlappingEdit, locate
+from ember.protocols.jsonedit import JsonDoc, OverlappingEdit, loads, locate
 
 ODD = (
     b'{ "model" : "m",\n  "system":[ {"type":"text","text":"caf\\u00e9 \xc3\xa9"} ] ,'
@@ -90,7 +90,11 @@ def test_malformed_bodies_raise_protocol_error(raw: bytes) -> None:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(),
     lambda children: (
         st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4)
     ),
@@ -197,3 +201,37 @@ def test_edit_holding_a_lone_surrogate_is_written_escaped_instead_of_failing() -
     doc.append(["messages"], {"role": "assistant", "content": "half \ud83d"})
     out = doc.to_bytes()
     assert b"\\ud83d" in out and json.loads(out)["messages"][0]["content"] == "half \ud83d"
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_JSON, ascii_only=st.booleans())
+def test_loads_reads_what_the_standard_library_reads(value: object, ascii_only: bool) -> None:
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    assert loads(text) == json.loads(text)
+
+
+@pytest.mark.parametrize("text", ["NaN", "[Infinity, -Infinity]", '"\\ud800"', '{"a": 1, "a": 2}'])
+def test_loads_takes_what_orjson_refuses_as_the_standard_library_does(text: str) -> None:
+    """A provider's event with such a value parsed before orjson read events: it still does."""
+    got, want = loads(text), json.loads(text)
+    assert json.dumps(got) == json.dumps(want)
+
+
+def test_loads_reads_an_integer_past_64_bits_as_its_float() -> None:
+    assert loads(str(2**70)) == float(2**70)
+
+
+def test_loads_of_broken_json_raises_the_standard_error() -> None:
+    with pytest.raises(json.JSONDecodeError):
+        loads('{"type": "message_delta"')

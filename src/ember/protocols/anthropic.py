@@ -28,7 +28,7 @@ from ember.protocols.base import (
     not_an_object,
     text_of,
 )
-from ember.protocols.jsonedit import dumps
+from ember.protocols.jsonedit import dumps, loads
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -361,7 +361,7 @@ class AnthropicAssembler:
 
     def feed(self, event: str | None, data: str) -> None:
         try:
-            payload = json.loads(data)
+            payload = loads(data)
         except json.JSONDecodeError:
             return
         if not isinstance(payload, dict):

@@ -45,6 +45,20 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def loads(text: str | bytes) -> Any:
+    """One JSON value, as ``json.loads`` reads it, raising its ``JSONDecodeError`` alike;
+    for reading a streamed answer's events, every one of which is parsed on the proxy's loop.
+
+    orjson reads it first, several times faster. What orjson refuses and the standard library
+    accepts (NaN, Infinity, escaped lone surrogates) goes to ``json.loads``, so no event that
+    parsed before is dropped now. One difference is kept: an integer past 64 bits comes back
+    as a float (orjson's reading); no field of a provider's event envelope holds one."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
 def _spliced(value: Any) -> str:
     """``dumps(value)`` for splicing into a body that will be sent as UTF-8.
 

@@ -29,7 +29,7 @@ from ember.protocols.base import (
     structured_error,
     text_of,
 )
-from ember.protocols.jsonedit import dumps
+from ember.protocols.jsonedit import dumps, loads
 
 _TEXT_PARTS = ("text", "input_text")
 _SYSTEM_ROLES = ("system", "developer")
@@ -363,7 +363,7 @@ class ChatAssembler:
             self.msg.complete = True
             return
         try:
-            chunk = json.loads(data)
+            chunk = loads(data)
         except json.JSONDecodeError:
             return
         if not isinstance(chunk, dict):

@@ -27,6 +27,7 @@ from ember.protocols.base import (
     structured_error,
     text_of,
 )
+from ember.protocols.jsonedit import loads
 from ember.protocols.openai_chat import OpenAIAdapterBase, openai_answer_error, openai_usage
 
 _TEXT_PARTS = ("input_text", "output_text", "text")
@@ -345,7 +346,7 @@ class ResponsesAssembler:
 
     def feed(self, event: str | None, data: str) -> None:
         try:
-            p = json.loads(data)
+            p = loads(data)
         except json.JSONDecodeError:
             return
         if not isinstance(p, dict):
