@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ember.errors import NestingTooDeep, ProtocolError
-from ember.protocols.jsonedit import ORJSON_MAX_DEPTH, JsonDoc, nesting_exceeds
+from ember.protocols.jsonedit import ORJSON_MAX_DEPTH, JsonDoc, _openers, nesting_exceeds
 
 
 def _depth(value: Any) -> int:
@@ -100,3 +100,16 @@ def test_integers_past_64_bits_are_forwarded_as_sent() -> None:
     doc = JsonDoc(raw, max_depth=8)
     assert doc.value["n"] == float(-9223372036854775809)  # the view: rounded to a float
     assert doc.to_bytes() == raw
+
+
+@settings(max_examples=300, deadline=None)
+@given(raw=st.binary(max_size=300))
+def test_openers_are_counted_as_the_bytes_hold_them(raw: bytes) -> None:
+    """The count that lets a shallow body skip the wrapped parse: every ``[`` and ``{``, no
+    other byte (a byte counted wrongly would let a deep body past the limit unwrapped)."""
+    assert _openers(raw) == raw.count(b"[") + raw.count(b"{")
+
+
+def test_openers_count_every_byte_value_apart_from_the_two() -> None:
+    every = bytes(range(256)) * 3
+    assert _openers(every) == 6

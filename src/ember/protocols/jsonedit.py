@@ -243,6 +243,17 @@ def nesting_exceeds(value: Any, limit: int) -> bool:
     return any(isinstance(node, (dict, list)) for node in level)
 
 
+def _openers(raw: bytes) -> int:
+    """How many ``[`` and ``{`` bytes ``raw`` holds, in one vectorised pass (``[`` is 0x5B,
+    ``{`` 0x7B, and no other byte ORed with 0x20 gives 0x7B). Two ``bytes.count`` calls took
+    ~0.1 ms on a 138 KB Claude Code body, 0.7 of its parse, before the wrapped parse it then
+    needed anyway; this takes ~0.012 ms. numpy is imported on the first body, not with the
+    module."""
+    import numpy as np
+
+    return int(np.count_nonzero((np.frombuffer(raw, np.uint8) | 0x20) == 0x7B))
+
+
 def _parse(raw: bytes, max_depth: int | None = None) -> Any:
     """Parse a body on the request path: orjson (about twice as fast as ``json`` on agent
     histories), with ``json`` as the judge for the few inputs orjson refuses and the standard
@@ -261,7 +272,7 @@ def _parse(raw: bytes, max_depth: int | None = None) -> Any:
     recursion limit is ``NestingTooDeep``, not a ``RecursionError`` (a 100k-deep body was a 500).
     """
     wrap = ORJSON_MAX_DEPTH - max_depth if max_depth is not None else 0
-    if max_depth is not None and raw.count(b"[") + raw.count(b"{") <= max_depth:
+    if max_depth is not None and _openers(raw) <= max_depth:
         wrap = 0  # no deeper than it has openers: the plain parse is the check
     try:
         if wrap <= 0:
