@@ -11,6 +11,7 @@ contaminates the comparison and changes its system tail mid-way, which misses th
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from typing import Literal
@@ -46,9 +47,13 @@ def input_bucket(body_bytes: int) -> str:
     return _TOP_BUCKET
 
 
+@functools.lru_cache(maxsize=256)
 def model_family(model: str | None) -> str:
     """``claude-sonnet``, ``gpt-5``, ... with versions and dates dropped, so a point release
-    does not start an empty stratum; ``other`` when unrecognised."""
+    does not start an empty stratum; ``other`` when unrecognised.
+
+    Remembered per model name: it runs twice on every request, and ``Match.expand`` parses
+    its template anew each time (~10 us a request)."""
     if not model:
         return "other"
     lowered = model.lower()
