@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from unittest import mock
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ember.errors import ProtocolError
+from ember.protocols import jsonedit
 from ember.protocols.jsonedit import JsonDoc, OverlappingEdit, loads, locate
 
 ODD = (
@@ -235,3 +238,66 @@ def test_loads_reads_an_integer_past_64_bits_as_its_float() -> None:
 def test_loads_of_broken_json_raises_the_standard_error() -> None:
     with pytest.raises(json.JSONDecodeError):
         loads('{"type": "message_delta"')
+
+
+def _paths(value: object, path: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    out = [path] if path else []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += _paths(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _paths(v, (*path, i))
+    return out
+
+
+_WRITERS = {
+    "compact": lambda v: orjson.dumps(v),
+    "spaced": lambda v: json.dumps(v).encode(),
+    "ascii escapes": lambda v: json.dumps(v, ensure_ascii=True, separators=(",", ":")).encode(),
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.dictionaries(st.text(max_size=3), _JSON, min_size=1, max_size=5),
+    writer=st.sampled_from(sorted(_WRITERS)),
+)
+def test_every_value_is_found_where_a_scan_of_the_text_finds_it(
+    value: dict[str, object], writer: str
+) -> None:
+    """Members are skipped by writing their parsed value when the body is compact: whatever
+    the writer, each path's span is the one a plain scan of the text gives."""
+    raw = _WRITERS[writer](value)
+    doc = JsonDoc(raw)
+    for path in _paths(doc.value):
+        assert doc._locate(path) == locate(doc.text, path), path
+
+
+def test_a_value_an_edit_changed_is_scanned_not_guessed() -> None:
+    raw = b'{"messages":[{"a":1},{"b":[2,3]}],"system":[{"text":"s"}],"x":1}'
+    doc = JsonDoc(raw)
+    doc.replace(("messages", 0), {"a": 99})
+    assert doc._locate(("system",)) == locate(doc.text, ("system",))
+    assert doc._locate(("x",)) == locate(doc.text, ("x",))
+    assert json.loads(doc.to_bytes())["messages"][0] == {"a": 99}
+
+
+def test_a_compact_history_before_the_system_prompt_is_not_read_again() -> None:
+    """Claude Code writes ``system`` after ``messages``: finding it must not rebuild the
+    history as objects (the scan of every message was a sixth of a long session's CPU)."""
+    history = [{"role": "user", "content": [{"type": "text", "text": f"m{i}"}]} for i in range(50)]
+    raw = orjson.dumps({"model": "m", "messages": history, "system": [{"text": "s"}]})
+    doc = JsonDoc(raw)
+    scanned: list[int] = []
+    real = jsonedit._value_end
+
+    def spy(text: str, pos: int) -> int:
+        scanned.append(pos)
+        return real(text, pos)
+
+    with mock.patch.object(jsonedit, "_value_end", spy):
+        start, end = doc._locate(("system",))
+    assert json.loads(doc.text[start:end]) == [{"text": "s"}]
+    messages_at = doc.text.index("[")
+    assert messages_at not in scanned
