@@ -301,3 +301,29 @@ def test_a_compact_history_before_the_system_prompt_is_not_read_again() -> None:
     assert json.loads(doc.text[start:end]) == [{"text": "s"}]
     messages_at = doc.text.index("[")
     assert messages_at not in scanned
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    before=st.dictionaries(st.text(max_size=6), json_values, max_size=4),
+    after=st.dictionaries(st.text(max_size=6), json_values, max_size=4),
+    ascii_=st.booleans(),
+    new=json_values,
+)
+def test_edited_bytes_are_the_edited_text_encoded(
+    before: dict[str, object], after: dict[str, object], ascii_: bool, new: object
+) -> None:
+    """The body is spliced from the client's own bytes at byte offsets counted from either
+    end of the text: the same bytes as encoding the whole edited text, wherever the edits
+    sit and whatever characters come before or after them."""
+    value = {**before, "target": [1], "obj": {"k": "é"}, **after}
+    raw = json.dumps(value, ensure_ascii=ascii_, separators=(",", ":")).encode()
+    doc = JsonDoc(raw)
+    doc.append(["target"], new)
+    doc.set_key(["obj"], "added", new)
+    text, pos, parts = doc.text, 0, []
+    for s in sorted(doc._splices, key=lambda s: (s.start, s.end)):
+        parts += [text[pos : s.start], s.text]
+        pos = s.end
+    assert doc.to_bytes() == ("".join(parts) + text[pos:]).encode()
+    assert json.loads(doc.to_bytes())["obj"]["added"] == new

@@ -449,14 +449,26 @@ class JsonDoc:
         """The body to send: the original bytes when nothing was edited."""
         if not self._splices:
             return self.raw
-        parts: list[str] = []
+        parts: list[bytes] = []
         pos = 0
         for s in sorted(self._splices, key=lambda s: (s.start, s.end)):
-            parts.append(self.text[pos : s.start])
-            parts.append(s.text)
-            pos = s.end
-        parts.append(self.text[pos:])
-        return "".join(parts).encode("utf-8")
+            parts.append(self.raw[pos : self._byte_at(s.start)])
+            parts.append(s.text.encode("utf-8"))
+            pos = self._byte_at(s.end)
+        parts.append(self.raw[pos:])
+        return b"".join(parts)
+
+    def _byte_at(self, char: int) -> int:
+        """The byte offset of character ``char`` of ``text``: the length of the encoded text
+        on its shorter side. Encoding the whole edited text again cost a long session
+        ~0.4 ms a request; the client's own bytes are copied instead. Exact: ``text`` is
+        the strict UTF-8 decoding of ``raw``, so any slice encodes to its very bytes."""
+        text = self.text
+        if len(text) == len(self.raw):  # ASCII: one byte a character
+            return char
+        if char <= len(text) - char:
+            return len(text[:char].encode("utf-8"))
+        return len(self.raw) - len(text[char:].encode("utf-8"))
 
     def checkpoint(self) -> int:
         return len(self._splices)
