@@ -206,19 +206,8 @@ def test_edit_holding_a_lone_surrogate_is_written_escaped_instead_of_failing() -
     assert b"\\ud83d" in out and json.loads(out)["messages"][0]["content"] == "half \ud83d"
 
 
-_JSON = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**63), 2**64 - 1)
-    | st.floats(allow_nan=False)
-    | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
-    max_leaves=20,
-)
-
-
 @settings(max_examples=300, deadline=None)
-@given(value=_JSON, ascii_only=st.booleans())
+@given(value=json_values, ascii_only=st.booleans())
 def test_loads_reads_what_the_standard_library_reads(value: object, ascii_only: bool) -> None:
     text = json.dumps(value, ensure_ascii=ascii_only)
     assert loads(text) == json.loads(text)
@@ -260,7 +249,7 @@ _WRITERS = {
 
 @settings(max_examples=300, deadline=None)
 @given(
-    value=st.dictionaries(st.text(max_size=3), _JSON, min_size=1, max_size=5),
+    value=st.dictionaries(st.text(max_size=3), json_values, min_size=1, max_size=5),
     writer=st.sampled_from(sorted(_WRITERS)),
 )
 def test_every_value_is_found_where_a_scan_of_the_text_finds_it(
