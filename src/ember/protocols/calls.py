@@ -109,10 +109,11 @@ class NamesBefore(dict[str, str]):
     message until the id turns up (then ``fallback``, the names of what came before).
 
     A tool result's call sits in the message just before it, so a request of a long session
-    walks one or two messages instead of its whole history: the transcript reads a Claude
-    Code request this way on every turn, and a full walk of a 500-message history was most of
-    its cost. The answers equal those of one forward walk of ``earlier`` before the reading
-    (a later call of the same id wins, then the newest in ``earlier``, then ``fallback``)."""
+    walks one or two messages instead of its whole history: the transcript reads every
+    request this way, and the full walk grew with the session (4% of the proxy's samples
+    at 50 messages). The answers equal those of one forward walk of ``earlier`` before the
+    reading (a later call of the same id wins, then the newest in ``earlier``, then
+    ``fallback``)."""
 
     def __init__(
         self,
