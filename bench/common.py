@@ -23,6 +23,14 @@ if TYPE_CHECKING:
     from ember.memory.ledger import AskCounts
 
 EMBER = str(Path(sys.executable).with_name("ember"))
+#: The bare proxy: accounting only, the foundation every feature sits on (shaping, memory,
+#: shadow and TOIN off); the benches put it beside `ember proxy` as shipped.
+BARE = {
+    "EMBER_OUTPUT_SHAPING": "false",
+    "EMBER_MEMORY_MODE": "off",
+    "EMBER_SHADOW": "off",
+    "EMBER_TOIN": "false",
+}
 
 
 @contextmanager

@@ -30,7 +30,7 @@ from typing import Any
 
 import aiohttp
 
-from common import EMBER, process, proxy_cmd, quiet, wait_healthy
+from common import BARE, EMBER, process, proxy_cmd, quiet, wait_healthy
 from ember.server import free_port
 
 
@@ -153,14 +153,7 @@ async def main_async(args: argparse.Namespace) -> None:
     home = tempfile.mkdtemp(prefix="ember-bench-")
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
     env["EMBER_HOME"] = home
-    # The bare proxy: accounting only (the foundation); "full" is `ember proxy` as shipped.
-    bare_env = {
-        **env,
-        "EMBER_OUTPUT_SHAPING": "false",
-        "EMBER_MEMORY_MODE": "off",
-        "EMBER_SHADOW": "off",
-        "EMBER_TOIN": "false",
-    }
+    bare_env = {**env, **BARE}  # "full" is `ember proxy` as shipped
     up_port, bare_port, full_port = free_port(), free_port(), free_port()
     up = f"http://127.0.0.1:{up_port}"
     bare, full = f"http://127.0.0.1:{bare_port}", f"http://127.0.0.1:{full_port}"

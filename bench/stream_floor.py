@@ -32,16 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import proxy_overhead as po
-from common import EMBER, cpu_seconds, process, proxy_cmd, quiet, wait_healthy
+from common import BARE, EMBER, cpu_seconds, process, proxy_cmd, quiet, wait_healthy
 from ember.server import free_port
 
 HERE = Path(__file__).resolve().parent
-BARE = {
-    "EMBER_OUTPUT_SHAPING": "false",
-    "EMBER_MEMORY_MODE": "off",
-    "EMBER_SHADOW": "off",
-    "EMBER_TOIN": "false",
-}
 #: The warm-up requests ``po.drive`` sends before it times a round (counted in the CPU).
 WARM = 20
 
