@@ -3,7 +3,9 @@
 The stages themselves are pure functions of a snapshot (``search.py``); this module decides
 which run, and in what order, for a ranking: ``bm25`` never embeds, ``vector`` asks FTS5 for
 candidates only when no vector can be had, and a fused ranking overlaps its keyword side with
-the embedding and the vector side (``overlap.both``). An ask naming a time adds the
+the embedding and the vector side (``overlap.both``). A search with no vector (the embedder is
+loading or failed) is a keyword search alone, whose candidates include memories holding only
+the ask's common words: no vector side is there to find them. An ask naming a time adds the
 candidates inside that window (``search.window_side``) when the ranking weighs time.
 """
 
@@ -29,6 +31,8 @@ from ember.store.driver import Connection
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+_KEYWORDS_ONLY = "memory search by keywords only: no query vector (embedder not ready)"
 
 
 class Reader(Protocol):
@@ -62,25 +66,32 @@ class Finder:
             qvec = self.query_vector(q) if ranking.fusion != "bm25" else None
             return qvec, self.read(lambda c: stages.vector_side(c, index, qvec, depth))
 
-        def keyword_part(candidates: bool) -> stages.KeywordSide:
+        def keyword_part(candidates: bool, alone: bool) -> stages.KeywordSide:
             return self.read(
                 lambda c: stages.keyword_side(
-                    c, self.fts, q, depth=depth, ranking=ranking, candidates=candidates
+                    c, self.fts, q, depth=depth, ranking=ranking, candidates=candidates, alone=alone
                 )
             )
 
         qvec: Vectors | None = None
         vec_hits: dict[int, float] | None = {}
-        if index is None or ranking.fusion == "bm25":
-            keywords = keyword_part(True)
+        if ranking.fusion == "bm25":
+            keywords = keyword_part(True, False)
+        elif index is None or self.embedder.get() is None:
+            log.info(_KEYWORDS_ONLY)
+            keywords = keyword_part(True, True)
         elif ranking.fusion == "vector":  # keyword candidates only when there is no vector
             qvec, vec_hits = vector_part()
-            keywords = keyword_part(qvec is None)
+            keywords = keyword_part(qvec is None, qvec is None)
         else:
             # The keyword side overlaps the embedding; the vector side then runs in the merge's
             # own snapshot (one read transaction fewer per search).
-            keywords, qvec = overlap.both(lambda: keyword_part(True), lambda: self.query_vector(q))
+            keywords, qvec = overlap.both(
+                lambda: keyword_part(True, False), lambda: self.query_vector(q)
+            )
             vec_hits = None
+            if qvec is None:  # the embedding failed: the keywords are all there is after all
+                keywords = keyword_part(True, True)
         window = self.window(q, ranking, now)
 
         def merged(conn: Connection) -> list[MemoryHit]:
@@ -122,7 +133,7 @@ class Finder:
             return known
         qvec = embed_query(embedder, [text]) if embedder is not None else None
         if qvec is None or embedder is None:
-            log.info("memory search by keywords only: no query vector (embedder not ready)")
+            log.info(_KEYWORDS_ONLY)
             return None
         row: Vectors = qvec[0]
         self.queries.put(embedder.name, text, row)

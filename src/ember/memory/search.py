@@ -86,12 +86,15 @@ def keyword_side(
     depth: int,
     ranking: Ranking,
     candidates: bool,
+    alone: bool = False,
 ) -> KeywordSide:
     """BM25 candidates (when ``candidates``) and the ask's term weights (when ``norm`` ranks
-    on the keyword share)."""
+    on the keyword share). ``alone``: no vector side runs (the embedder is loading or
+    failed), so the candidates take the words most memories hold too (``FtsIndex.search``):
+    nothing else would find a memory holding only those."""
     counts: dict[str, int] = {}  # one count per word, shared by the two uses
     terms = query_terms(query.lexical_texts())
-    hits = dict(fts.search(conn, terms, depth, counts)) if candidates else {}
+    hits = dict(fts.search(conn, terms, depth, counts, common=alone)) if candidates else {}
     weights = {}
     if ranking.fusion == "norm" and ranking.lexical == "coverage":
         weights = term_weights(conn, fts, query, counts)

@@ -96,6 +96,37 @@ def test_a_term_most_memories_hold_never_makes_them_candidates(tmp_path: Path) -
     db.close()
 
 
+def test_a_word_no_memory_holds_never_takes_the_place_of_the_ones_they_hold(
+    tmp_path: Path,
+) -> None:
+    """In a one-fact store every word the fact holds is held by "more than half" of the
+    memories; the ask's word no memory holds ("use") was kept in their place as the rarest,
+    and the OR of it matched nothing: the fact was no keyword candidate of its own ask."""
+    db = Database(tmp_path / "d.db", PROJECT)
+    fts = FtsIndex()
+    db.write(lambda c: fts.add(c, [1], ["The staging database is PostgreSQL 16 on db-staging."]))
+    terms = query_terms(["which database does staging use"])
+    assert [s for s, _ in db.read(lambda c: fts.search(c, terms, 10))] == [1]
+    assert db.read(lambda c: fts.search(c, query_terms(["unheard words"]), 10)) == []
+    db.close()
+
+
+def test_with_common_a_term_most_memories_hold_still_finds_them(tmp_path: Path) -> None:
+    """A search with no vector side (``common``): a memory holding only the ask's common
+    words is still a candidate; the postings budget still bounds it."""
+    db = Database(tmp_path / "c.db", PROJECT)
+    fts = FtsIndex()
+    texts = ["staging database is PostgreSQL", "staging server is in Frankfurt", "staging CI"]
+    db.write(lambda c: fts.add(c, [1, 2, 3], texts))
+    terms = query_terms(["staging database"])
+    assert [s for s, _ in db.read(lambda c: fts.search(c, terms, 10))] == [1]
+    found = db.read(lambda c: fts.search(c, terms, 10, common=True))
+    assert found[0][0] == 1 and {s for s, _ in found} == {1, 2, 3}
+    tight = FtsIndex(postings_budget=2)
+    assert db.read(lambda c: tight.bounded(c, terms, common=True)) == ["database"]
+    db.close()
+
+
 class _Counting(FtsIndex):
     """Counts the postings scans (one per document count) the index runs."""
 

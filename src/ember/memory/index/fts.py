@@ -72,38 +72,53 @@ class FtsIndex:
         terms: Sequence[str],
         k: int,
         counts: dict[str, int] | None = None,
+        *,
+        common: bool = False,
     ) -> list[tuple[int, float]]:
         """Up to ``k`` (seq, BM25) pairs, best first (higher is better), ties by seq.
 
-        Terms held by more than half of the memories are left out (``bounded``). When the OR
-        of the rest matches more memories than the postings budget, the most
-        common terms are left out of it, rarest kept first (at least one): they weigh least in
-        BM25, and a memory holding only common words of the ask is found by its meaning, if at
-        all. The keyword share that ranks hits (``lexical.py``) still counts every term.
-        ``counts``: document counts already taken (``doc_counts``), shared with the caller.
+        Terms held by more than half of the memories are left out (``bounded``) unless
+        ``common`` (a search with no vector side: nothing else would find a memory holding
+        only such words). When the OR of the rest matches more memories than the postings
+        budget, the most common terms are left out of it, rarest kept first (at least one
+        that some memory holds): they weigh least in BM25, and a memory holding only common
+        words of the ask is found by its meaning, if at all. The keyword share that ranks hits
+        (``lexical.py``) still counts every term. ``counts``: document counts already taken
+        (``doc_counts``), shared with the caller.
         """
-        return self.rank(conn, self.bounded(conn, terms, counts), k)
+        return self.rank(conn, self.bounded(conn, terms, counts, common=common), k)
 
     def bounded(
-        self, conn: Connection, terms: Sequence[str], counts: dict[str, int] | None = None
+        self,
+        conn: Connection,
+        terms: Sequence[str],
+        counts: dict[str, int] | None = None,
+        *,
+        common: bool = False,
     ) -> list[str]:
-        """``terms`` without those that cannot change which memories rank first: the ones
-        held by more than half of the memories, and, when the OR of the rest matches more rows
-        than the budget allows, the most common ones (see ``search``); the rarest always stays.
+        """``terms`` without those that cannot change which memories rank first: the ones no
+        memory holds, the ones held by more than half of the memories (unless ``common``),
+        and, when the OR of the rest matches more rows than the budget allows, the most common
+        ones (see ``search``); the rarest term some memory holds always stays.
 
         FTS5's BM25 clamps the IDF of a term held by more than half the rows at 1e-6, so such
         a term (the project's own name in every fact, a word every numbered ask shares) adds
         nothing to any score, yet it made FTS5 score every row that holds it: all 1,000 of a
         store whose every fact said "ticket" (~1 ms a search, and 40 candidates chosen by
-        nothing but length). A budget of 0 leaves every term in (the reference a benchmark
-        compares with)."""
+        nothing but length). A term no memory holds matches nothing: kept as "the rarest" in
+        place of the held ones, it left a one-fact store's only fact out of the candidates of
+        every ask that also held a word the fact lacks ("which database does staging use?").
+        A budget of 0 leaves every term in (the reference a benchmark compares with)."""
         budget = self.postings_budget
         if len(terms) < 2 or budget <= 0:
             return list(terms)
         df = self.doc_counts(conn, terms, counts)
         half = self.size(conn) / 2
         rarest_first = sorted(terms, key=lambda t: (df.get(t, 0), t))
-        kept = [t for t in rarest_first if df.get(t, 0) <= half] or rarest_first[:1]
+        held = [t for t in rarest_first if df.get(t, 0) > 0]
+        if not held:
+            return rarest_first[:1]  # nothing matches either way: one term, one cheap lookup
+        kept = [t for t in held if common or df[t] <= half] or held[:1]
         if sum(df.get(t, 0) for t in kept) <= budget:
             return [t for t in terms if t in kept]  # the caller's order
         if self.matching(conn, kept) <= budget:
