@@ -98,25 +98,36 @@ class MemoryStage(Stage):
     async def start(self, services: Services) -> None:
         self.metrics = MemoryMetrics(services.metrics, self.gate)
 
+    def _start_loading(self) -> EmbedderLoader:
+        """The embedder's load, started (in a thread) on first use."""
+        if self._loader is None:
+            self._loader = preload_from(self.settings)
+        return self._loader
+
     def _embedder_now(self) -> Embedder:
         """The embedder if it is loaded; starts loading it (in a thread) on first use.
 
         Loaded on demand rather than at start-up: the proxy starts in a fraction of a second
         and idles small, and a project without memories never pays for the model.
         """
-        if self._loader is None:
-            self._loader = preload_from(self.settings)
-        return self._loader.get(timeout=0)
+        return self._start_loading().get(timeout=0)
 
-    async def _wait_for_embedder(self) -> bool:
+    async def _ready_for_search(self, store: HierarchicalMemory) -> None:
+        """Before the model's ``memory_search`` in tool mode: a store with memories waits for a
+        loading model as an ask does in ``auto_tail`` (``_wait_for_embedder``), so the
+        session's first search ranks by meaning too; past the wait it ranks by keywords."""
+        if store.embedder_ready or await asyncio.to_thread(store.is_empty):
+            return
+        await self._wait_for_embedder("this search ranks by keywords only")
+
+    async def _wait_for_embedder(self, then: str = "this ask gets no memory") -> bool:
         """Give a loading model a moment (once per process, only for a project that has
         memories to find); False when it is still not there — this ask goes without."""
-        if self._loader is None:
-            self._loader = preload_from(self.settings)
+        loader = self._start_loading()
         try:
-            await asyncio.to_thread(self._loader.get, self.options.memory_embedder_wait)
+            await asyncio.to_thread(loader.get, self.options.memory_embedder_wait)
         except EmberError as exc:
-            log.info("memory: embedder not ready (%s); this ask gets no memory", exc)
+            log.info("memory: embedder not ready (%s); %s", exc, then)
             return False
         return True
 
@@ -133,8 +144,9 @@ class MemoryStage(Stage):
                 self.router.for_project, ex.project
             )
             if store is not None:
+                self._start_loading()  # while the model thinks, before its first search
                 TOOLING[ex.adapter.name].add_definitions(ex.doc, MEMORY_TOOL_SPECS)
-                ex.owned_tools = MemoryTools(store, ex.session_id)
+                ex.owned_tools = MemoryTools(store, ex.session_id, self._ready_for_search)
             return
         await self._auto_tail(ex, db)
 

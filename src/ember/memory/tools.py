@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -78,12 +78,21 @@ class _Delete(BaseModel):
     id: str = Field(min_length=1)
 
 
-class MemoryTools:
-    """The four memory tools bound to one project store and one session."""
+#: What a search awaits first (the stage's wait for a loading embedder), given the store.
+Warm = Callable[[HierarchicalMemory], Awaitable[None]]
 
-    def __init__(self, store: HierarchicalMemory, session_id: str) -> None:
+
+class MemoryTools:
+    """The four memory tools bound to one project store and one session. ``warm``: awaited
+    before each search, so the first one of a process can rank by meaning (the stage gives
+    a loading embedder a moment); a search never fails for want of it (keywords then)."""
+
+    def __init__(
+        self, store: HierarchicalMemory, session_id: str, warm: Warm | None = None
+    ) -> None:
         self.store = store
         self.session_id = session_id
+        self._warm = warm
 
     @property
     def specs(self) -> Sequence[ToolSpec]:
@@ -99,6 +108,8 @@ class MemoryTools:
         if handler is None:
             return f"unknown memory tool {name!r}", True
         try:
+            if name == "memory_search" and self._warm is not None:
+                await self._warm(self.store)
             return await asyncio.to_thread(handler, arguments), False
         except ValidationError as exc:
             first = exc.errors()[0]
