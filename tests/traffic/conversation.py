@@ -68,8 +68,11 @@ def tool_round(
     )
 
 
-def run_session(url: str, name: str, cwd: str = CWD, failure: str = NOT_FOUND) -> None:
-    """One session's three requests (``failure``: what the failed call printed)."""
+def run_session(
+    url: str, name: str, cwd: str = CWD, failure: str = NOT_FOUND
+) -> list[dict[str, Any]]:
+    """One session's three requests (``failure``: what the failed call printed); returns the
+    history its last request sent."""
     history: list[dict[str, Any]] = [{"role": "user", "content": "Run the test suite please."}]
     send(url, name, history, cwd)
     history.append({"role": "assistant", "content": "Running the tests."})
@@ -77,6 +80,7 @@ def run_session(url: str, name: str, cwd: str = CWD, failure: str = NOT_FOUND) -
     send(url, name, history, cwd)
     tool_round(history, f"{name}-2", "python3 -m pytest -q | tail -3", "12 passed in 0.4s", False)
     send(url, name, history, cwd)
+    return history
 
 
 def query(

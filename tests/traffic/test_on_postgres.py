@@ -17,7 +17,8 @@ from ember.store.pg.database import PgDatabase
 from ember.store.pg.names import schema_name
 from ember.store.schema import PROJECT, for_postgres
 from ember.testing import Emulator
-from tests.traffic.conversation import CWD, NOT_FOUND, db_path, serve_sessions
+from tests.traffic.conversation import CWD, NOT_FOUND, db_path, run_session, send, serve_sessions
+from tests.traffic.test_replay_e2e import Proxy, resumed
 from tests.traffic.test_restart_e2e import OTHER_CWD
 
 pytest.importorskip("psycopg", reason="the postgres extra is not installed")
@@ -102,3 +103,20 @@ def test_sightings_in_one_project_never_count_in_another(
     for cwd in (CWD, OTHER_CWD):
         assert query(home, pg_url, _MEMORIES, cwd=cwd) == []
         assert query(home, pg_url, "SELECT count FROM traffic_sightings", cwd=cwd) == [(1,), (1,)]
+
+
+def test_a_replayed_history_raises_no_count_after_a_restart(
+    tmp_path: Path, pg_url: str, upstream: str
+) -> None:
+    """A session resumed through a new proxy sends its history again: on the store, as in a
+    file, the mistake in it stays one sighting and is not saved."""
+    home = tmp_path / "home"
+    counts = "SELECT key, count, saved FROM traffic_sightings ORDER BY key"
+    with Proxy(home, upstream, store_url=pg_url) as url:
+        history = run_session(url, "aaaaaaaa-0001")
+    before = query(home, pg_url, counts)
+    assert [(count, saved) for _, count, saved in before] == [(1, 0), (1, 0)]
+    with Proxy(home, upstream, store_url=pg_url) as url:
+        send(url, "cccccccc-0003", resumed(history))  # --continue: a new session id
+    assert query(home, pg_url, counts) == before
+    assert query(home, pg_url, _MEMORIES) == []

@@ -14,6 +14,7 @@ from ember.memory.models import Evidence
 from ember.store.database import Database
 from ember.store.driver import Connection, errors
 from ember.store.schema import PROJECT
+from ember.traffic import sightings
 from ember.traffic.learner import DAY
 from ember.traffic.patterns import Category, Observation
 from ember.traffic.sightings import Sightings, load
@@ -89,6 +90,65 @@ def test_a_lesson_handed_out_before_a_restart_is_not_handed_out_again(
     assert rows(again) == [("k", 4, 1)]
 
 
+def seen(db: Database) -> list[tuple[str, str]]:
+    return db.read(
+        lambda c: [
+            (r[0], r[1]) for r in c.execute("SELECT key, pointer FROM traffic_seen ORDER BY 1, 2")
+        ]
+    )
+
+
+def test_a_message_counted_before_a_restart_is_not_counted_again(
+    tmp_path: Path, opened: list[Database], open_db: OpenDb
+) -> None:
+    """A resumed session sends its history again through a new proxy: the mistake in it,
+    made once, stays one sighting and is never handed out."""
+    path = tmp_path / "ember.db"
+    first = open_db(path, opened)
+    assert record(first, obs("k", "m1")) == []
+    first.close()
+    again = open_db(path, opened)
+    assert record(again, obs("k", "m1"), now=2000.0) == []
+    assert record(again, obs("k", "m1"), obs("k", "m1"), now=3000.0) == []
+    assert rows(again) == [("k", 1, 0)]
+    # a new message is a new sighting, handed out with the first one's evidence
+    ready = record(again, obs("k", "m2"), now=4000.0)
+    assert [p.message_id for p in ready[0].evidence] == ["m1", "m2"]
+
+
+def test_a_sighting_counts_once_per_message_it_names_not_per_evidence(
+    tmp_path: Path, opened: list[Database], open_db: OpenDb
+) -> None:
+    """``seen`` names the message as a replay does; two transcript ids for it (a resumed
+    session under a new session id records its history again) are still one sighting."""
+    db = open_db(tmp_path / "ember.db", opened)
+    first = Observation(Category.ENVIRONMENT, "k", "f", obs("k", "m1").evidence, "call:toolu_1")
+    resumed = Observation(Category.ENVIRONMENT, "k", "f", obs("k", "m9").evidence, "call:toolu_1")
+    assert record(db, first) == []
+    assert record(db, resumed) == []
+    assert rows(db) == [("k", 1, 0)]
+    assert seen(db) == [("k", "call:toolu_1")]
+
+
+def test_one_message_is_a_sighting_of_each_lesson_it_teaches(
+    tmp_path: Path, opened: list[Database], open_db: OpenDb
+) -> None:
+    db = open_db(tmp_path / "ember.db", opened)
+    record(db, obs("a", "m1"), obs("b", "m1"))
+    assert rows(db) == [("a", 1, 0), ("b", 1, 0)]
+
+
+def test_a_lesson_keeps_the_messages_of_its_most_recent_sightings_only(
+    tmp_path: Path, opened: list[Database], open_db: OpenDb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sightings, "MAX_SEEN_PER_LESSON", 3)
+    db = open_db(tmp_path / "ember.db", opened)
+    for i in range(6):
+        record(db, obs("k", f"m{i}"), now=1000.0 + i)
+    assert seen(db) == [("k", "m3"), ("k", "m4"), ("k", "m5")]
+    assert rows(db) == [("k", 6, 1)]
+
+
 def test_sightings_in_one_project_never_count_in_another(
     tmp_path: Path, opened: list[Database], open_db: OpenDb
 ) -> None:
@@ -125,12 +185,14 @@ def test_the_table_keeps_its_bounds_dropping_the_least_recently_seen(
 ) -> None:
     db = open_db(tmp_path / "ember.db", opened)
     for i in range(3):  # three saved lessons
-        record(db, obs(f"saved-{i}", "m"), obs(f"saved-{i}", "m"), now=float(i), max_saved=2)
+        record(db, obs(f"saved-{i}", "m1"), obs(f"saved-{i}", "m2"), now=float(i), max_saved=2)
     for i in range(50):  # endless one-off noise
         record(db, obs(f"noise-{i:02d}", "m"), now=100.0 + i, max_pending=10, max_saved=2)
     kept = rows(db)
     assert [k for k, _, saved in kept if saved] == ["saved-1", "saved-2"]
     assert [k for k, _, saved in kept if not saved] == [f"noise-{i}" for i in range(40, 50)]
+    # the messages each lesson was counted for go with it
+    assert sorted({k for k, _ in seen(db)}) == [k for k, _, _ in kept]
 
 
 def test_lessons_not_seen_within_their_age_are_pruned(

@@ -1,10 +1,12 @@
 """What a run of tool calls teaches, as observations (pure: no I/O, no clock).
 
 Each observation has a category, a key (two sightings of one lesson share it), the fact as a
-sentence and the evidence it rests on. Evidence kinds follow shadow memory's rules so the
-same checks hold: ``tool-verified`` only ever points at a *successful* tool result,
-``user-stated`` at the user's own words, and a failure is attested by ``observed-outcome`` on
-the session (a failed result is never evidence that something works).
+sentence, the evidence it rests on and the message it was seen in (``seen``: a sighting counts
+once per such message, so history a resumed session sends again is not a second sighting).
+Evidence kinds follow shadow memory's rules so the same checks hold: ``tool-verified`` only
+ever points at a *successful* tool result, ``user-stated`` at the user's own words, and a
+failure is attested by ``observed-outcome`` on the session (a failed result is never evidence
+that something works).
 """
 
 from __future__ import annotations
@@ -29,21 +31,36 @@ class Category(StrEnum):
 
 @dataclass(frozen=True)
 class ToolRun:
-    """One tool call and its result. ``result_id``: the transcript id of the result."""
+    """One tool call and its result. ``result_id``: the transcript id of the result;
+    ``seen``: the result as any replay of the conversation names it (``Observation.seen``)."""
 
     tool: str
     arguments: dict[str, Any]
     output: str
     is_error: bool
     result_id: str | None = None
+    seen: str | None = None
 
 
 @dataclass(frozen=True)
 class Observation:
+    """One sighting of a lesson. ``seen`` names the message it was seen in the same way
+    whenever the conversation is sent again (a restarted proxy, a resumed session under a new
+    session id): the lesson's count rises once per such name, never twice for one message.
+    None: the first message pointer of ``evidence`` names it."""
+
     category: Category
     key: str
     content: str
     evidence: tuple[Evidence, ...] = field(default=())
+    seen: str | None = None
+
+    @property
+    def pointer(self) -> str | None:
+        """What this sighting counts once for (None: nothing; it always counts)."""
+        if self.seen is not None:
+            return self.seen
+        return next((e.message_id for e in self.evidence if e.message_id), None)
 
 
 #: A recovery is the first success of the same tool within this many later calls.
@@ -110,6 +127,7 @@ def recoveries(
                     "instead.",
                     (Evidence("tool-verified", message_id=fixed.result_id),
                      Evidence("observed-outcome", session_id=session_id)),
+                    fixed.seen,
                 )  # fmt: skip
             break
 
@@ -129,6 +147,7 @@ def environment(runs: Sequence[ToolRun], session_id: str) -> Iterator[Observatio
                     f"missing:{name}",
                     f"`{name}` is not installed (or not on PATH) in this environment.",
                     (Evidence("observed-outcome", session_id=session_id),),
+                    run.seen,
                 )
             continue
         key = intent_key(run.tool, run.arguments)
@@ -139,6 +158,7 @@ def environment(runs: Sequence[ToolRun], session_id: str) -> Iterator[Observatio
                 f"works:{shown}",
                 f"`{shown}` runs successfully in this project.",
                 (Evidence("tool-verified", message_id=run.result_id),),
+                run.seen,
             )
 
 
@@ -155,6 +175,7 @@ def architecture(runs: Sequence[ToolRun]) -> Iterator[Observation]:
                 f"manifest:{name}",
                 f"The project has a {name} ({MANIFESTS[name]}).",
                 (Evidence("tool-verified", message_id=run.result_id),),
+                run.seen,
             )
 
 
@@ -163,8 +184,11 @@ def states_a_preference(user_text: str) -> bool:
     return any(_PREFERENCE.search(s) for s in _SENTENCE.split(user_text.strip()))
 
 
-def preferences(user_text: str, message_id: str | None) -> Iterator[Observation]:
-    """The user's explicit corrections and standing instructions, one per sentence."""
+def preferences(
+    user_text: str, message_id: str | None, seen: str | None = None
+) -> Iterator[Observation]:
+    """The user's explicit corrections and standing instructions, one per sentence
+    (``seen``: the message as a replay names it)."""
     if message_id is None:
         return
     for sentence in _SENTENCE.split(user_text.strip()):
@@ -175,6 +199,7 @@ def preferences(user_text: str, message_id: str | None) -> Iterator[Observation]
                 "preference:" + re.sub(r"\W+", " ", sentence.lower()).strip(),
                 f"The user asked: “{sentence}”",
                 (Evidence("user-stated", message_id=message_id),),
+                seen,
             )
 
 
@@ -184,12 +209,14 @@ def observe(
     session_id: str,
     user_text: str = "",
     user_id: str | None = None,
+    user_seen: str | None = None,
 ) -> list[Observation]:
     """Everything one request's new tool calls (after the session's ``earlier`` ones) and
-    the user's latest words teach."""
+    the user's latest words (transcript id ``user_id``, named ``user_seen`` by a replay)
+    teach."""
     return [
         *recoveries(earlier, new, session_id),
         *environment(new, session_id),
         *architecture(new),
-        *preferences(user_text, user_id),
+        *preferences(user_text, user_id, user_seen),
     ]

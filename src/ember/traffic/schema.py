@@ -16,6 +16,13 @@ SQLite's ``REAL``.
 
 Bounds (rows per save state, age) are kept by ``ember.traffic.sightings.prune``; the indexes
 are the ones its deletes walk.
+
+``traffic_seen``: the messages each lesson was counted for (``Observation.pointer``), one row
+per (lesson, message). A client resuming a session after a restart sends its whole history
+again; a count kept in the proxy's memory forgot what it had counted, so a mistake made once
+was counted a second time and saved as a lesson. Kept beside the lesson, the row outlives the
+proxy: a message already counted is never counted again. Its rows go with their lesson's, and
+each lesson keeps its most recent ``MAX_SEEN_PER_LESSON`` only (``sightings``).
 """
 
 from __future__ import annotations
@@ -53,6 +60,27 @@ TRAFFIC: tuple[Migration, ...] = (
         );
         CREATE INDEX traffic_sightings_by_state ON traffic_sightings(saved, last_seen);
         CREATE INDEX traffic_sightings_by_age ON traffic_sightings(last_seen);
+        """,
+    ),
+    Migration(
+        "traffic_0002_seen",
+        """
+        CREATE TABLE traffic_seen (
+            key TEXT NOT NULL CHECK (key <> ''),
+            pointer TEXT NOT NULL CHECK (pointer <> ''),  -- the message it was counted for
+            seen_at REAL NOT NULL,
+            PRIMARY KEY (key, pointer)
+        );
+        CREATE INDEX traffic_seen_by_age ON traffic_seen(key, seen_at);
+        """,
+        postgres="""
+        CREATE TABLE traffic_seen (
+            key TEXT NOT NULL CHECK (key <> ''),
+            pointer TEXT NOT NULL CHECK (pointer <> ''),
+            seen_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (key, pointer)
+        );
+        CREATE INDEX traffic_seen_by_age ON traffic_seen(key, seen_at);
         """,
     ),
 )

@@ -11,6 +11,10 @@ Every function taking a connection runs inside a write job of the file's one own
 writing the row back is one transaction, so two proxies of one project (two terminals, each
 running ``ember wrap``) never both count from the same old row, and only one of them hands the
 lesson out. Nothing is read on the request path: the stage only queues the job.
+
+A sighting counts once per message it was seen in (``Observation.pointer``, kept in
+``traffic_seen``): a session resumed after a restart sends its history again, and the mistake
+in it, made once, must not become a lesson seen twice.
 """
 
 from __future__ import annotations
@@ -28,14 +32,24 @@ from ember.traffic.learner import MAX_PENDING, MAX_SAVED, MIN_EVIDENCE, Sighting
 from ember.traffic.patterns import Category, Observation
 
 _COLUMNS = "key, category, content, count, evidence, saved, first_seen, last_seen"
-#: The rows of one save state past the ``keep`` most recently seen. A window function, not
+#: Messages kept per lesson in ``traffic_seen`` (the most recent): a replay of a conversation
+#: older than the last 256 sightings of a lesson already saved may raise its count, never save it
+#: again (a pending lesson has fewer sightings than its threshold).
+MAX_SEEN_PER_LESSON = 256
+#: The keys of one save state past the ``keep`` most recently seen. A window function, not
 #: ``rowid ... LIMIT -1 OFFSET``: one statement both SQLite and PostgreSQL (issue #24) run,
 #: where PostgreSQL has no rowid and no ``LIMIT -1``. Ties on ``last_seen`` go by key, so
 #: both backends keep the same rows.
 _PAST_BOUND = (
-    "DELETE FROM traffic_sightings WHERE key IN (SELECT key FROM (SELECT key, ROW_NUMBER() "
+    "SELECT key FROM (SELECT key, ROW_NUMBER() "
     "OVER (ORDER BY last_seen DESC, key DESC) AS n FROM traffic_sightings WHERE saved = ?) "
-    "AS ranked WHERE n > ?)"
+    "AS ranked WHERE n > ?"
+)
+_TOO_OLD = "SELECT key FROM traffic_sightings WHERE last_seen < ? AND category = ?"
+#: A lesson's messages older than its ``MAX_SEEN_PER_LESSON`` most recent.
+_TRIM_SEEN = (
+    "DELETE FROM traffic_seen WHERE key = ? AND seen_at < (SELECT seen_at FROM traffic_seen "
+    "WHERE key = ? ORDER BY seen_at DESC LIMIT 1 OFFSET ?)"
 )
 
 
@@ -56,17 +70,22 @@ class Sightings:
     def record(
         self, conn: Connection, found: Sequence[Observation], now: float
     ) -> list[Observation]:
-        """Count one sighting of each observation (in order: one lesson twice in a request is
-        two sightings); the facts that reached their threshold now, each with the evidence of
-        all its sightings, marked saved in the same transaction. A new lesson's row prunes
+        """Count one sighting of each observation (in order: one lesson seen in two messages
+        of a request is two sightings; a message it was counted for already, now or before,
+        counts nothing); the facts that reached their threshold now, each with the evidence
+        of all its sightings, marked saved in the same transaction. A new lesson's row prunes
         the table back to its bounds."""
         one_writer(conn)  # on PostgreSQL, two proxies never count from the same old row
         ready: list[Observation] = []
         grew = False
         for obs in found:
+            if not _first_count(conn, obs, now):
+                continue
             entry, fact = sight(load(conn, obs.key), obs, now, self.min_evidence)
             _put(conn, entry)
             grew = grew or entry.count == 1
+            if entry.count > MAX_SEEN_PER_LESSON:
+                conn.execute(_TRIM_SEEN, (obs.key, obs.key, MAX_SEEN_PER_LESSON - 1))
             if fact is not None:
                 ready.append(fact)
         if grew:
@@ -78,12 +97,9 @@ class Sightings:
         soonest, after 21 days), then all but the most recently seen ``max_pending`` pending
         and ``max_saved`` saved ones."""
         for category in Category:
-            conn.execute(
-                "DELETE FROM traffic_sightings WHERE last_seen < ? AND category = ?",
-                (now - max_age(category), category.value),
-            )
+            _delete(conn, _TOO_OLD, (now - max_age(category), category.value))
         for saved, keep in ((0, self.max_pending), (1, self.max_saved)):
-            conn.execute(_PAST_BOUND, (saved, keep))
+            _delete(conn, _PAST_BOUND, (saved, keep))
 
     def release(self, conn: Connection, keys: Sequence[str]) -> None:
         """Facts handed out whose memory could not be written: pending again, count and
@@ -94,7 +110,30 @@ class Sightings:
 
     def forget(self, conn: Connection, keys: Sequence[str]) -> None:
         """Facts whose evidence did not hold: learned again from their next sighting on."""
+        conn.executemany("DELETE FROM traffic_seen WHERE key = ?", [(k,) for k in keys])
         conn.executemany("DELETE FROM traffic_sightings WHERE key = ?", [(k,) for k in keys])
+
+
+def _first_count(conn: Connection, obs: Observation, now: float) -> bool:
+    """Whether ``obs`` is the first sighting of its lesson in its message (and notes that it
+    was): False for a message the lesson was counted for already, by this proxy or an
+    earlier one. An observation naming no message always counts."""
+    pointer = obs.pointer
+    if not pointer:
+        return True
+    cur = conn.execute(
+        "INSERT INTO traffic_seen (key, pointer, seen_at) VALUES (?, ?, ?) "
+        "ON CONFLICT (key, pointer) DO NOTHING",
+        (obs.key, pointer, now),
+    )
+    return bool(cur.rowcount)
+
+
+def _delete(conn: Connection, keys: str, args: tuple[object, ...]) -> None:
+    """Lessons (``keys``: a query of their keys) gone, with the messages they were counted
+    for."""
+    conn.execute(f"DELETE FROM traffic_seen WHERE key IN ({keys})", args)
+    conn.execute(f"DELETE FROM traffic_sightings WHERE key IN ({keys})", args)
 
 
 def load(conn: Connection, key: str) -> Sighting | None:

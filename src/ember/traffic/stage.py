@@ -9,7 +9,11 @@ evidence is not saved): fail closed for data, fail open for the request — noth
 change or fail the user's request.
 
 Sightings are counted in the project's own database (``sightings``), not in this process: a
-lesson seen once in each of two sessions is saved even when each ran through its own proxy.
+lesson seen once in each of two sessions is saved even when each ran through its own proxy,
+and one seen in a message counted before (a resumed session's history, sent again through a
+new proxy) is not counted again. Such a message is named as every replay names it
+(``replay_name``), not by its transcript id: Claude Code's ``--continue`` and ``--resume``
+resume under a new session id, which changes every transcript id of the history.
 The request path only queues the write job (no read, no wait); what reached its threshold is
 saved by a background task, and a save mark stands only for a memory that was written (a save
 that failed releases its lessons, so their next sighting saves them).
@@ -143,8 +147,9 @@ class TrafficStage(Stage):
         new = _new_runs(items, tool_calls(ex.adapter, body), ids, book)
         user = next((i for i in reversed(items) if i.kind == "user"), None)
         user_id = ids[id(user)] if user is not None and book.first_sight(ids[id(user)]) else None
+        said = replay_name(items, user) if user_id and user else None
         found = observe(
-            list(book.recent), new, session, user.text if user_id and user else "", user_id
+            list(book.recent), new, session, user.text if user_id and user else "", user_id, said
         )
         book.recent.extend(new)
         if not found:
@@ -237,8 +242,21 @@ def _new_runs(
         call = calls.get(item.call_ids[0])
         tool = item.tool_name or (call.name if call is not None else "")
         args = call.arguments if call is not None else {}
-        runs.append(ToolRun(tool, args, item.text, item.kind == "tool_error", ids[id(item)]))
+        error = item.kind == "tool_error"
+        named = replay_name(items, item)
+        runs.append(ToolRun(tool, args, item.text, error, ids[id(item)], named))
     return runs
+
+
+def replay_name(items: Sequence[TranscriptItem], item: TranscriptItem) -> str:
+    """``item`` as any replay of its conversation names it, whatever the session id and
+    generation it is recorded under: a tool result by its call's id (the provider minted it,
+    the client sends it back verbatim), anything else by the conversation's first message,
+    its place and its words (``message_id`` with that first message for the session)."""
+    if item.call_ids:
+        return "call:" + item.call_ids[0]
+    root = item_digest(items[0]) if items else ""
+    return "said:" + message_id(root, 0, item.position, item.part, item_digest(item))
 
 
 def _checked(conn: Any, facts: list[Observation]) -> dict[str, tuple[Evidence, ...]]:
