@@ -16,6 +16,7 @@ from ember.memory.errors import (
     MemoryInputError,
     MemoryNotFound,
     MemoryStoreError,
+    SecretRefused,
     VectorIndexUnavailable,
 )
 from ember.memory.extraction import (
@@ -67,6 +68,7 @@ __all__ = [
     "SavePayload",
     "SaveResult",
     "Scope",
+    "SecretRefused",
     "VectorIndexUnavailable",
     "derive_scope",
     "render_block",

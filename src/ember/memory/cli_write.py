@@ -24,9 +24,10 @@ from ember.cli.options import config_option, json_option, project_options
 from ember.memory.cli_target import not_found, resolve, warn_unembedded, writing
 from ember.memory.cli_view import echo_json
 from ember.memory.core import HierarchicalMemory
-from ember.memory.errors import MemoryInputError
-from ember.memory.importing import parse_lines
+from ember.memory.errors import MemoryInputError, SecretRefused
+from ember.memory.importing import parse_lines, secrets_in
 from ember.memory.models import TURN, NewMemory
+from ember.redaction import redact
 
 _BATCH = 256
 
@@ -61,8 +62,17 @@ def add_cmd(
     as_json: bool,
     config_file: Path | None,
 ) -> None:
-    """Remember TEXT in the project (an identical current fact is not stored twice)."""
+    """Remember TEXT in the project (an identical current fact is not stored twice).
+
+    A secret in TEXT (a key, a token, a password) is never stored: it is masked, or the fact
+    is refused when the secret is all it says."""
     meta = _parse_metadata(metadata)
+    found = redact(text)
+    if found.only_secret:
+        raise SecretRefused(
+            f"not stored, {found.reason()}: say what the secret is for and where it is "
+            "kept (a vault, an environment variable), never its value"
+        )
     with writing(resolve(project_id, cwd, config_file)) as store:
         m = store.add(
             text,
@@ -75,9 +85,11 @@ def add_cmd(
         )
         warn_unembedded(store)
     if as_json:
-        echo_json(m.to_json())
+        echo_json({**m.to_json(), "redacted": list(found.kinds)})
     else:
         click.echo(f"[{m.id}] {m.content}")
+        if found.found:
+            click.echo(f"note: {found.reason()} before storing", err=True)
 
 
 def _parse_metadata(raw: str | None) -> dict[str, Any]:
@@ -121,16 +133,20 @@ def import_cmd(
     is written; the other lines are imported. Exit status 1 if any line was bad.
     """
     errors: list[tuple[int, str]] = []
+    masked: list[tuple[int, str]] = []
     with writing(resolve(project_id, cwd, config_file)) as store:
-        imported = _import_file(store, file, errors, show_progress=not as_json, turns=turns)
+        imported = _import_file(store, file, errors, masked, show_progress=not as_json, turns=turns)
         warn_unembedded(store)
         path = store.path
     if as_json:
         bad = [{"line": n, "error": e} for n, e in errors]
-        echo_json({"imported": imported, "errors": bad, "db": str(path)})
+        red = [{"line": n, "redacted": r} for n, r in masked]
+        echo_json({"imported": imported, "errors": bad, "redacted": red, "db": str(path)})
     else:
         for _, e in errors:
             click.echo(f"{file}: {e}", err=True)
+        for n, r in masked:
+            click.echo(f"{file}: line {n}: {r} before storing", err=True)
         click.echo(f"Imported {imported} memories from {file}; {len(errors)} bad lines.")
     if errors:
         sys.exit(1)
@@ -140,6 +156,7 @@ def _import_file(
     store: HierarchicalMemory,
     file: Path,
     errors: list[tuple[int, str]],
+    masked: list[tuple[int, str]],
     *,
     show_progress: bool,
     turns: bool = False,
@@ -168,6 +185,8 @@ def _import_file(
                 errors.append((lineno, str(item)))
                 bar.advance(task)
                 continue
+            if (said := secrets_in(item)) is not None:
+                masked.append((lineno, said))
             batch.append(dataclasses.replace(item, category=TURN) if turns else item)
             if len(batch) >= _BATCH:
                 imported += len(store.add_many(batch, dedup=not turns))

@@ -1,12 +1,20 @@
-"""Turning caller input into a ``Memory`` value (pure): validation, ids, hashes, times."""
+"""Turning caller input into a ``Memory`` value (pure): validation, ids, hashes, times.
+
+Every write of every door (shadow, steward, traffic learning, MCP, tool mode, ``memory
+add``/``import``, updates and supersessions) passes through ``draft``, so it is where a secret
+is stopped for good: masked in the content and metadata, or the fact refused when the secret
+is all it says (``SecretRefused``). A door that wants to tell its user why asks
+``ember.redaction`` itself first; this is the guard that holds when a door forgets."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from typing import Any
 
-from ember.memory.errors import MemoryInputError
+from ember.memory.errors import MemoryInputError, SecretRefused
 from ember.memory.models import Memory, NewMemory, content_hash
+from ember.redaction import mask, redact
 
 MAX_CONTENT = 20_000
 
@@ -27,6 +35,13 @@ def draft(item: NewMemory, memory_id: str, now: float) -> Memory:
     content = item.content.strip() if isinstance(item.content, str) else ""
     if not content:
         raise MemoryInputError("content: must be a non-empty string")
+    found = redact(content)
+    if found.only_secret:
+        raise SecretRefused(
+            f"content: {found.reason()}; say what the secret is for and where it is kept, "
+            "never its value"
+        )
+    content = found.text
     if len(content) > MAX_CONTENT:
         raise MemoryInputError(f"content: longer than {MAX_CONTENT} characters; split it")
     try:
@@ -49,6 +64,18 @@ def draft(item: NewMemory, memory_id: str, now: float) -> Memory:
         agent_id=clean_id(item.agent_id),
         turn_id=clean_id(item.turn_id),
         category=clean_id(item.category),
-        metadata=dict(item.metadata),
+        metadata=_masked(item.metadata),
         content_hash=content_hash(content),
     )
+
+
+def _masked(value: Any) -> Any:
+    """``value`` (JSON-like) with every string in it masked: metadata is stored and shown
+    with the memory, so a key in it would leak as surely as one in the content."""
+    if isinstance(value, str):
+        return mask(value)
+    if isinstance(value, Mapping):
+        return {k: _masked(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_masked(v) for v in value]
+    return value

@@ -3,6 +3,7 @@
     EmberError
      +-- MemoryError_            anything the memory library raises on purpose
           +-- MemoryInputError   bad input (import line, save payload): what, and the fix
+          |    +-- SecretRefused  the fact is nothing but a secret (a key, a password)
           +-- MemoryNotFound     no memory with that id in this project
           +-- MemoryStoreError   the project's memory file cannot be opened or written
                +-- VectorIndexUnavailable  the requested vector index cannot be loaded
@@ -26,6 +27,10 @@ class MemoryError_(EmberError):  # the builtin name MemoryError is taken
 
 class MemoryInputError(MemoryError_):
     """Input that cannot become a memory; the message names the field and the fix."""
+
+
+class SecretRefused(MemoryInputError):
+    """The fact is nothing but a secret: a memory never holds one (``ember.redaction``)."""
 
 
 class MemoryNotFound(MemoryError_):

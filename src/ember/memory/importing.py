@@ -4,7 +4,9 @@
 "user_id"?: str, "session_id"?: str, "agent_id"?: str}``. A bad line raises
 ``MemoryInputError`` naming its line number, the field and the fix; the caller skips it and
 writes nothing of it. Unknown keys are refused rather than dropped: ``"importnace": 0.9``
-silently imported at the default importance is a bug the user would never see.
+silently imported at the default importance is a bug the user would never see. A line that
+is nothing but a secret is refused the same way; a secret inside a fact is masked when the
+fact is stored (``memory.drafting``), and ``secrets_in`` lets the command say where.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import orjson
 
 from ember.memory.errors import MemoryInputError
 from ember.memory.models import NewMemory
+from ember.redaction import redact
 
 KEYS = ("content", "metadata", "created_at", "importance", "user_id", "session_id", "agent_id")
 
@@ -55,6 +58,9 @@ def parse_line(lineno: int, line: str | bytes) -> NewMemory:
     content = _text(obj, "content", lineno)
     if content is None or not content.strip():
         raise _fail(lineno, '"content" is required and must be a non-empty string')
+    found = redact(content)
+    if found.only_secret:
+        raise _fail(lineno, f'"content": {found.reason()}; nothing of the line was stored')
     importance = obj.get("importance", 0.5)
     if isinstance(importance, bool) or not isinstance(importance, int | float):
         raise _fail(lineno, f'"importance" must be a number between 0 and 1, got {importance!r}')
@@ -92,3 +98,9 @@ def parse_lines(
             yield lineno, parse_line(lineno, raw)
         except MemoryInputError as exc:
             yield lineno, exc
+
+
+def secrets_in(item: NewMemory) -> str | None:
+    """What will be masked in ``item`` when it is stored (None: nothing), for the user."""
+    found = redact(item.content)
+    return found.reason() if found.found else None

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ember.redaction import redact
+
 EvidenceKind = Literal["user-stated", "user-accepted", "tool-verified", "observed-outcome"]
 RunPath = Literal["hot", "cold"]
 RunStatus = Literal["running", "completed", "failed", "cancelled", "skipped"]
@@ -83,13 +85,30 @@ def parse_facts(batch: Any) -> list[ParsedFact]:
         raise ValueError('the answer is not {"facts": [...]}')
     out = []
     for raw in facts[:MAX_FACTS]:
+        masked = _masked(raw)
         try:
-            out.append(ParsedFact(raw, FactIn.model_validate(raw), None))
+            fact = FactIn.model_validate(masked)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "fact"
-            out.append(ParsedFact(raw, None, f"schema: {where}: {first['msg']}"))
+            out.append(ParsedFact(masked, None, f"schema: {where}: {first['msg']}"))
+            continue
+        found = redact(raw["content"]) if isinstance(raw, dict) else None
+        if found is not None and found.only_secret:
+            out.append(ParsedFact(masked, None, f"secret: {found.reason()}"))
+        else:
+            out.append(ParsedFact(masked, fact, None))
     return out
+
+
+def _masked(raw: Any) -> Any:
+    """The proposed fact with any secret in its content masked: a proposal is stored even
+    when it is refused, and its row must never hold what a memory may not (a fact that is
+    nothing but the secret is then refused by ``parse_facts``)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("content"), str):
+        return raw
+    text = redact(raw["content"]).text
+    return raw if text == raw["content"] else {**raw, "content": text}
 
 
 @dataclass

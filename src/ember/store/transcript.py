@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ember.protocols.transcript import Said, item_digest
+from ember.redaction import mask
 from ember.store.driver import Connection
 from ember.store.pg.serial import one_writer
 
@@ -90,6 +91,8 @@ class Row:
     content: str
 
     def values(self, now: float) -> tuple[object, ...]:
+        """The row as inserted, its text masked here: on the writer's thread, not on the
+        event loop that built the row (a 20 KB tool result costs ~1 ms to screen)."""
         return (
             self.id,
             self.session_id,
@@ -99,7 +102,7 @@ class Row:
             self.role,
             self.kind,
             self.digest,
-            self.content,
+            mask(self.content),
             now,
         )
 
@@ -132,10 +135,13 @@ def _extends(lineage: Lineage, digests: Sequence[str]) -> bool:
 
 def stored_text(text: str) -> str:
     """What is stored of a message's text: its start (``MAX_CONTENT_CHARS``), with each NUL
-    character as U+FFFD. PostgreSQL's ``text`` cannot hold a NUL: a tool result that printed
-    one (a binary file read) would fail the whole transcript write there. The same rule on
-    both backends keeps a project's rows equal wherever they are stored; the message's id
-    and digest are of its text as said, so nothing that points at it moves."""
+    character as U+FFFD; every secret in it is masked when the row is written
+    (``Row.values``). PostgreSQL's ``text`` cannot hold a NUL: a tool result that printed one
+    (a binary file read) would fail the whole transcript write there. A key the user pasted
+    would otherwise sit in the project's database, be shown as evidence on the dashboard and
+    be read back by a cold shadow run. The same rule on both backends keeps a project's rows
+    equal wherever they are stored; the message's id and digest are of its text as said, so
+    nothing that points at it moves."""
     return text[:MAX_CONTENT_CHARS].replace("\x00", "\ufffd")
 
 
@@ -181,8 +187,9 @@ def insert_rows(conn: Connection, rows: Sequence[Row]) -> None:
     10 may commit after one that took seq 11: the insert holds its schema's writer lock
     (``store.pg.serial.one_writer``; a write batch holds it from its start), so the next
     insert takes its seq only after the previous one committed."""
+    values = [r.values(time.time()) for r in rows]  # (masked before the writer lock is taken)
     one_writer(conn)
-    conn.executemany(_INSERT, [r.values(time.time()) for r in rows])
+    conn.executemany(_INSERT, values)
 
 
 def load_lineage(conn: Connection, session_id: str) -> Lineage | None:
