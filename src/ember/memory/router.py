@@ -27,6 +27,8 @@ from pathlib import Path
 
 from ember.config import Settings
 from ember.memory.core import HierarchicalMemory
+from ember.memory.errors import MemoryError_, store_errors
+from ember.memory.scrub import scrub
 from ember.memory.settings import MemorySettings
 from ember.memory.share import CpuShare, MachineIdle
 from ember.memory.vectors import EmbedderSource
@@ -66,13 +68,20 @@ class MemoryRouter:
         self.share = CpuShare(self._options.memory_cpu_share, idle=MachineIdle())
 
     def _open(self, path: Path) -> HierarchicalMemory:
-        return HierarchicalMemory(
+        """The store, with any secret an older ember kept in it masked (once per store)."""
+        store = HierarchicalMemory(
             self._storage.database(path),
             self._embedder,
             vector_index=self._settings.memory_vector_index,
             time_aware=self._options.memory_time_aware,
             cpu_share=self.share,
         )
+        failures: tuple[type[Exception], ...] = (MemoryError_, *store_errors())
+        try:
+            scrub(store)
+        except failures as exc:  # the store still serves; the next open tries again
+            log.warning("memory: could not mask stored secrets in %s: %s", path, exc)
+        return store
 
     def path_for(self, project: ProjectRef | None) -> Path | None:
         """The database a project's memories live in; None means fail closed."""
