@@ -175,3 +175,12 @@ def test_a_linked_worktree_uses_the_main_repositorys_exclude_file(tmp_path: Path
         check=True,
     ).stdout
     assert status == ""
+
+
+def test_a_lesson_that_quotes_a_key_is_written_with_the_key_masked(tmp_path: Path) -> None:
+    token = "ghp_" + "Zx8Cv2Bn6Mq4Wr0Ty3Ui7Op1As5Df9Gh2Jk8L"
+    lesson = f"Push tags with `git push https://bot:{token}@github.com/acme/app` from CI"
+    written = run(tmp_path, [R("Release", lesson)], agent="codex")
+    text = "".join(p.read_text() for p in written)
+    assert token not in text
+    assert "git push https://bot:[redacted" in text

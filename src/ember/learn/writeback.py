@@ -32,6 +32,7 @@ from typing import Protocol
 from ember.errors import EmberError
 from ember.fsutil import write_bytes
 from ember.markers import Markers
+from ember.redaction import mask
 
 LEARN = Markers("learn")
 TITLE = "## Learned from past sessions"
@@ -135,10 +136,12 @@ def parse_sections(body: str | None) -> dict[str, str]:
 
 
 def render_items(texts: Iterable[str]) -> str:
-    """One markdown bullet per recommendation (continuation lines indented under it)."""
+    """One markdown bullet per recommendation (continuation lines indented under it), with
+    any secret masked: a lesson learned from a log that held a key (a command with a token,
+    a connection string) must not put it into a file the agent reads every session."""
     out: list[str] = []
     for text in texts:
-        lines = [ln.rstrip() for ln in text.strip().splitlines()] or [""]
+        lines = [ln.rstrip() for ln in mask(text).strip().splitlines()] or [""]
         first = lines[0] if lines[0].startswith(("- ", "* ")) else "- " + lines[0]
         out.append("\n".join([first, *("  " + ln if ln else "" for ln in lines[1:])]))
     return "\n".join(out)

@@ -105,3 +105,14 @@ def test_default_destinations(tmp_path: Path) -> None:
     )
     assert default_dest("claude", None, tmp_path) is None
     assert claude_project_dir("/a/b", Path("/c")) == Path("/c/projects/-a-b")
+
+
+@pytest.mark.parametrize("fmt", sorted(WRITERS))
+def test_an_exported_file_never_holds_a_secret_a_store_still_has(fmt: str) -> None:
+    """A memory an older ember stored with a password: the file every session reads gets
+    the fact with the password masked."""
+    held = mem(1, "Staging DB is postgres://shop:Xk9-pa55w0rd@staging-db.internal/shop")
+    body, kept, _ = render(writer_for(fmt), [held], NOW)
+    assert kept == 1
+    assert "Xk9-pa55w0rd" not in body
+    assert "postgres://shop:[redacted password in a URL]@staging-db.internal/shop" in body

@@ -21,6 +21,7 @@ from pathlib import Path
 from ember.memory.models import Memory
 from ember.memory.writers import markers
 from ember.memory.writers.rank import select
+from ember.redaction import mask
 from ember.tokens import count_tokens
 
 
@@ -87,8 +88,11 @@ def default_dest(fmt: str, project_root: str | None, user_home: Path) -> Path | 
 
 
 def _line(m: Memory) -> str:
+    """One memory as its bullet, any secret masked: an exported file is read by every
+    session of the agent (and often committed), so a key a store may still hold from an
+    older ember never reaches it."""
     day = datetime.fromtimestamp(m.created_at, UTC).strftime("%Y-%m-%d")
-    return f"- {' '.join(m.content.split())} ({day})"
+    return f"- {' '.join(mask(m.content).split())} ({day})"
 
 
 def render(writer: Writer, memories: Sequence[Memory], now: float) -> tuple[str, int, int]:
