@@ -52,6 +52,22 @@ if TYPE_CHECKING:
 #: never read).
 FirstTouch = Callable[[Connection], None]
 
+
+@dataclass(frozen=True)
+class Opened:
+    """A generation of a session as this process first records a request of it: the request's
+    own messages end before ``answer_at`` (where its answer is recorded)."""
+
+    session_id: str
+    generation: int
+    answer_at: int
+
+
+#: Part of the write job that records the first request of each generation a process records
+#: (after its rows): shadow memory marks there where it starts reading the generation, from
+#: what the request itself holds — never from what some earlier recording left behind.
+OpenedHook = Callable[[Connection, Opened], None]
+
 #: ``Exchange.state`` slots: the request's number, and its recording (a task, shared).
 _SEQ = "transcript.seq"
 _RECORDED = "transcript.recorded"
@@ -88,6 +104,8 @@ class _Thread:
     issued: int = 0
     recorded_seq: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: the generation the ``OpenedHook``s last ran for (0: none yet)
+    opened: int = 0
 
 
 class Transcripts:
@@ -100,12 +118,19 @@ class Transcripts:
         self.home = home
         self.sessions = sessions
         self._first_touch: list[FirstTouch] = []
+        self._opened: list[OpenedHook] = []
         self._touched: set[Path] = set()
 
     def before_first_record(self, hook: FirstTouch) -> None:
         """Run ``hook`` (a write job) in each project database before this process records
         its first message there."""
         self._first_touch.append(hook)
+
+    def on_opened(self, hook: OpenedHook) -> None:
+        """Run ``hook`` in the write job recording the first request of each generation of a
+        session this process records (once more after the thread was forgotten: the hook must
+        keep what the first run wrote)."""
+        self._opened.append(hook)
 
     def database(self, project: ProjectRef) -> Database:
         return self.storage.database(project.db_path(self.home))
@@ -197,8 +222,20 @@ class Transcripts:
         before = thread.lineage
         rows, lineage = _rows(turn, before, latest)
         thread.lineage = lineage
-        if rows or lineage != before:  # a resent request that adds nothing writes nothing
-            await db.awrite(lambda c: _save(c, turn.session_id, rows, lineage), label="transcript")
+        opening = self._opened if thread.opened != lineage.generation else []
+        thread.opened = lineage.generation
+        if rows or lineage != before or opening:  # a resent request that adds nothing: nothing
+            answer_at = turn.adapter.message_count(turn.body) + _continuation_offset(
+                turn.body, before
+            )
+            opened = Opened(turn.session_id, lineage.generation, answer_at)
+
+            def job(c: Connection) -> None:
+                _save(c, turn.session_id, rows, lineage)
+                for hook in opening:
+                    hook(c, opened)
+
+            await db.awrite(job, label="transcript")
         return before, lineage
 
 

@@ -120,3 +120,58 @@ def test_the_activation_watermark_is_written_once(db: Database) -> None:
     first = db.write(cursors.activate)
     add(db, "s", 1, 3, start=2)
     assert db.write(cursors.activate) == first
+
+
+def conversation(db: Database, session: str, roles: str, start: int = 0) -> list[int]:
+    """Messages at positions ``start``.. (``u``: the user's; ``a``, ``A``: an answer); the
+    seqs of all the session's messages."""
+    rows = []
+    for i, r in enumerate(roles, start):
+        role = "user" if r == "u" else "assistant"
+        rows.append(Row(f"c-{session}-{i}", session, 1, i, 0, role, role, f"d{i}", f"said {i}"))
+    db.write(lambda c: insert_rows(c, rows))
+    sql = "SELECT seq FROM transcript_messages WHERE session_id=? ORDER BY seq"
+    return db.read(lambda c: [int(r[0]) for r in c.execute(sql, (session,))])
+
+
+def test_a_generation_starts_after_the_last_answer_its_first_request_held(db: Database) -> None:
+    """The request came back with ``u a u a u`` (answered at position 5): the first four are
+    history, the new turn and the answer are read — none of it depends on the watermark."""
+    db.write(cursors.activate)
+    seqs = conversation(db, "s", "uauauA")  # the request and its answer
+    db.write(lambda c: cursors.mark_start(c, "s", 1, 5))
+    c = cursor(db, "s", 1)
+    assert (c.initialization, c.baseline) == ("enabled", seqs[3])
+    # marked once: a later request (or a restarted proxy) does not move it
+    conversation(db, "s", "uA", start=6)
+    db.write(lambda c: cursors.mark_start(c, "s", 1, 7))
+    assert db.read(lambda c: cursors.start(c, "s", 1)) == seqs[3]
+
+
+def test_a_conversation_first_seen_at_its_first_message_is_read_whole(db: Database) -> None:
+    conversation(db, "s", "u")
+    db.write(cursors.activate)  # everything so far is below the watermark
+    conversation(db, "s", "A", start=1)
+    db.write(lambda c: cursors.mark_start(c, "s", 1, 1))
+    c = cursor(db, "s", 1)
+    assert c.baseline == 0
+    assert len(db.read(lambda conn: unread(conn, "s", 1, c.ready))) == 2
+
+
+def test_the_start_does_not_depend_on_what_was_recorded_before_enablement(
+    db: Database,
+) -> None:
+    """Two sessions come back with the same request; the first was partly recorded before
+    shadow memory was enabled, the second not at all. Both are read from the same turn."""
+    early = conversation(db, "recorded", "uau")  # recorded by another feature, shadow off
+    db.write(cursors.activate)
+    seqs = {"recorded": early + conversation(db, "recorded", "auA", start=3)[3:]}
+    seqs["unrecorded"] = conversation(db, "unrecorded", "uauauA")
+    for session in seqs:
+        db.write(lambda c, s=session: cursors.mark_start(c, s, 1, 5))
+    read = {}
+    for s in seqs:
+        baseline = cursor(db, s, 1).baseline
+        left = db.read(lambda conn, s=s, b=baseline: unread(conn, s, 1, b))
+        read[s] = [m.position for m in left]
+    assert read == {"recorded": [4, 5], "unrecorded": [4, 5]}

@@ -35,8 +35,7 @@ def settings(home: Path, upstream: str, **more: Any) -> Settings:
         env={"EMBER_HOME": str(home)},
         anthropic_url=upstream,
         openai_url=upstream + "/v1",
-        shadow="off",
-        **more,
+        **{"shadow": "off", **more},
     )
 
 

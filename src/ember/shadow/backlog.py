@@ -31,7 +31,7 @@ PER_SWEEP = 4
 class Backlog:
     session_id: str
     generation: int
-    unread_from: int  # the highest seq already read (or skipped as history)
+    unread_from: int  # the highest seq already read (or skipped as history: ``cursors``)
     last_seq: int
 
 
@@ -41,7 +41,9 @@ SELECT t.session_id, t.generation, MAX(t.seq), MAX(t.created_at),
                  WHERE r.session_id = t.session_id AND r.generation = t.generation
                    AND r.status = 'completed'), 0),
        COALESCE((SELECT c.baseline_seq FROM shadow_cursors c
-                 WHERE c.session_id = t.session_id AND c.generation = t.generation), 0)
+                 WHERE c.session_id = t.session_id AND c.generation = t.generation),
+                (SELECT s.through_seq FROM shadow_starts s
+                 WHERE s.session_id = t.session_id AND s.generation = t.generation), 0)
 FROM transcript_messages t
 WHERE t.seq > (SELECT COALESCE(MAX(through_seq), 0) FROM shadow_activation)
   AND t.created_at >= ?

@@ -1,14 +1,27 @@
 """Where each session's shadow starts reading (seed 000 §7), initialised once, then its own.
 
+The rule: a conversation's history from before shadow memory first saw it is never read;
+everything said from then on is. "Seen" is the first request of the conversation (of each
+generation of it) recorded while shadow memory is on: what that request held up to its last
+answer is history, its new turn and all that follows are read. A conversation that starts
+while shadow memory is on is therefore read from its first message, and one that started
+before is read from the turn it came back with — whatever else recorded it in between
+(traffic learning records the transcript with shadow memory off; whether it happened to
+record part of a session must not move where shadow memory starts: that used to be the
+difference between reading a resumed session whole and reading its last turn).
+
 - The activation watermark: the project's highest transcript ``seq`` when shadow memory was
   first enabled for it. Written once (a trigger refuses an update).
+- The start of a generation (``shadow_starts``, ``mark_start``): the highest ``seq`` of its
+  history as the first request recorded with shadow memory on held it. Written once, in the
+  job that records that request, from that request alone.
 - A session's cursor, per generation, the first time its shadow runs:
   - if the steward has digested any generation of the session: ``steward``, and each
     generation's baseline is what the steward digested of it (its undigested backlog is the
     shadow's to read);
-  - otherwise ``enabled``: the baseline is the generation's last message at or before the
-    watermark — history from before enablement is skipped, only what comes after is read. A
-    generation born after enablement therefore starts from its beginning.
+  - otherwise ``enabled``: the baseline is the generation's start — or, for a generation
+    recorded with no start (by a proxy that had shadow memory off, or by an older version),
+    its last message at or before the watermark.
 - From then on the cursor moves only with the shadow's own completed runs:
   ``ready = max(baseline, the highest through_seq of a completed run)``. It never follows the
   steward again: the comparison needs two pipelines that read on their own, or the shadow
@@ -41,6 +54,31 @@ def activate(conn: Connection) -> int:
         (time.time(),),
     )
     return watermark(conn)
+
+
+def mark_start(conn: Connection, session_id: str, generation: int, answer_at: int) -> None:
+    """The generation's start, if it has none yet (a write job, after the rows of its first
+    request seen with shadow memory on; ``answer_at``: the position after that request's own
+    messages): its messages up to the request's last answer are history. A request with no
+    answer in it (a new conversation) has none: it is read from its first message."""
+    conn.execute(
+        "INSERT INTO shadow_starts (session_id, generation, through_seq, created_at) "
+        "SELECT ?, ?, COALESCE(MAX(seq), 0), ? FROM transcript_messages "
+        "WHERE session_id = ? AND generation = ? AND position <= ("
+        "SELECT COALESCE(MAX(position), -1) FROM transcript_messages "
+        "WHERE session_id = ? AND generation = ? AND role = 'assistant' AND position < ?) "
+        "ON CONFLICT (session_id, generation) DO NOTHING",
+        (session_id, generation, time.time(), *(session_id, generation) * 2, answer_at),
+    )
+
+
+def start(conn: Connection, session_id: str, generation: int) -> int | None:
+    """The generation's start (None: recorded with no start)."""
+    row = conn.execute(
+        "SELECT through_seq FROM shadow_starts WHERE session_id=? AND generation=?",
+        (session_id, generation),
+    ).fetchone()
+    return None if row is None else int(row[0])
 
 
 def watermark(conn: Connection) -> int:
@@ -93,6 +131,9 @@ def _initial(conn: Connection, session_id: str, generation: int) -> tuple[int, I
     if digested:
         mine = {int(g): int(t) for g, t in digested}
         return mine.get(generation, 0), "steward"
+    marked = start(conn, session_id, generation)
+    if marked is not None:
+        return marked, "enabled"
     row = conn.execute(
         "SELECT MAX(seq) FROM transcript_messages WHERE session_id=? AND generation=? AND seq<=?",
         (session_id, generation, watermark(conn)),

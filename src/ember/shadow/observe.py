@@ -44,7 +44,7 @@ from ember.store.database import Database
 from ember.store.driver import Connection
 from ember.store.registry import Storage
 from ember.store.transcript import by_ids
-from ember.transcripts import Recorded, Transcripts, Turn
+from ember.transcripts import Opened, Recorded, Transcripts, Turn
 
 #: Request headers that never belong to a background call (hop-by-hop, framing, and a
 #: WebSocket handshake's own: a shadow call is an HTTP POST even when its session spoke over a
@@ -135,6 +135,7 @@ class ShadowCore:
         counted = ShadowMetrics(metrics)
         self.transcripts = transcripts
         transcripts.before_first_record(_first_touch)
+        transcripts.on_opened(_opened)
         promote = self._promote if memories is not None else None
         runner = ShadowRunner(
             settings,
@@ -317,3 +318,9 @@ def _first_touch(conn: Connection) -> None:
     is never read)."""
     runs.close_interrupted(conn)
     cursors.activate(conn)
+
+
+def _opened(conn: Connection, opened: Opened) -> None:
+    """Where shadow memory starts reading a generation, from the first request of it recorded
+    with shadow memory on (``cursors``: history from before is never read)."""
+    cursors.mark_start(conn, opened.session_id, opened.generation, opened.answer_at)

@@ -185,4 +185,19 @@ SHADOW: tuple[Migration, ...] = (
         """,
         postgres=pg.LINEAGE,
     ),
+    Migration(
+        "shadow_0003_starts",
+        """
+        -- Where shadow memory starts reading each generation (cursors.mark_start): the
+        -- history its first request seen with shadow memory on held, whoever recorded it.
+        CREATE TABLE shadow_starts (
+            session_id TEXT NOT NULL,
+            generation INTEGER NOT NULL,
+            through_seq INTEGER NOT NULL CHECK (through_seq >= 0),
+            created_at REAL NOT NULL,
+            PRIMARY KEY (session_id, generation)
+        );
+        """,
+        postgres=pg.STARTS,
+    ),
 )

@@ -170,3 +170,13 @@ CREATE TABLE shadow_lineage (
     updated_at DOUBLE PRECISION NOT NULL
 );
 """
+
+STARTS = """
+CREATE TABLE shadow_starts (
+    session_id TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    through_seq BIGINT NOT NULL CHECK (through_seq >= 0),
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (session_id, generation)
+);
+"""
