@@ -104,6 +104,8 @@ class InjectionLedger:
             int(entry.busy),
         )
 
+        members = [(m, *row[:3], row[5]) for m in entry.memory_ids] if entry.block else []
+
         def insert(conn: Connection) -> None:
             conn.execute(  # SQL both backends accept
                 "INSERT INTO memory_injections (session_id, message_index, message_digest, "
@@ -111,6 +113,12 @@ class InjectionLedger:
                 "ON CONFLICT DO NOTHING",
                 row,
             )
+            if members:  # each memory's way back to this ask (memory/injected.py)
+                conn.executemany(
+                    "INSERT INTO memory_injected (memory_id, session_id, message_index, "
+                    "message_digest, created_at) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING",
+                    members,
+                )
 
         database = self._storage.database(db)
         if not database.health.ok:

@@ -154,3 +154,20 @@ CREATE TABLE memory_injections (
 INJECTIONS_BUSY = """
 ALTER TABLE memory_injections ADD COLUMN busy INTEGER NOT NULL DEFAULT 0;
 """
+
+INJECTED = """
+CREATE TABLE memory_injected (
+    memory_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    message_index INTEGER NOT NULL,
+    message_digest TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    cited INTEGER,
+    PRIMARY KEY (memory_id, session_id, message_index, message_digest)
+);
+INSERT INTO memory_injected (memory_id, session_id, message_index, message_digest, created_at)
+SELECT DISTINCT j.value, i.session_id, i.message_index, i.message_digest, i.created_at
+FROM memory_injections AS i CROSS JOIN LATERAL jsonb_array_elements_text(i.memory_ids::jsonb)
+    AS j(value)
+WHERE i.block != '';
+"""

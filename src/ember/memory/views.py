@@ -1,6 +1,7 @@
 """Memory on the dashboard (``Feature.views``): the project's memories with their provenance,
-search with the same breakdown as ``ember memory search --explain``, edit and forget, and what
-the proxy injected into each session.
+search with the same breakdown as ``ember memory search --explain``, edit and forget, what
+the proxy injected into each session, and the requests each memory went into
+(``ember.memory.injected``).
 
 Edits and deletions go through ``HierarchicalMemory`` on the process's own storage owner, the
 one the proxy writes with when it serves the page: the row, its vector, its keyword entry and
@@ -9,7 +10,6 @@ its evidence change in one transaction, as from the CLI.
 
 from __future__ import annotations
 
-import json
 import threading
 import weakref
 from pathlib import Path
@@ -17,8 +17,8 @@ from typing import Any
 
 from ember.memory.core import HierarchicalMemory
 from ember.memory.explain import explain_hit
+from ember.memory.injected import keep, memory_use, session_injections
 from ember.memory.settings import MemorySettings
-from ember.memory.used import cited
 from ember.models.factory import preload_from
 from ember.store.registry import Storage
 from ember.store.transcript import by_ids
@@ -94,7 +94,11 @@ def memory(ctx: ViewContext, q: Query) -> dict[str, Any]:
         raise ViewError(404, f"no memory {memory_id!r} in this project (forgotten?)")
     evidence = store.evidence(memory_id)
     ids = [e.message_id for e in evidence if e.message_id]
-    messages = ctx.project_db(q.needs_project()).read(lambda c: by_ids(c, ids)) if ids else {}
+    db = ctx.project_db(q.needs_project())
+    messages = db.read(lambda c: by_ids(c, ids)) if ids else {}
+    use = db.read(lambda c: memory_use(c, memory_id))
+    if use.settled and db.health.ok:  # kept, so the next look need not read them again
+        db.submit(lambda c: keep(c, memory_id, use.settled), label="citations", hold=False)
     return _row(m) | {
         "valid_from": m.valid_from,
         "valid_until": m.valid_until,
@@ -113,6 +117,7 @@ def memory(ctx: ViewContext, q: Query) -> dict[str, Any]:
             }
             for e in evidence
         ],
+        "injections": use.to_json(),
     }
 
 
@@ -139,47 +144,33 @@ def edit(ctx: ViewContext, q: Query) -> dict[str, Any]:
 
 
 def injections(ctx: ViewContext, q: Query) -> list[dict[str, Any]]:
-    """What the proxy appended to each ask of a session (the ledger), with its size and
-    whether the answers after it cite the memories (``ember.memory.used``)."""
+    """What the proxy appended to each ask of a session (the ledger), with its size, which
+    memories the answers after it cite (from the block as injected: a memory forgotten since
+    leaves the verdict as it was, ``ember.memory.injected``), and ``forgotten``: the ids no
+    longer in the project (the page links the others to their memory)."""
     session = q.text("session")
-    db = ctx.project_db(q.needs_project())
 
     def read(conn: Any) -> list[dict[str, Any]]:
-        rows = conn.execute(
-            "SELECT message_index, block, memory_ids, created_at, busy FROM memory_injections "
-            "WHERE session_id = ? ORDER BY created_at",
-            (session,),
-        ).fetchall()
-        answers = conn.execute(
-            "SELECT position, content FROM transcript_messages WHERE session_id = ? "
-            "AND role = 'assistant' ORDER BY seq",
-            (session,),
-        ).fetchall()
-        return [_injection(dict(r), [(a[0], a[1]) for a in answers]) for r in rows]
+        found = session_injections(conn, session)
+        ids = sorted({i for entry in found for i in entry["memory_ids"]})
+        held = set(present(conn, ids))
+        for entry in found:
+            entry["bytes"] = len(entry["block"].encode())
+            entry["tokens"] = count_tokens(entry["block"])
+            entry["forgotten"] = [i for i in entry["memory_ids"] if i not in held]
+        return found
 
-    found = db.read(read)
-    store = _store(ctx, q)
-    for entry in found:
-        texts = [m.content for i in entry["memory_ids"] if (m := store.get(i)) is not None]
-        entry["used"] = cited(texts, entry.pop("_answers")) if entry["_answered"] else None
-        del entry["_answered"]
-    return found
+    return ctx.project_db(q.needs_project()).read(read)
 
 
-def _injection(row: dict[str, Any], answers: list[tuple[int, str]]) -> dict[str, Any]:
-    block = row["block"] or ""
-    after = [text for position, text in answers if position > row["message_index"]][:4]
-    return {
-        "message_index": row["message_index"],
-        "block": block,
-        "memory_ids": json.loads(row["memory_ids"] or "[]"),
-        "created_at": row["created_at"],
-        "busy": bool(row["busy"]),
-        "bytes": len(block.encode()),
-        "tokens": count_tokens(block),
-        "_answers": after,
-        "_answered": bool(after),
-    }
+def present(conn: Any, ids: list[str]) -> list[str]:
+    """Those of ``ids`` the project still holds (current or in a memory's history)."""
+    out: list[str] = []
+    for start in range(0, len(ids), 500):  # SQLite's bound-parameter limit, with room
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        out += [r[0] for r in conn.execute(f"SELECT id FROM memories WHERE id IN ({marks})", chunk)]
+    return out
 
 
 def views() -> tuple[Route, ...]:
