@@ -177,3 +177,50 @@ def test_a_new_request_shows_up_without_reloading(
     run_agent(stack)
     until(browser, lambda d: "6\nrequests" in card())
     shot(browser, "6-live")
+
+
+def test_a_memory_and_the_requests_it_went_into_link_to_each_other(
+    make_stack: StackFactory, browser: webdriver.Chrome
+) -> None:
+    """From a request's injected block to each memory's page, which counts the requests it
+    went into and whether their answers cited it, and back to the session."""
+    stack = make_stack(stages="features")
+    ids = seed(stack.home, ACME, FACTS)
+    run_agent(stack)
+    browser.get(f"{stack.url}/ui/")
+    wait_for(browser, "#spend-chart")
+    click_tab(browser, "sessions")
+    rendered(browser, "sessions")
+    browser.find_element(By.CSS_SELECTOR, "#view tbody tr.click").click()
+    wait_for(browser, "#sessions tbody tr.click").click()
+    wait_for(browser, "#requests details.injection").click()
+    link = browser.find_element(By.CSS_SELECTOR, f'#requests a.memory-link[data-memory="{ids[0]}"]')
+    assert "cited" in (link.get_attribute("class") or "")  # the answers name the fix
+    link.click()
+    rendered(browser, "memory")
+    wait_for(browser, "#memory-requests")
+    counts = browser.find_element(By.CSS_SELECTOR, "#memory-requests .counts").text
+    assert counts.startswith("Injected into 1 request, cited in 1")
+    [row] = browser.find_elements(By.CSS_SELECTOR, "#memory-requests tbody tr")
+    assert "0a1b2c3d-0000-4000" in row.text and "cited" in row.text
+    shot(browser, "8-memory-requests")
+    row.click()
+    rendered(browser, "sessions")
+    wait_for(browser, "#requests details.injection")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#requests tbody tr")) == 3
+    errors = browser.find_element(By.ID, "error")
+    assert not errors.is_displayed(), errors.text
+
+
+def test_the_page_draws_an_empty_home(make_stack: StackFactory, browser: webdriver.Chrome) -> None:
+    """No request, no memory yet: every card says so, and no view fails."""
+    stack = make_stack(stages="features")
+    browser.get(f"{stack.url}/ui/")
+    wait_for(browser, "#spend-chart svg")
+    until(browser, lambda d: "$0.0000\nspend" in d.find_element(By.CSS_SELECTOR, ".cards").text)
+    click_tab(browser, "sessions")
+    rendered(browser, "sessions")
+    assert browser.find_element(By.CSS_SELECTOR, "#view .panel h2").text == "Projects"
+    shot(browser, "9-empty")
+    errors = browser.find_element(By.ID, "error")
+    assert not errors.is_displayed(), errors.text

@@ -80,6 +80,66 @@ def test_the_request_view_shows_the_memory_block_that_was_injected(
     assert injected["used"] in (True, False)  # the answer after it was recorded
 
 
+def test_a_requests_cited_tag_stays_as_answered_after_its_memories_are_forgotten(
+    served: tuple[Stack, list[str]],
+) -> None:
+    """A request's "cited" is what the answers said of the block the model read: forgetting
+    the memories later leaves the tag as it was (read from the live memories, it turned into
+    "not cited"), and the page shows the ids as forgotten instead of linking to them."""
+    stack, _ = served
+    name = project_of(stack)
+    [session] = get(stack, "sessions", project=name)
+    [before] = get(stack, "f/memory/injections", project=name, session=session["session_id"])
+    assert before["used"] is True and before["cited_ids"] and before["forgotten"] == []
+    headers = {"x-ember-token": token(stack)}
+    for memory_id in before["memory_ids"]:
+        r = httpx.post(
+            f"{stack.url}/ui/api/f/memory/forget",
+            json={"project": name, "id": memory_id}, headers=headers, timeout=30,
+        )  # fmt: skip
+        assert r.status_code == 200, r.text
+    [after] = get(stack, "f/memory/injections", project=name, session=session["session_id"])
+    assert after["used"] is True and after["cited_ids"] == before["cited_ids"]
+    assert after["forgotten"] == before["memory_ids"]
+
+
+def test_a_memorys_page_lists_the_requests_it_went_into_with_counts(
+    served: tuple[Stack, list[str]],
+) -> None:
+    stack, ids = served
+    name = project_of(stack)
+    run_agent(stack, session_id="0a1b2c3d-0000-4000-8000-000000000002")  # injected again
+    sessions = [s["session_id"] for s in get(stack, "sessions", project=name)]
+    blocks = {s: get(stack, "f/memory/injections", project=name, session=s) for s in sessions}
+    assert all(ids[0] in b[0]["memory_ids"] for b in blocks.values())
+    use = get(stack, "f/memory/memory", project=name, id=ids[0])["injections"]
+    assert use["requests"] == 2 and use["unanswered"] == 0
+    latest = use["latest"]
+    assert sorted(r["session_id"] for r in latest) == sorted(sessions)
+    first = min(b[0]["created_at"] for b in blocks.values())
+    assert latest[0]["created_at"] > latest[1]["created_at"] == first  # newest first
+    assert use["last_injected_at"] == latest[0]["created_at"]
+    # each request's verdict is the one its own page shows, and the count is theirs
+    for r in latest:
+        assert r["cited"] == (ids[0] in blocks[r["session_id"]][0]["cited_ids"])
+    assert use["cited"] == sum(r["cited"] for r in latest) >= 1
+    carried = {i for b in blocks.values() for e in b for i in e["memory_ids"]}
+    never = next(i for i in ids if i not in carried)
+    empty = get(stack, "f/memory/memory", project=name, id=never)["injections"]
+    assert empty == {
+        "requests": 0, "cited": 0, "unanswered": 0, "last_injected_at": None, "latest": [],
+    }  # fmt: skip
+
+
+def test_the_overview_renders_with_no_data_at_all(make_stack: StackFactory) -> None:
+    stack = make_stack(stages="features")
+    assert all(p["requests"] == 0 and p["usd"] == 0 for p in get(stack, "projects"))
+    spend = get(stack, "spend", days=7)
+    assert spend["series"] == [] and spend["total"]["requests"] == 0
+    assert len(spend["days"]) == 7
+    assert "ember-token" in httpx.get(f"{stack.url}/ui/", timeout=10).text
+
+
 def test_search_explains_and_forget_removes_the_memory_from_the_database(
     served: tuple[Stack, list[str]],
 ) -> None:

@@ -74,3 +74,29 @@ def test_the_live_feed_announces_a_new_request(served: tuple[Stack, list[str]]) 
     """A change is a move of the schema's write counter (no file's time to watch there)."""
     stack, _ = served
     assert feed_announces_a_new_request(stack) == project_of(stack)
+
+
+def test_a_memorys_requests_and_their_cited_tags_come_from_the_schema(
+    served: tuple[Stack, list[str]],
+) -> None:
+    """The same reads on the server: a memory's requests with their verdicts, and a
+    request's "cited" unchanged by a later forget."""
+    stack, ids = served
+    name = project_of(stack)
+    [session] = get(stack, "sessions", project=name)
+    [block] = get(stack, "f/memory/injections", project=name, session=session["session_id"])
+    assert ids[0] in block["memory_ids"] and block["used"] is True
+    use = get(stack, "f/memory/memory", project=name, id=ids[0])["injections"]
+    [request] = use["latest"]
+    assert use["requests"] == 1 and request["session_id"] == session["session_id"]
+    assert request["cited"] == (ids[0] in block["cited_ids"]) and use["cited"] == int(
+        request["cited"]
+    )
+    for memory_id in block["memory_ids"]:
+        done = httpx.post(
+            f"{stack.url}/ui/api/f/memory/forget", json={"project": name, "id": memory_id},
+            headers={"x-ember-token": token(stack)}, timeout=30,
+        )  # fmt: skip
+        assert done.status_code == 200
+    [after] = get(stack, "f/memory/injections", project=name, session=session["session_id"])
+    assert after["cited_ids"] == block["cited_ids"] and after["forgotten"] == block["memory_ids"]

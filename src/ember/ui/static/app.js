@@ -283,12 +283,28 @@ function injectedCell({ fresh, replayed }, price) {
         ` ${int(x.bytes)} bytes ≈ ${int(x.tokens)} tokens`,
         price === null ? "" : ` ≈ ${usd((x.tokens * price) / 1e6)} as fresh input `,
         x.used === null ? "" : h("span", { class: "tag " + (x.used ? "good" : "") }, x.used ? "cited" : "not cited")]),
-    h("pre", {}, x.block), h("div", { class: "muted" }, "ids: " + x.memory_ids.join(", "))));
+    h("pre", {}, x.block),
+    h("div", { class: "muted ids" }, "memories: ", x.memory_ids.flatMap((id, i) => [i ? ", " : "",
+      memoryLink(id, x.forgotten.includes(id), x.cited_ids.includes(id))]))));
   if (replayed.length) {
     const bytes = replayed.reduce((s, x) => s + x.bytes, 0);
     cells.push(h("div", { class: "muted replayed" }, `${replayed.length} earlier block(s) replayed, ${int(bytes)} bytes (the same bytes: cached)`));
   }
   return cells.length ? cells : h("span", { class: "muted" }, "—");
+}
+
+// A memory's id in a request's block: a link to its page, or plain text once it is forgotten.
+// "cited" is the verdict of the answers after that request, as they were recorded.
+function memoryLink(id, forgotten, cited) {
+  const title = (cited ? "cited by the answers" : "not cited") + (forgotten ? "; forgotten since" : "");
+  if (forgotten) return h("span", { class: "forgotten", title }, id);
+  return h("a", { href: "#", class: "memory-link" + (cited ? " cited" : ""), "data-memory": id, title,
+    on: { click: (e) => { e.preventDefault(); state.memory = id; setTab("memory"); } } }, id);
+}
+
+function citedTag(cited) {
+  if (cited === null) return h("span", { class: "muted", title: "no answer recorded after the ask yet" }, "no answer yet");
+  return h("span", { class: "tag" + (cited ? " good" : "") }, cited ? "cited" : "not cited");
 }
 
 // -- memories ---------------------------------------------------------------------------------
@@ -344,7 +360,24 @@ async function renderMemory(view, id) {
     m.evidence.length ? m.evidence.map((e) => h("details", { class: "evidence" }, h("summary", {}, `${e.kind} · ${e.message_id || "—"}`),
       h("pre", {}, e.text || "(the message is no longer in the transcript)"))) : h("p", { class: "muted" }, "none recorded"),
     h("h2", {}, "History"),
-    table([{ title: "id", value: (r) => r.id }, { title: "content", value: (r) => r.content }, { title: "until", value: (r) => when(r.valid_until) }], m.history)));
+    table([{ title: "id", value: (r) => r.id }, { title: "content", value: (r) => r.content }, { title: "until", value: (r) => when(r.valid_until) }], m.history)),
+    memoryRequests(m.injections));
+}
+
+// The requests a memory went into, newest first; a click opens that session's requests.
+function memoryRequests(u) {
+  const counts = u.requests
+    ? `Injected into ${int(u.requests)} request${u.requests === 1 ? "" : "s"}, cited in ${int(u.cited)}`
+      + (u.unanswered ? ` (${int(u.unanswered)} not answered yet)` : "") + `; last ${when(u.last_injected_at)}`
+    : "Not injected into any request yet.";
+  return h("div", { class: "panel", id: "memory-requests" }, h("h2", {}, "Requests it went into"),
+    h("p", { class: "counts" }, counts),
+    u.latest.length ? table([
+      { title: "time", value: (r) => when(r.created_at) },
+      { title: "session", value: (r) => r.session_id.slice(0, 18) },
+      { title: "answers", value: (r) => citedTag(r.cited) },
+    ], u.latest, (r) => { state.detail = r.session_id; setTab("sessions"); }) : null,
+    u.requests > u.latest.length ? h("p", { class: "muted" }, `the latest ${u.latest.length} shown`) : null);
 }
 
 async function guarded(fn) {
