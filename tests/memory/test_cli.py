@@ -261,3 +261,51 @@ def test_show_prints_the_evidence_its_help_promises(run, tmp_path: Path) -> None
     by_hand = json.loads(run("add", *mine, "--json", "Typed by hand").output)["id"]
     assert "evidence: none recorded" in run("show", *mine, by_hand).output
     assert json.loads(run("show", *mine, "--json", by_hand).output)["evidence"] == []
+
+
+def test_show_counts_the_requests_it_went_into_and_the_cited(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Two asks carried the memory: the answers after the first cite it, the second has no
+    answer yet. --json keeps every key it had and adds ``injections``."""
+    import asyncio
+
+    from ember.memory.ledger import InjectionLedger, LedgerEntry
+    from ember.memory.retrieval.render import render_block
+    from ember.project import ProjectRef
+    from ember.store.registry import Storage
+    from ember.store.transcript import Row, insert_rows
+
+    added = json.loads(run("add", *P, "--json", "Builds use ninja with ccache enabled").output)
+    before = json.loads(run("show", *P, "--json", added["id"]).output)
+    assert before["injections"] == {
+        "requests": 0, "cited": 0, "unanswered": 0, "last_injected_at": None,
+    }  # fmt: skip
+    assert "injected: never" in run("show", *P, added["id"]).output
+    fact = as_rendered(added)
+    db = ProjectRef("acme", "header:x-ember-project-id").db_path(tmp_path / "home")
+    storage = Storage(tmp_path / "home")
+    ledger = InjectionLedger(storage)
+    for index in (0, 4):
+        entry = LedgerEntry(index, f"d{index}", render_block([fact]), (fact.id,))
+        asyncio.run(ledger.record(db, "s1", entry))
+    said = Row("a1", "s1", 1, 1, 0, "assistant", "assistant", "d-a1",
+               "Configured the build: ninja runs with ccache enabled now.")  # fmt: skip
+    storage.database(db).write(lambda c: insert_rows(c, [said]))
+    storage.close()
+    doc = json.loads(run("show", *P, "--json", added["id"]).output)
+    assert {k: v for k, v in doc.items() if k != "injections"} == {
+        k: v for k, v in before.items() if k != "injections"
+    }  # every other key as it was
+    use = doc["injections"]
+    assert (use["requests"], use["cited"], use["unanswered"]) == (2, 1, 1)
+    assert use["last_injected_at"].endswith("Z")
+    text = " ".join(run("show", *P, added["id"]).output.split())  # wrapped at 80 columns
+    last = use["last_injected_at"][:16].replace("T", " ")
+    assert f"injected: into 2 requests (1 cited, 1 not answered yet), last {last} UTC" in text
+
+
+def as_rendered(doc: dict[str, object]):  # type: ignore[no-untyped-def]
+    """The memory ``memory add --json`` printed, as the block renders it."""
+    from ember.memory.models import Memory
+
+    created = datetime.fromisoformat(str(doc["created_at"]).replace("Z", "+00:00")).timestamp()
+    return Memory(str(doc["id"]), str(doc["content"]), created, created)

@@ -28,6 +28,7 @@ from ember.memory import cli_view as view
 from ember.memory.cli_target import no_data, not_found, reading, resolve
 from ember.memory.cli_write import add_cmd, delete_cmd, import_cmd
 from ember.memory.explain import explain_hit
+from ember.memory.injected import memory_use
 from ember.memory.models import iso
 from ember.memory.settings import MemorySettings
 from ember.memory.shapes import hits_json
@@ -150,8 +151,8 @@ def show_cmd(
     as_json: bool,
     config_file: Path | None,
 ) -> None:
-    """One memory with its history (supersession chain) and evidence: each pointer's kind
-    and the message or session it points at."""
+    """One memory with its history (supersession chain), evidence (each pointer's kind and
+    the message or session it points at) and how many requests it was injected into."""
     t = resolve(project_id, cwd, config_file)
     with reading(t) as store:
         m = None if store is None else store.get(memory_id)
@@ -159,11 +160,13 @@ def show_cmd(
             raise not_found(memory_id, t, store is not None)
         chain = store.history(memory_id)
         evidence = store.evidence(memory_id)
+        use = store.database.read(lambda c: memory_use(c, memory_id, listed=0))
     doc = m.to_json()
     doc["history"] = [
         {"id": h.id, "content": h.content, "valid_until": iso(h.valid_until)} for h in chain
     ]
     doc["evidence"] = [view.evidence_json(e.kind, e.message_id, e.session_id) for e in evidence]
+    doc["injections"] = view.injections_json(use)
     if as_json:
         view.echo_json(doc)
     else:

@@ -20,7 +20,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ember.cli import render
-from ember.memory.models import Memory, MemoryHit
+from ember.memory.injected import MemoryUse
+from ember.memory.models import Memory, MemoryHit, iso
 
 #: The fields ``memory show`` prints, in order (when set).
 SHOWN = (
@@ -57,6 +58,29 @@ def evidence_text(e: dict[str, str]) -> str:
     return f"{e['kind']} -> session {e['sessionId']}"
 
 
+def injections_json(use: MemoryUse) -> dict[str, Any]:
+    """How often the memory went into a request (``memory.injected``): the asks whose block
+    carried it, how many of those the answers cited, how many have no answer recorded yet,
+    and when it was last injected (ISO-8601 UTC, None if never)."""
+    return {
+        "requests": use.requests,
+        "cited": use.cited,
+        "unanswered": use.unanswered,
+        "last_injected_at": iso(use.last),
+    }
+
+
+def injections_text(doc: dict[str, Any]) -> str:
+    if not doc["requests"]:
+        return "never (no request carried it yet)"
+    plural = "" if doc["requests"] == 1 else "s"
+    counts = f"{doc['cited']} cited"
+    if doc["unanswered"]:
+        counts += f", {doc['unanswered']} not answered yet"
+    last = str(doc["last_injected_at"])[:16].replace("T", " ")  # to the minute
+    return f"into {doc['requests']} request{plural} ({counts}), last {last} UTC"
+
+
 def _grid() -> Table:
     grid = Table.grid(padding=(0, 1))
     grid.add_column(justify="right", no_wrap=True)
@@ -65,7 +89,8 @@ def _grid() -> Table:
 
 
 def print_memory(doc: dict[str, Any], current_id: str) -> None:
-    """One memory: its fields, its evidence, then its history when it has one."""
+    """One memory: its fields, its evidence, the requests it went into, then its history when
+    it has one."""
     grid = _grid()
     for key in SHOWN:
         value = doc.get(key)
@@ -78,6 +103,8 @@ def print_memory(doc: dict[str, Any], current_id: str) -> None:
         grid.add_row("evidence:" if i == 0 else "", Text(evidence_text(e)))
     if not evidence:
         grid.add_row("evidence:", "none recorded (added by hand or imported)")
+    if "injections" in doc:
+        grid.add_row("injected:", Text(injections_text(doc["injections"])))
     history = doc.get("history") or []
     if len(history) > 1:
         for i, h in enumerate(history):
