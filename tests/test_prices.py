@@ -55,3 +55,19 @@ def test_every_model_the_real_clients_send_has_a_price() -> None:
     sent = {str(r.json().get("model")) for r in all_requests() if r.is_model_call}
     table = PriceTable()
     assert {m for m in sent | {"claude-opus-4-8"} if table.lookup(m) is None} == set()
+
+
+def test_the_docs_give_codexs_default_model_the_price_the_table_has() -> None:
+    """README and docs/clients.md state gpt-6.2-sol's price as the built-in table has it (they
+    once called it unpriced after the table had priced it)."""
+    from pathlib import Path
+
+    price = PriceTable().lookup("gpt-6.2-sol")
+    assert price is not None and price.cache_write_5m is not None
+    stated = f"${price.input:g} input, ${price.output:g} output, ${price.cache_read:.2f} cache read"
+    root = Path(__file__).resolve().parents[1]
+    for doc in ("README.md", "docs/clients.md"):
+        text = " ".join((root / doc).read_text(encoding="utf-8").split())
+        assert stated in text, doc
+        assert f"${price.cache_write_5m:.2f} cache write" in text, doc
+        assert "no built-in price" not in text and "not in ember's price table" not in text, doc
