@@ -60,8 +60,12 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
 def _with_json(group: click.Command, prefix: str = "") -> set[str]:
     name = f"{prefix} {group.name}".strip() if prefix or group.name != "cli" else ""
     found = {name} if any(p.name == "as_json" for p in group.params) else set()
-    for sub in getattr(group, "commands", {}).values():
-        found |= _with_json(sub, name)
+    if isinstance(group, click.Group):  # through the group's own lookup: it loads lazily
+        ctx = click.Context(group)
+        for sub_name in group.list_commands(ctx):
+            sub = group.get_command(ctx, sub_name)
+            assert sub is not None, sub_name
+            found |= _with_json(sub, name)
     return found
 
 

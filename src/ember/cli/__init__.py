@@ -10,30 +10,88 @@ under them.
 
 from __future__ import annotations
 
+import importlib
 import sys
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ember import __version__
-from ember.cli.demo import demo
-from ember.cli.dev import dev
-from ember.cli.doctor import doctor
-from ember.cli.features import features
-from ember.cli.proxy import proxy
-from ember.cli.setup import setup
-from ember.cli.stats import stats
-from ember.cli.store import store
-from ember.cli.ui import ui
-from ember.cli.wrap import wrap
-from ember.config import Settings
 from ember.errors import EmberError
-from ember.exchange import CommandServices, OwnUpstream
-from ember.features import commands as feature_commands
-from ember.store.driver import errors
-from ember.store.home import describe_os_error
+
+if TYPE_CHECKING:
+    from ember.config import Settings
+    from ember.exchange import OwnUpstream
+
+#: The kernel's commands by reference, each imported when it is run (or the list is shown):
+#: a command pays for its own modules only. ``ember mcp`` is started by a client that waits for
+#: its tools before the first turn, and importing every command's modules (the doctor's, the
+#: dashboard's, every feature's) would make it start 1.6x as slow as a bare server of its SDK.
+KERNEL: dict[str, str] = {
+    "proxy": "ember.cli.proxy:proxy",
+    "dev": "ember.cli.dev:dev",
+    "demo": "ember.cli.demo:demo",
+    "stats": "ember.cli.stats:stats",
+    "doctor": "ember.cli.doctor:doctor",
+    "wrap": "ember.cli.wrap:wrap",
+    "setup": "ember.cli.setup:setup",
+    "features": "ember.cli.features:features",
+    "ui": "ember.cli.ui:ui",
+    "store": "ember.cli.store:store",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _Commands(click.Group):
+    """The root group: a kernel command is imported when asked for by name; a feature's
+    (``ember.features``: memory, output-savings, shadow, learn, toin, and any installed
+    feature's) are all loaded when a name is not the kernel's, or when the list is shown."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._features_loaded = False
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            if cmd_name in KERNEL:
+                self.add_command(_resolve(KERNEL[cmd_name]), cmd_name)
+            else:
+                self._add_feature_commands()
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        for name, reference in KERNEL.items():
+            if name not in self.commands:
+                self.add_command(_resolve(reference), name)
+        self._add_feature_commands()
+        return super().list_commands(ctx)
+
+    def _add_feature_commands(self) -> None:
+        """Each feature's own commands, once. A feature that cannot be loaded is said on
+        stderr and the other commands still work (``ember proxy`` refuses to start with it)."""
+        if self._features_loaded:
+            return
+        self._features_loaded = True
+        from ember.features import commands as feature_commands
+
+        try:
+            found = feature_commands()
+        except EmberError as exc:
+            click.echo(f"ember: warning: {exc}", err=True)
+            return
+        for command in found:
+            self.add_command(command)
+
+
+def _resolve(reference: str) -> click.Command:
+    module, _, attribute = reference.partition(":")
+    command: click.Command = getattr(importlib.import_module(module), attribute)
+    return command
+
+
+@click.group(
+    cls=_Commands,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="ember")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
@@ -49,19 +107,9 @@ def cli(ctx: click.Context) -> None:
 
     Settings come from --config FILE (TOML), EMBER_* environment variables and flags.
     """
+    from ember.exchange import CommandServices
+
     ctx.obj = CommandServices(upstream=_upstream)
-
-
-cli.add_command(proxy)
-cli.add_command(dev)
-cli.add_command(demo)
-cli.add_command(stats)
-cli.add_command(doctor)
-cli.add_command(wrap)
-cli.add_command(setup)
-cli.add_command(features)
-cli.add_command(ui)
-cli.add_command(store)
 
 
 def _upstream(settings: Settings) -> OwnUpstream:
@@ -71,23 +119,10 @@ def _upstream(settings: Settings) -> OwnUpstream:
     return Upstream.from_settings(settings)
 
 
-def _add_feature_commands() -> None:
-    """Each feature's own commands (``ember.features``: memory, output-savings, shadow,
-    learn, toin, and any installed feature's). A feature that cannot be loaded is said on
-    stderr and the other commands still work (``ember proxy`` refuses to start with it)."""
-    try:
-        found = feature_commands()
-    except EmberError as exc:
-        click.echo(f"ember: warning: {exc}", err=True)
-        return
-    for command in found:
-        cli.add_command(command)
-
-
-_add_feature_commands()
-
-
 def main() -> None:
+    from ember.store.driver import errors
+    from ember.store.home import describe_os_error
+
     try:
         # Outside standalone mode click returns (rather than raises) a command's exit code.
         code = cli.main(standalone_mode=False)
