@@ -24,12 +24,12 @@ from ember.facts import NewMemory, provenance
 from ember.prices import PriceTable
 from ember.project import ProjectRef
 from ember.protocols import ADAPTERS
-from ember.protocols.base import ProtocolAdapter
+from ember.protocols.base import ProtocolAdapter, Usage
 from ember.protocols.forking import ForkRefused, answer_refusal, fork_eligibility, fork_request
 from ember.protocols.plain import PATHS, plain_request
 from ember.shadow import cursors, evidence, question, runs, spend
 from ember.shadow.budget import EXPECTED_OUTPUT_TOKENS, Budget, Spend, weighted_tokens
-from ember.shadow.calls import CallResult, account, call
+from ember.shadow.calls import CallCut, CallResult, account, call
 from ember.shadow.metrics import ShadowMetrics
 from ember.shadow.models import (
     CallUsage,
@@ -144,6 +144,7 @@ class ShadowRunner:
                 )
             )
             self.metrics.run("skipped", plan.path)
+            _said(req, run_id, "skipped")
             return RunRecord(run_id, "skipped", through)
         await db.awrite(
             lambda c: runs.start_run(
@@ -268,14 +269,20 @@ class ShadowRunner:
             finish = runs.Finish("failed", [], None, f"fork refused: {exc}", _ms(started))
             await db.awrite(lambda c: runs.finish_run(c, run_id, finish))
             return "failed"
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
             # A user message sets the abort before cancelling; anything else that cancels a
-            # run is ember stopping (the task set cancelled at shutdown), not the user.
+            # run is ember stopping (the task set cancelled at shutdown), not the user. A call
+            # cut short was still asked (and billed): the run carries what it cost.
             by_user = req.abort.is_set()
+            if isinstance(exc, CallCut):
+                results.append(exc.result)
+            why = "interrupted by a user message" if by_user else "interrupted: ember stopped"
+            if any(r.estimated for r in results):
+                why += " (the cut call's usage is estimated)"
             finish = runs.Finish(
                 "cancelled",
                 [r.usage for r in results],
-                "interrupted by a user message" if by_user else "interrupted: ember stopped",
+                why,
                 "interrupted-by-user" if by_user else "interrupted-by-shutdown",
                 _ms(started),
                 self.prices.snapshot,
@@ -283,6 +290,7 @@ class ShadowRunner:
             )
             db.submit(lambda c: runs.finish_run(c, run_id, finish), label="shadow")
             self.metrics.run("cancelled", plan.path)
+            _said(req, run_id, "cancelled")
             raise
         return await self._finish(db, req, plan, run_id, results, _ms(started))
 
@@ -292,7 +300,13 @@ class ShadowRunner:
         ask = question.hot_question(plan.messages, req.session_id, prefix.propose_tool)
         body = fork_request(prefix.adapter, prefix.sent, prefix.answer, ask)
         url = self.url_for(prefix.adapter, prefix.path, prefix.query)
-        return await self._call(db, req, prefix.adapter, url, prefix.headers, body, plan.model)
+        # if it is cut before the provider reports usage: the prefix read from the cache,
+        # the answer and the question fresh (as ``_hot_estimate``)
+        fresh = count_tokens(ask) + count_tokens(prefix.answer.text)
+        guess = Usage(input_tokens=fresh, cache_read_tokens=prefix.input_tokens)
+        return await self._call(
+            db, req, prefix.adapter, url, prefix.headers, body, plan.model, guess
+        )
 
     async def _cold(self, db: Database, req: RunRequest, plan: Plan) -> list[CallResult]:
         adapter = (
@@ -320,21 +334,34 @@ class ShadowRunner:
         headers: list[tuple[str, str]],
         body: bytes,
         model: str | None,
+        guess: Usage | None = None,
     ) -> CallResult:
+        """One call, accounted whatever became of it: a call cancelled after it went out is
+        accounted before the cancellation goes on (``CallCut``)."""
         started = time.perf_counter()
-        result = await call(self.upstream, adapter, url, headers, body, model, self.prices)
-        self.metrics.call("shadow", result.usage)
-        account(
-            db,
-            result,
-            session_id=req.session_id,
-            project=req.project.identity,
-            protocol=adapter.name,
-            origin="shadow",
-            started=started,
-            prices=self.prices,
-        )
-        return result
+
+        def accounted(result: CallResult) -> CallResult:
+            self.metrics.call("shadow", result.usage)
+            account(
+                db,
+                result,
+                session_id=req.session_id,
+                project=req.project.identity,
+                protocol=adapter.name,
+                origin="shadow",
+                started=started,
+                prices=self.prices,
+            )
+            return result
+
+        try:
+            result = await call(
+                self.upstream, adapter, url, headers, body, model, self.prices, guess=guess
+            )
+        except CallCut as cut:
+            accounted(cut.result)
+            raise
+        return accounted(result)
 
     async def _finish(
         self,
@@ -366,33 +393,38 @@ class ShadowRunner:
             lambda c: runs.finish_run(c, run_id, finish, checked, req.session_id, req.abort)
         )
         if req.abort.is_set():
+            _said(req, run_id, "cancelled")
             return "cancelled"
+        stored: list[str] = []
         if (
             valid
             and self.promote is not None
             and self.settings.section(ShadowSettings).shadow == "primary"
         ):
             good = [f.fact for f, e in checked if e is None and f.fact is not None]
-            await self._promote(db, req, list(zip(valid, good, strict=True)))
+            stored = await self._promote(db, req, list(zip(valid, good, strict=True)))
+        _said(req, run_id, status, stored)
         return status
 
     async def _promote(
         self, db: Database, req: RunRequest, pairs: list[tuple[str, FactIn]]
-    ) -> None:
+    ) -> list[str]:
+        """The facts as memories; returns their ids."""
         assert self.promote is not None
         try:
             linked = await self.promote(req.project, req.session_id, pairs)
         except StorageUnavailable:  # the database said so itself, once
-            return
+            return []
         except Exception:
             log.exception("promoting the shadow's facts of session %s failed", req.session_id)
-            return
+            return []
 
         def link(conn: Connection) -> None:
             for pid, mid in linked.items():
                 runs.link_memory(conn, pid, mid)
 
         await db.awrite(link, label="shadow")
+        return list(linked.values())
 
     async def _check(
         self, db: Database, req: RunRequest, facts: list[ParsedFact]
@@ -406,6 +438,18 @@ class ShadowRunner:
                 error = evidence.check(f.fact, req.session_id, found)
             out.append((f, error))
         return out
+
+
+def _said(req: RunRequest, run_id: str, status: str, stored: Sequence[str] = ()) -> None:
+    """The run's line in the proxy's log: counts and ids only, never a fact's text."""
+    log.info(
+        "shadow: session %s stored %d facts (ids %s); run %s %s",
+        req.session_id,
+        len(stored),
+        ",".join(stored) or "-",
+        run_id,
+        status,
+    )
 
 
 def _backlog(conn: Connection, req: RunRequest) -> tuple[cursors.Cursor, list[Message]]:
