@@ -27,8 +27,6 @@ conversation, a sub-agent — never side requests (titles, summaries).
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,11 +37,10 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from ember.config import Settings
-from ember.errors import EmberError
 from ember.exchange import OutcomeKind, TaskSet, UpstreamClient
 from ember.facts import MemoryOpener
-from ember.project import IdentityMode, ProjectRef, project_from_cli
-from ember.protocols import ADAPTERS
+from ember.framework import LibraryError, ProjectLike, adapter_for, project_ref, request_bytes
+from ember.project import ProjectRef
 from ember.protocols.assemble import assemble
 from ember.protocols.base import AssembledMessage, ProtocolAdapter
 from ember.protocols.plain import PATHS
@@ -76,13 +73,8 @@ __all__ = [
 ]
 
 MAIN_THREAD = "main"
-ProjectLike = ProjectRef | str | os.PathLike[str]
 Headers = Mapping[str, str] | Sequence[tuple[str, str]]
 Answer = bytes | str | Mapping[str, Any] | AssembledMessage
-
-
-class LibraryError(EmberError):
-    """A call of the library API with arguments it cannot use; the message says which."""
 
 
 @dataclass(frozen=True)
@@ -100,43 +92,6 @@ def thread_key(session_id: str, thread: str = MAIN_THREAD) -> str:
     if not session_id:
         raise LibraryError("session_id is empty: pass the framework's id of the conversation")
     return session_id if thread == MAIN_THREAD else f"{session_id}/{thread}"
-
-
-def _adapter(protocol: str) -> ProtocolAdapter:
-    path = PATHS.get(protocol, protocol)
-    adapter = ADAPTERS.get(path)
-    if adapter is None:
-        raise LibraryError(
-            f"unknown wire format {protocol!r}: use one of {', '.join(PATHS)} "
-            f"(or a path: {', '.join(ADAPTERS)})"
-        )
-    return adapter
-
-
-def _project(project: ProjectLike, identity: IdentityMode = "path") -> ProjectRef:
-    """A directory (named as ``project_identity`` says) or a ``ProjectRef`` given as it is."""
-    if isinstance(project, ProjectRef):
-        return project
-    ref = project_from_cli(None, os.fspath(project), identity) if os.fspath(project) else None
-    if ref is None:
-        raise LibraryError("project is empty: pass the project's directory or a ProjectRef")
-    return ref
-
-
-def _request_bytes(request: bytes | str | Mapping[str, Any]) -> tuple[bytes, Any]:
-    """(the bytes sent, parsed); a mapping is serialised compactly, which is only identical to
-    what went out if the framework serialised it the same way: pass the bytes when you can."""
-    if isinstance(request, Mapping):
-        raw = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
-        return raw, dict(request)
-    raw = request.encode() if isinstance(request, str) else bytes(request)
-    try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise LibraryError(f"request is not the JSON body that was sent ({exc})") from exc
-    if not isinstance(body, dict):
-        raise LibraryError("request is not a JSON object: pass the body that was sent")
-    return raw, body
 
 
 def _assembled(adapter: ProtocolAdapter, answer: Answer | None) -> AssembledMessage | None:
@@ -245,8 +200,8 @@ class ShadowLibrary:
         starts until ``note`` says the request is over. Returns the request's number, for
         ``note(..., request_number=...)`` (answers noted out of order are then told apart)."""
         key = thread_key(session_id, thread)
-        ref = _project(project, self.settings.project_identity)
-        number = self.core.begin(key, ref, _adapter(protocol).name)
+        ref = project_ref(project, self.settings.project_identity)
+        number = self.core.begin(key, ref, adapter_for(protocol).name)
         self.sessions.begin(key)
         return number
 
@@ -275,10 +230,10 @@ class ShadowLibrary:
         byte-identical replay), ``answer`` what came back, ``headers`` the request's headers
         (auth, version, betas: held in memory for the cache TTL only). Also accounts the call
         as the session's own spend (the shadow's spend cap is a share of it)."""
-        adapter = _adapter(protocol)
-        ref = _project(project, self.settings.project_identity)
+        adapter = adapter_for(protocol)
+        ref = project_ref(project, self.settings.project_identity)
         key = thread_key(session_id, thread)
-        sent, body = _request_bytes(request)
+        sent, body = request_bytes(request)
         assembled = _assembled(adapter, answer)
         if request_number is None:
             request_number = self.core.begin(key, ref, adapter.name)
@@ -377,4 +332,4 @@ class ShadowLibrary:
 
 def database_path(settings: Settings, project: ProjectLike) -> Path:
     """Where the library writes a project's transcript, runs and proposals."""
-    return _project(project, settings.project_identity).db_path(settings.home)
+    return project_ref(project, settings.project_identity).db_path(settings.home)
