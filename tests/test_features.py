@@ -16,7 +16,15 @@ import pytest
 
 from ember.config import load_settings
 from ember.errors import ConfigError, FeatureError
-from ember.features import BUILTIN, ENTRY_POINT_GROUP, Feature, registered, registry, resolve
+from ember.features import (
+    BUILTIN,
+    ENTRY_POINT_GROUP,
+    Feature,
+    command_named,
+    registered,
+    registry,
+    resolve,
+)
 from ember.server import BackgroundServer
 from ember.store.driver import connect
 from ember.store.schema import PROJECT, STATS
@@ -113,6 +121,19 @@ def test_the_builtin_features_come_in_pipeline_order() -> None:
         "learn",
         "otel",  # last: its span carries what the others noted
     ]
+
+
+def test_a_command_declared_by_name_is_the_one_its_feature_builds() -> None:
+    """``ember mcp`` is run from its reference alone (``Feature.command_refs``); the list,
+    the help and ``ember features`` show the feature's built commands: the same command."""
+    declared = 0
+    for feature in registered():
+        built = {c.name: c for c in feature.commands()}
+        for name in feature.command_refs:
+            assert command_named(name) is built[name], (feature.name, name)
+            declared += 1
+    assert declared and command_named("mcp") is not None
+    assert command_named("no-such-command") is None
 
 
 def test_the_schemas_are_the_kernels_then_each_features_in_order() -> None:

@@ -104,6 +104,10 @@ class Feature:
     stats_migrations: Callable[[], Sequence[Migration]] = tuple
     #: the feature's CLI commands, built when the CLI is
     commands: Callable[[], Sequence[click.Command]] = tuple
+    #: some of those commands by name, each ``"module:attribute"``: the CLI imports only that
+    #: module to run one (``ember mcp``, which a client starts and waits for, must not pay
+    #: for building ``ember memory`` and the other features' commands)
+    command_refs: Mapping[str, str] = field(default_factory=dict)
     #: its settings (a pydantic model): the file's ``[name]`` table and ``EMBER_NAME_FIELD``
     #: variables, read as ``settings.section(Model)`` (``ember.sections``)
     settings: type[BaseModel] | None = None
@@ -241,3 +245,15 @@ def banners(settings: Settings) -> list[str]:
 def commands() -> list[click.Command]:
     """Every registered feature's CLI commands."""
     return [command for feature in registered() for command in feature.commands()]
+
+
+def command_named(name: str) -> click.Command | None:
+    """The feature command ``name`` when a feature declares it by reference
+    (``Feature.command_refs``), imported alone; None otherwise (build ``commands()``)."""
+    for feature in registered():
+        reference = feature.command_refs.get(name)
+        if reference is not None:
+            module_name, _, attribute = reference.partition(":")
+            command: click.Command = getattr(importlib.import_module(module_name), attribute)
+            return command
+    return None

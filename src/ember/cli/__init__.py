@@ -42,9 +42,10 @@ KERNEL: dict[str, str] = {
 
 
 class _Commands(click.Group):
-    """The root group: a kernel command is imported when asked for by name; a feature's
-    (``ember.features``: memory, output-savings, shadow, learn, toin, and any installed
-    feature's) are all loaded when a name is not the kernel's, or when the list is shown."""
+    """The root group: a kernel command is imported when asked for by name, and so is a
+    feature's that its feature declares by name (``Feature.command_refs``); the features'
+    other commands (``ember.features``: memory, output-savings, shadow, learn, toin, and any
+    installed feature's) are all loaded for any other name, or when the list is shown."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -54,6 +55,8 @@ class _Commands(click.Group):
         if cmd_name not in self.commands:
             if cmd_name in KERNEL:
                 self.add_command(_resolve(KERNEL[cmd_name]), cmd_name)
+            elif (named := _feature_command(cmd_name)) is not None:
+                self.add_command(named, cmd_name)
             else:
                 self._add_feature_commands()
         return super().get_command(ctx, cmd_name)
@@ -80,6 +83,17 @@ class _Commands(click.Group):
             return
         for command in found:
             self.add_command(command)
+
+
+def _feature_command(name: str) -> click.Command | None:
+    """A feature's command declared by name (``Feature.command_refs``), alone; None when no
+    feature declares it so, or a feature cannot be loaded (the full list says why)."""
+    from ember.features import command_named
+
+    try:
+        return command_named(name)
+    except EmberError:
+        return None
 
 
 def _resolve(reference: str) -> click.Command:

@@ -57,6 +57,7 @@ FEATURE = Feature(
     _stages,
     project_migrations=_project_migrations,
     commands=_commands,
+    command_refs={"mcp": "ember.memory.mcp_cli:mcp"},
     settings=MemorySettings,
     flat_settings=True,
     views=later("ember.memory.views:views"),
