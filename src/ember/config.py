@@ -147,6 +147,12 @@ class Settings(BaseModel):
     #: A stopping proxy (``ember wrap``'s client exited, Ctrl-C, SIGTERM) gives unread sessions
     #: this long to be read while the provider's cache is hot; a second Ctrl-C skips it. 0: off.
     shadow_stop_seconds: float = Field(default=5.0, ge=0.0, le=60.0)
+    #: The proxy ``ember wrap`` started, once the last wrap using it exits, keeps serving
+    #: while it finishes reading its sessions for up to this long, then stops by itself: a
+    #: provider that takes longer than ``shadow_stop_seconds`` to answer no longer loses the
+    #: read (the wrap returns at once and says so). 0: stop at once, as a proxy stopped by a
+    #: signal does. 120: a slow provider's answer, a few times over.
+    shadow_finish_seconds: float = Field(default=120.0, ge=0.0, le=3600.0)
 
     # Each feature's own settings are a section of its own, declared with the feature
     # (``Feature.settings``; ``ember.sections``): ``traffic_learning`` (traffic/feature.py),

@@ -265,6 +265,10 @@ class Stopping:
 
     seconds: float
     skipped: Callable[[], bool] = lambda: False
+    #: set when the proxy keeps serving while stages finish their work (the proxy ``ember
+    #: wrap`` started, once its client exited): a stage says at once how many sessions it is
+    #: still reading, which the wrap prints
+    reading: Callable[[int], None] | None = None
 
 
 class Stage:

@@ -120,10 +120,17 @@ def quiet_collector() -> None:
 
 
 def serve_forever(
-    app: ASGIApp, host: str, port: int, log_level: str = "info", backlog: int = 2048
+    app: ASGIApp,
+    host: str,
+    port: int,
+    log_level: str = "info",
+    backlog: int = 2048,
+    on_serve: Callable[[uvicorn.Server], None] | None = None,
 ) -> None:
     """Serve until interrupted (SIGINT/SIGTERM are handled by uvicorn). An app with an
-    ``interrupted`` attribute learns through it when a second Ctrl-C asks to stop at once."""
+    ``interrupted`` attribute learns through it when a second Ctrl-C asks to stop at once.
+    ``on_serve`` runs on the serving loop before the server starts (``ember proxy`` installs
+    ``ember wrap``'s hand-over there); setting the server's ``should_exit`` stops it."""
     quiet_collector()
     config = uvicorn_config(app, host, port, log_level, backlog, client_limits(app))
     server = uvicorn.Server(config)
@@ -131,7 +138,17 @@ def serve_forever(
         app.interrupted = lambda: server.force_exit
     if hasattr(app, "stopping"):
         app.stopping = lambda: server.should_exit
-    server.run()
+    if on_serve is None:
+        server.run()
+        return
+
+    async def serve() -> None:
+        on_serve(server)
+        await server.serve()
+
+    # as ``server.run`` does (Python 3.11's ``asyncio.run`` takes no loop factory)
+    with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
+        runner.run(serve())
 
 
 class BackgroundServer:

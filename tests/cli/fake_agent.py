@@ -3,7 +3,8 @@
 It records its argv, environment and working directory to $FAKE_AGENT_RECORD (JSON). With
 FAKE_AGENT_CALL=1 it also makes one request the way the real client would find the proxy --
 Claude Code from ANTHROPIC_BASE_URL + ANTHROPIC_CUSTOM_HEADERS, Codex from its `-c` overrides
-parsed as TOML -- and records the answer's status. With FAKE_AGENT_WAIT=1 it then touches
+parsed as TOML -- and records the answer's status; the user's message is $FAKE_AGENT_TEXT
+(default "hi"). With FAKE_AGENT_WAIT=1 it then touches
 $FAKE_AGENT_RECORD.ready and waits for SIGINT/SIGTERM, recording every one that arrived. It
 exits with $FAKE_AGENT_EXIT (default 0), or 128 + the signal number.
 """
@@ -60,7 +61,7 @@ def call(name: str) -> dict[str, Any]:
         )
         headers |= {"x-api-key": "sk-test", "anthropic-version": "2023-06-01"}
         body = {"model": "claude-sonnet-4-5", "max_tokens": 16}
-        body["messages"] = [{"role": "user", "content": "hi"}]
+        body["messages"] = [{"role": "user", "content": os.environ.get("FAKE_AGENT_TEXT", "hi")}]
         return _post(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages", headers, body)
     config = codex_config(sys.argv)
     provider = config["model_providers"][config["model_provider"]]

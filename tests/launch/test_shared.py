@@ -34,12 +34,12 @@ def test_proxy_restarted_after_a_crash_is_not_stopped_under_a_wrap_still_running
     lease = shared.acquire(None, 30)
     try:
         assert lease.started  # the recorded proxy is gone: a new one was started
-        assert shared.release(lease) is False  # the other wrap still uses it
+        assert not shared.release(lease).stopped  # the other wrap still uses it
         assert probe(address.host, address.port).state == "ember"
     finally:
         other_wrap.kill()
         other_wrap.wait()
-    assert shared.release(lease) is True  # a wrap that died no longer holds it up
+    assert shared.release(lease).stopped  # a wrap that died no longer holds it up
     assert probe(address.host, address.port).state == "free"
 
 

@@ -71,7 +71,7 @@ def test_proxy_start_up_prints_the_warnings_and_serves_the_fixed_url(
 ) -> None:
     served: dict[str, Any] = {}
 
-    def fake_serve(app: Any, host: str, port: int, log_level: str) -> None:
+    def fake_serve(app: Any, host: str, port: int, log_level: str, **_: Any) -> None:
         served.update(app=app, host=host)
 
     monkeypatch.setattr("ember.server.serve_forever", fake_serve)

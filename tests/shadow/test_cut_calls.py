@@ -32,6 +32,8 @@ from ember.testing.shadow import shadow_path, shadow_replies
 from tests.conftest import Stack, StackFactory
 from tests.shadow.test_e2e import CWD, FACT, db_path, rows, wait_for
 
+pytestmark = pytest.mark.fault  # the fault-injection suite: `make faults`
+
 SESSION = "5d5d5d5d-0000-4000-8000-000000000004"
 COLD = ProjectRef("/home/dev/cut-project", "header:x-ember-cwd")
 

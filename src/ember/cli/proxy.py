@@ -36,6 +36,13 @@ from ember.config import Settings, load_settings
     default=None,
     help="EMBER_LOG_LEVEL, default info.",
 )
+@click.option(
+    "--log-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    hidden=True,  # ``ember wrap``'s background proxy: its log, appended to and rotated
+    help="Append the log to FILE (rotated) instead of writing it to stderr.",
+)
 @config_option
 def proxy(
     host: str | None,
@@ -44,6 +51,7 @@ def proxy(
     openai_url: str | None,
     project_root: Path | None,
     log_level: str | None,
+    log_file: Path | None,
     config_file: Path | None,
 ) -> None:
     """Run the local proxy in front of Anthropic and OpenAI.
@@ -74,13 +82,14 @@ def proxy(
     from ember import logs
     from ember.compose import build_app
     from ember.features import banners
+    from ember.launch.finisher import Finisher
     from ember.proxy.startup import review
     from ember.server import serve_forever
     from ember.store.home import check_home
 
     settings, warnings = review(settings)
     check_home(settings.home)  # refuse at once, in one line, rather than fail per request
-    logs.configure(settings.log_level)
+    logs.configure(settings.log_level, log_file)
     url = f"http://{settings.host}:{settings.port}"
     click.echo(
         f"ember proxy on {url}  (anthropic -> {settings.anthropic_url}, "
@@ -91,7 +100,10 @@ def proxy(
     )
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
-    serve_forever(build_app(settings), settings.host, settings.port, settings.log_level)
+    app = build_app(settings)
+    # ``ember wrap``'s last one out asks this proxy to finish its reads, then stop
+    finisher = Finisher(app, settings)
+    serve_forever(app, settings.host, settings.port, settings.log_level, on_serve=finisher.install)
 
 
 def _storage_banner(settings: Settings) -> list[str]:

@@ -74,11 +74,11 @@ def wrap(
       ember wrap codex -- exec "hello"
 
     Uses the ember proxy answering on the port, or starts one in the background (log in
-    $EMBER_HOME/run/) and stops it when the last `ember wrap` using it exits; a proxy you started
-    yourself is left running. Before it stops, the proxy reads what the session said while the
-    provider's cache is still hot (shadow memory: a few seconds at most; Ctrl-C skips it).
-    Your configuration files are not touched (see `ember setup`). The exit status is the
-    client's.
+    $EMBER_HOME/run/), which stops once the last `ember wrap` using it exits; a proxy you
+    started yourself is left running. The exit status is the client's, at once: the proxy
+    reads what the session said while the provider's cache is hot (shadow memory) in the
+    background, for up to shadow_finish_seconds (120), still serving any new `ember wrap`,
+    then stops by itself. Your configuration files are not touched (see `ember setup`).
     """
     from ember.launch import client as client_proc
     from ember.launch.proxyproc import READY_TIMEOUT
@@ -108,8 +108,11 @@ def wrap(
         with HealthWatch(address, _say):
             code = client_proc.run(plan.argv, plan.env, project)
     finally:
-        if shared.release(lease, on_slow=_reading):
+        released = shared.release(lease, on_slow=_reading)
+        if released.stopped:
             _say("stopped the ember proxy")
+        elif released.reading:
+            _say(_finishing(released.reading, released.seconds, lease.log_path))
     raise click.exceptions.Exit(code)
 
 
@@ -156,7 +159,13 @@ def _find(spec: ClientSpec, binary: str | None) -> str:
     )
 
 
+def _finishing(sessions: int, seconds: float, log_path: Path) -> str:
+    whose = "1 session's" if sessions == 1 else f"{sessions} sessions'"
+    return f"finishing {whose} memory read in the background (up to {seconds:g} s); log: {log_path}"
+
+
 def _reading() -> None:
+    """A proxy that did not answer the hand-over is being stopped the old way."""
     _say(
         "the proxy reads what this session said while the provider's cache is hot before it "
         "stops (a few seconds; Ctrl-C skips that)"

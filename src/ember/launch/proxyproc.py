@@ -2,8 +2,10 @@
 
 The proxy runs in a session of its own: the Ctrl-C a user types at the agent reaches the agent
 (whose job it is to interrupt a turn), not the proxy under it, and the proxy can outlive the
-``ember wrap`` that started it while another wrap still uses it. Its output goes to a log file,
-never the terminal, where it would scribble over the agent's screen.
+``ember wrap`` that started it while another wrap still uses it, or while it finishes reading
+sessions after the last one exited. Its output goes to a log file, never the terminal, where it
+would scribble over the agent's screen: appended to, each start marked by a line, and rotated by
+the proxy itself (``ember.logs``), so the log of the run before is still there to read.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ STOP_TIMEOUT = 20.0  #: seconds a stopping proxy may take to flush before it is 
 #: cache is hot (``shadow_stop_seconds``): the user is told why they wait, and how to skip it.
 SLOW_STOP_NOTICE = 0.5
 _LOG_TAIL_LINES = 12
+_TAIL_BYTES = 64 * 1024
 
 
 def start(
@@ -34,10 +37,14 @@ def start(
 ) -> subprocess.Popen[bytes]:
     """``python -m ember proxy`` with the user's environment and ``--config``, detached."""
     argv = [sys.executable, "-m", "ember", "proxy", "--host", host, "--port", str(port)]
+    argv += ["--log-file", str(log_path)]
     if config_file is not None:
         argv += ["--config", str(config_file)]
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "wb") as log:
+    with open(log_path, "ab") as log:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        log.write(f"--- {stamp} ember wrap starts the proxy on port {port}\n".encode())
+        log.flush()
         return subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
         )
@@ -95,6 +102,13 @@ def stop(
     _wait_gone(pid, proc, 5.0)
 
 
+def wait_stopped(pid: int, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Wait for a proxy that is stopping by itself; one still there after ``STOP_TIMEOUT``
+    is stopped (``stop``)."""
+    if not _wait_gone(pid, proc, STOP_TIMEOUT):
+        stop(pid, proc)
+
+
 def alive(pid: int) -> bool:
     """Whether ``pid`` is a running process (a zombie, dead but not yet reaped, is not)."""
     try:
@@ -111,8 +125,11 @@ def alive(pid: int) -> bool:
 
 
 def tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
+    """The log's last non-empty lines (read from its last 64 KiB: the log is appended to)."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        with open(path, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - _TAIL_BYTES))
+            text = handle.read().decode("utf-8", errors="replace")
     except OSError:
         return "  (no log)"
     last = [line for line in text.splitlines() if line.strip()][-lines:]

@@ -3,10 +3,14 @@
 A user runs two agents in two terminals: the second ``ember wrap`` finds the proxy the first one
 started and uses it. If the first wrap stopped "its" proxy when its agent exited, the second
 agent would lose its proxy mid-session (connection refused on its next turn). So the wraps
-using a port are registered in ``$EMBER_HOME/run/wrap-<port>.json``, and the last one out stops
-the proxy, and only a proxy some wrap started: one the user started themselves is never
-stopped. Every look-and-change happens under an exclusive ``flock`` on ``wrap-<port>.lock``, so
-two wraps starting at once start one proxy, and none starts while another is stopping.
+using a port are registered in ``$EMBER_HOME/run/wrap-<port>.json``, and the last one out hands
+the proxy over to stop (``ember.launch.finish``), and only a proxy some wrap started: one the
+user started themselves is never stopped. Every look-and-change happens under an exclusive
+``flock`` on ``wrap-<port>.lock``, so two wraps starting at once start one proxy.
+
+The proxy decides to stop under that lock too (``retire``), once it has finished its reads and
+no wrap is registered, and holds the lock until its process ends: a wrap arriving while it
+finishes uses it; one arriving as it stops waits, then starts a new proxy on the free port.
 
 A wrap killed with SIGKILL leaves its pid behind; dead pids are dropped on every visit.
 """
@@ -22,13 +26,17 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from ember.clients.address import ProxyAddress
 from ember.errors import ClientError
-from ember.launch import proxyproc
+from ember.launch import finish, proxyproc
 from ember.launch.probe import probe, settle
 
 LOCK_TIMEOUT = 60.0  #: seconds to wait for another wrap that is starting or stopping a proxy
+#: Seconds the proxy may take to answer the last wrap's ask (it answers at once: how many
+#: sessions it is still reading); past it, the proxy is taken for wedged and stopped.
+ANSWER_TIMEOUT = 10.0
 
 
 @dataclass
@@ -44,6 +52,15 @@ class Lease:
     started: bool
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
+
+
+@dataclass(frozen=True)
+class Released:
+    """What became of the proxy when a wrap let go of it."""
+
+    stopped: bool = False  #: it is gone
+    reading: int = 0  #: it finishes this many sessions' reads in the background, then stops
+    seconds: float = 0.0  #: ... for up to this long
 
 
 class SharedProxy:
@@ -86,23 +103,85 @@ class SharedProxy:
             self._save(state)
             return lease
 
-    def release(self, lease: Lease, on_slow: Callable[[], None] | None = None) -> bool:
-        """Drop this wrap; stop the proxy when no wrap uses it any more and a wrap started it
-        (``on_slow``: see ``proxyproc.stop``). Returns whether it was stopped."""
+    def release(self, lease: Lease, on_slow: Callable[[], None] | None = None) -> Released:
+        """Drop this wrap. The last one out of a proxy a wrap started asks it to finish and
+        stop (``ember.launch.finish``): it returns at once when the proxy still reads sessions
+        in the background, waits for it to go when it stops now. ``on_slow``: see
+        ``proxyproc.stop``, for a proxy that does not answer."""
         with self._locked():
             state = self._load()
             state.users = [pid for pid in state.users if pid != os.getpid()]
             if state.users or state.proxy_pid is None:
                 self._save(state)
-                return False
+                return Released()
             pid = state.proxy_pid
+            mine = lease.proc if lease.proc is not None and lease.proc.pid == pid else None
             # Nothing on the port: the recorded proxy died and its pid may belong to another
-            # process by now, which must not get our SIGTERM. A wedged proxy is still stopped.
-            if probe(self.address.host, self.address.port).state != "free":
-                mine = lease.proc if lease.proc is not None and lease.proc.pid == pid else None
-                proxyproc.stop(pid, mine, on_slow)
+            # process by now, which must not get our signal.
+            if probe(self.address.host, self.address.port).state == "free":
+                self._save(_State())
+                return Released(stopped=True)
+            asked = finish.ask(self.run_dir, self.address.port)
+            try:
+                os.kill(pid, finish.SIGNAL)
+            except ProcessLookupError:
+                self._save(_State())
+                return Released(stopped=True)
+            self._save(state)  # still the wraps' proxy: a wrap coming now uses it
+        try:
+            found = finish.wait(asked, pid, ANSWER_TIMEOUT)
+        except KeyboardInterrupt:  # the user will not wait: the proxy goes on by itself
+            return Released()
+        if found is None:
+            return self._unanswered(pid, mine, on_slow)
+        if found.state == "finishing":
+            return Released(reading=found.reading, seconds=found.seconds)
+        if found.state == "stopping":
+            proxyproc.wait_stopped(pid, mine)
+            return Released(stopped=True)
+        return Released()  # a wrap came meanwhile: the proxy stays theirs
+
+    def _unanswered(
+        self, pid: int, proc: subprocess.Popen[bytes] | None, on_slow: Callable[[], None] | None
+    ) -> Released:
+        """The proxy gave no answer: gone, or wedged; a wedged one is stopped unless a wrap
+        uses it by now."""
+        with self._locked():
+            state = self._load()
+            if state.users:
+                return Released()
+            if state.proxy_pid == pid:  # (``_load`` forgets a proxy that died)
+                proxyproc.stop(pid, proc, on_slow)
+                self._save(_State())
+            return Released(stopped=True)
+
+    def retire(self, pid: int, gave_up: Callable[[], bool]) -> IO[bytes] | None:
+        """The proxy's side: whether it may stop now. Yes when a wrap started it (``pid`` is
+        the recorded proxy) and no wrap uses it: the registry is cleared and the lock comes
+        back held — keep it open until the process ends, so no wrap takes the stopping proxy
+        for a live one. None: it stays (a wrap uses it, or the user started it). Waits for
+        the lock until ``gave_up`` says the proxy is stopping anyway."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        handle = open(self._lock_path, "a+b")  # noqa: SIM115 - returned open, on purpose
+        try:
+            while True:
+                try:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if gave_up():
+                        handle.close()
+                        return None
+                    time.sleep(0.05)
+            state = self._load()
+            if state.users or state.proxy_pid != pid:
+                handle.close()  # unlocks
+                return None
             self._save(_State())
-            return True
+            return handle
+        except BaseException:
+            handle.close()
+            raise
 
     def _load(self) -> _State:
         """The registry without dead wraps, and without a recorded proxy that has died."""

@@ -189,6 +189,11 @@ class MemoryStage(Stage):
             return
         if entry.block:
             edits.append_user_tail(adapter, ex.doc, ask, entry.block)
+            log.info(  # ids only: never a memory's text
+                "memory: injected ids %s into session %s",
+                ",".join(entry.memory_ids) or "-",
+                ex.session_id,
+            )
         ex.state[self.name] = entry
         ex.notes[self.name] = {
             "injected": len(entry.memory_ids),

@@ -16,7 +16,8 @@ to end):
 - ``generation-ended``: the session's history restarted (a compaction): the old generation's
   unread messages are read after ``DEBOUNCE_SECONDS`` (cold: its prefix is gone);
 - stopping (``flush``): a proxy that stops reads what is unread at once, hot, for a few
-  seconds at most; what it cannot finish stays unread for a later run.
+  seconds at most; what it cannot finish stays unread for a later run (the proxy ``ember
+  wrap`` started finishes it first, still serving, for up to ``shadow_finish_seconds``).
 A new user message cancels at once: the queued trigger is dropped, a running call is aborted,
 the prefix is dropped (the request about to go out makes it stale) and the run is recorded
 as cancelled, with no proposal.
@@ -69,6 +70,13 @@ class SessionShadow:
     noted_seq: int = 0
     #: what the session's latest finished run left (library mode's ``run_now`` returns it)
     last_record: RunRecord | None = None
+    #: ``noted_seq`` when the newest run that ran its course started (it read the session,
+    #: failed or was skipped; not cancelled. None: none did): a stopping proxy does not ask
+    #: again at once what that run just asked
+    read_seq: int | None = None
+    #: ``noted_seq`` when a stop-time read ran out of time (None: none did): a later stop
+    #: does not ask the provider again for what the first could not finish in time
+    gave_up_seq: int | None = None
 
 
 class ShadowService:
@@ -163,6 +171,7 @@ class ShadowService:
         async with self._slots:
             if req.abort.is_set():
                 return
+            seen = st.noted_seq
             try:
                 record = await self.runner.run(req)
             except asyncio.CancelledError:
@@ -173,6 +182,8 @@ class ShadowService:
                 log.exception("shadow run of session %s failed", req.session_id)
                 return
         st.last_record = record
+        if (record is None or record.status != "cancelled") and not req.abort.is_set():
+            st.read_seq = seen
         if record is None:
             return
         previous = st.backoff.get(req.generation, Backoff())
@@ -222,24 +233,40 @@ class ShadowService:
 
     # -- stopping ----------------------------------------------------------------------------
 
-    async def flush(self, seconds: float, skipped: Callable[[], bool] = lambda: False) -> int:
+    async def flush(
+        self,
+        seconds: float,
+        skipped: Callable[[], bool] = lambda: False,
+        reading: Callable[[int], None] | None = None,
+    ) -> int:
         """Read every session with messages waiting, now, for at most ``seconds`` (or until
-        ``skipped`` says the user asked to skip it); a run still going then is cancelled and
-        its messages stay unread. Returns how many sessions it started reading."""
+        ``skipped`` says the user asked to skip it); a run still going then is cancelled (what
+        its call cost is recorded) and its messages stay unread. Returns how many sessions it
+        started reading. ``reading``: the proxy keeps serving meanwhile (it finishes in the
+        background for ``ember wrap``), and is told that number at once, for the terminal."""
         due = [sid for sid in list(self._known) if self._waiting(sid)]
         if not due or seconds <= 0:
             return 0
-        log.warning(
-            "reading what %d session(s) said while the provider's cache is hot (up to %g s; "
-            "press Ctrl-C again to skip)",
-            len(due),
-            seconds,
-        )
+        if reading is None:
+            log.warning(
+                "reading what %d session(s) said while the provider's cache is hot (up to %g "
+                "s; press Ctrl-C again to skip)",
+                len(due),
+                seconds,
+            )
+        else:
+            log.info(
+                "shadow: finishing what %d session(s) said, in the background (up to %g s)",
+                len(due),
+                seconds,
+            )
         for sid in due:
             st = self.state(sid)
             if st is not None and st.generation is not None:  # what starts it now is the stop
                 st.pending[st.generation] = "stopping"
             self.kick(sid, now=True)
+        if reading is not None:
+            reading(len(due))
         deadline = self.clock() + seconds
         while self.clock() < deadline and not skipped() and self._running(due):
             await asyncio.sleep(0.05)
@@ -247,15 +274,20 @@ class ShadowService:
             st = self.state(sid)
             if st is not None and st.task is not None and not st.task.done():
                 st.task.cancel()
+                st.gave_up_seq = st.noted_seq
         return len(due)
 
     def _waiting(self, session_id: str) -> bool:
-        """A trigger waits, or the session's prefix is still hot (its last messages may be
-        unread: the run finds out, and does nothing when they are not)."""
+        """A trigger waits, or the session's prefix is still hot and no run ran its course
+        since (its last messages may be unread: the run finds out, and does nothing when they
+        are not); not when a stop-time read of the same messages ran out of time."""
         st = self.state(session_id)
-        if st is None or st.generation is None:
+        if st is None or st.generation is None or st.gave_up_seq == st.noted_seq:
             return False
-        return bool(st.pending) or self.runner.prefixes.get(session_id) is not None
+        if st.pending:
+            return True
+        unread = st.read_seq is None or st.noted_seq > st.read_seq
+        return unread and self.runner.prefixes.get(session_id) is not None
 
     def _running(self, sessions: list[str]) -> bool:
         for sid in sessions:

@@ -100,7 +100,7 @@ class ShadowStage(Stage):
         """Stopping is not forgetting: sessions with unread messages are read now, hot, for
         a few seconds at most; what does not finish stays unread for a later run."""
         if self.core is not None:
-            await self.core.service.flush(stopping.seconds, stopping.skipped)
+            await self.core.service.flush(stopping.seconds, stopping.skipped, stopping.reading)
 
     async def close(self) -> None:
         if self.core is not None:
