@@ -283,3 +283,18 @@ def test_help_says_it_answers_shadow_questions_with_what_the_user_stated() -> No
     assert result.exit_code == 0
     text = " ".join(result.output.split())
     assert "proposing what the user stated" in text and "--log FILE" in text
+
+
+def test_shadow_delay_plays_a_provider_slow_to_answer_the_shadow_read_only() -> None:
+    emulator = upstream_emulator(None, shadow_delay=1.0)
+    with BackgroundServer(emulator) as server:
+        started = time.monotonic()
+        body = json.dumps(hot_body("anthropic")).encode()
+        status, raw = post(server.url, PATHS["anthropic"], body, headers("anthropic"))
+        slow = time.monotonic() - started
+        assert status == 200 and proposed(answer_text("anthropic", json.loads(raw))) == HOT_FACTS
+        started = time.monotonic()
+        plain = {"model": "gpt-5", "messages": [{"role": "user", "content": "hi"}]}
+        post(server.url, PATHS["openai_chat"], json.dumps(plain).encode(), headers("openai_chat"))
+        fast = time.monotonic() - started
+    assert slow >= 1.0 > fast

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
 if TYPE_CHECKING:
-    from ember.testing import Emulator
+    from ember.testing import Emulator, Reply
 
 
 @click.group()
@@ -15,17 +15,26 @@ def dev() -> None:
     """Developer tools (the built-in provider emulator)."""
 
 
-def upstream_emulator(log: TextIO | None = None) -> Emulator:
+def upstream_emulator(log: TextIO | None = None, shadow_delay: float = 0.0) -> Emulator:
     """The emulator ``ember dev upstream`` serves: it answers ember's shadow question (hot and
     cold, every wire format and transport) by proposing what the user stated, so shadow memory
-    works offline; any other request gets the emulator's deterministic answer. With ``log``,
-    one JSON line per request it receives (``ember.testing.request_log``)."""
+    works offline, ``shadow_delay`` seconds late (a provider slow to answer it); any other
+    request gets the emulator's deterministic answer. With ``log``, one JSON line per request
+    it receives (``ember.testing.request_log``)."""
     from ember.testing import Emulator
     from ember.testing.request_log import RequestLog
     from ember.testing.shadow import shadow_replies, user_statements
 
+    answer = shadow_replies(user_statements)
+
+    def reply(body: dict[str, Any], path: str) -> Reply | None:
+        found = answer(body, path)
+        if found is None or shadow_delay <= 0:
+            return found
+        return found.replace(delay_headers=shadow_delay)
+
     emulator = Emulator()
-    emulator.reply_fn = shadow_replies(user_statements)
+    emulator.reply_fn = reply
     emulator.log = RequestLog(log) if log is not None else None
     return emulator
 
@@ -51,7 +60,16 @@ def upstream_emulator(log: TextIO | None = None) -> Emulator:
     show_default=True,
     help="Listen backlog: a small one plays a provider that drops connections under a burst.",
 )
-def upstream(host: str, port: int, log: TextIO | None, backlog: int) -> None:
+@click.option(
+    "--shadow-delay",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Answer shadow questions this many seconds late: a provider slow to answer the read "
+    "ember makes when a session ends (try `ember wrap` against it).",
+)
+def upstream(host: str, port: int, log: TextIO | None, backlog: int, shadow_delay: float) -> None:
     """Run the provider emulator: Anthropic Messages, OpenAI Chat Completions and Responses
     (over HTTP, and Responses over WebSocket), with prompt caching modelled, deterministic
     answers and no network, so ember can be tried without an API key.
@@ -70,4 +88,4 @@ def upstream(host: str, port: int, log: TextIO | None, backlog: int) -> None:
 
     logs.configure("info")
     click.echo(f"ember provider emulator on http://{host}:{port}", err=True)
-    serve_forever(upstream_emulator(log), host, port, "info", backlog)
+    serve_forever(upstream_emulator(log, shadow_delay), host, port, "info", backlog)
