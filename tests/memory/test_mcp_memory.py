@@ -4,19 +4,25 @@ resource does to the served project's memory, and what it refuses."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio.to_thread
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from ember.config import Settings, load_settings
+from ember.errors import EmberError
 from ember.memory.core import HierarchicalMemory
+from ember.memory.mcp_cli import OnFirstUse
 from ember.memory.mcp_memory import ProjectMemory, spend_summary
 from ember.memory.mcp_server import build_server
 from ember.memory.mcp_target import Served, served
 from ember.memory.settings import MemorySettings
+from ember.models import EmbedderCache
+from ember.models import factory as factory_module
 from ember.protocols.base import Usage
 from ember.store.accounting import ExchangeRecord
 from ember.store.registry import Storage, storage_for
@@ -254,3 +260,61 @@ async def test_on_a_postgresql_store_the_tools_read_what_they_saved(
         memory.close()
         storage.close()
     assert not target.path.exists() and not (tmp_path / "home" / "projects").exists()
+
+
+def _counting_loads(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], threading.Event]:
+    """The process's model cache, swapped for one whose loads are counted (a stand-in
+    embedder each time)."""
+    loads: list[str] = []
+    loaded = threading.Event()
+
+    def load(backend: str, model: str, cache_dir: Path | None) -> HashEmbedder:
+        loads.append(model)
+        loaded.set()
+        return HashEmbedder()
+
+    monkeypatch.setattr(factory_module, "DEFAULT", EmbedderCache(load))  # type: ignore[arg-type]
+    return loads, loaded
+
+
+async def test_once_the_tools_are_listed_a_project_with_memories_has_its_model_loading(
+    settings: Settings, target: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ember mcp`` imports no store at start (the client waits for the tools); once they
+    are listed, the store is opened and the model loads in the background, so the first
+    search does not pay for both."""
+    with HierarchicalMemory(target.path, HashEmbedder()) as store:
+        fact = store.add(DB_FACT, importance=0.8)
+    loads, loaded = _counting_loads(monkeypatch)
+    memory = OnFirstUse(settings, target)
+    try:
+        async with Client(build_server(memory, memory.warm)) as client:
+            await client.list_tools()
+            assert await anyio.to_thread.run_sync(loaded.wait, 30)  # before any call
+            found = await call(client, "memory_search", query="which database does the API use")
+        assert [h["id"] for h in found["hits"]] == [fact.id] and len(loads) == 1
+    finally:
+        memory.close()
+
+
+async def test_a_project_without_memories_loads_no_model_and_creates_nothing(
+    settings: Settings, target: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loads, _ = _counting_loads(monkeypatch)
+    memory = OnFirstUse(settings, target)
+    try:
+        async with Client(build_server(memory, memory.warm)) as client:
+            await client.list_tools()
+            assert (await call(client, "memory_search", query="deploys"))["hits"] == []
+    finally:
+        memory.close()
+    assert loads == [] and not target.path.exists()
+
+
+async def test_a_closed_server_opens_nothing_any_more(settings: Settings, target: Served) -> None:
+    """A warm-up that outlives the server (the client left at once) must not reopen the
+    store the server closed."""
+    memory = OnFirstUse(settings, target)
+    memory.close()
+    with pytest.raises(EmberError, match="shutting down"):
+        memory.memories()

@@ -26,6 +26,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 import ember
+from ember.memory.mcp_tools import TOOLS
 from ember.server import free_port
 from tests.conftest import StackFactory
 from tests.memory.mcp_support import call
@@ -171,6 +172,38 @@ async def test_started_where_no_project_is_it_serves_nothing_and_says_why(
     assert "the working directory is the filesystem root" in said and "--cwd DIR" in said
     assert "no project to serve: the working directory is the filesystem root" in log.read_text()
     assert not home.exists()  # nothing was created
+
+
+async def test_its_tools_are_listed_before_any_store_or_model_is_imported(
+    tmp_path: Path,
+) -> None:
+    """A client waits for the tools before its first turn (``claude -p`` sends it without
+    them when they come late): ``ember mcp`` lists them from their definitions alone, and the
+    store, numpy and the model are imported by the first call that needs them."""
+    project, log = tmp_path / "acme-api", tmp_path / "server.log"
+    project.mkdir()
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-X", "importtime", "-m", "ember", "mcp"],
+        env=server_env(tmp_path / "home"),
+        cwd=project,
+    )
+    with log.open("a", encoding="utf-8") as err:
+        async with (
+            stdio_client(params, errlog=err) as (read, write),
+            ClientSession(read, write, read_timeout_seconds=120) as session,
+        ):
+            await session.initialize()
+            listed = await session.list_tools()
+    assert [t.name for t in listed.tools] == [t.name for t in TOOLS]
+    imported = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in log.read_text().splitlines()
+        if line.startswith("import time:")
+    }
+    assert {"mcp.server", "ember.memory.mcp_server"} <= imported  # what was imported is seen
+    heavy = {"numpy", "onnxruntime", "ember.memory.core", "ember.memory.mcp_memory"}
+    assert not imported & heavy
 
 
 def test_a_project_the_user_named_wrong_is_refused_at_start(tmp_path: Path) -> None:

@@ -2,16 +2,20 @@
 
 The project is settled before anything is served (``mcp_target.served``): a server that cannot
 name its project exits at once with the reason and the fix, rather than answering a client
-with another project's memories. Start-up stays short — the SDK and the store's modules are
-imported, nothing is opened — because a client waits for it before its first turn: the
-project's file is opened by the first call that needs it and the embedder by the first search
-or save. Logs go to stderr; stdout is the protocol's.
+with another project's memories. Start-up stays short, since a client waits for the tools
+before its first turn (Claude Code's ``-p`` sends its first request without them when they
+come late): only the SDK, the settings and the tools' definitions are imported before the
+tools are listed. Once they are, a background thread opens the project's store (the store's
+modules are imported then) and, when it holds memories, starts loading the embedder; a call
+that comes first opens the store itself, and a search waits for the model's load. Logs go to
+stderr; stdout is the protocol's.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +28,13 @@ if TYPE_CHECKING:
     from mcp.server import Server
 
     from ember.config import Settings
+    from ember.memory.mcp_memory import ProjectMemory
+    from ember.memory.mcp_target import Served
+    from ember.memory.mcp_tools import ForgetArgs, ListArgs, SaveArgs, SearchArgs, UpdateArgs
     from ember.models.base import Embedder
+    from ember.store.registry import Storage
+
+log = logging.getLogger(__name__)
 
 
 @click.command("mcp")
@@ -57,9 +67,7 @@ def mcp(
     from ember import logs
     from ember.config import load_settings
     from ember.memory import mcp_server
-    from ember.memory.mcp_memory import ProjectMemory
     from ember.memory.mcp_target import NoProjectHere, served
-    from ember.store.registry import storage_for
 
     if not over_http and port is not None:
         raise click.UsageError("--port is for --http (stdio needs none)")
@@ -78,13 +86,11 @@ def mcp(
         click.echo(f"ember mcp: {exc}", err=True)
         _serve(mcp_server.build_unserved(str(exc)), over_http, host, port, "no project")
         return
-    storage = storage_for(settings)
-    memory = ProjectMemory(settings, target, _embedder(settings), storage)
+    memory = OnFirstUse(settings, target)
     try:
-        _serve(mcp_server.build_server(memory), over_http, host, port, target.label)
+        _serve(mcp_server.build_server(memory, memory.warm), over_http, host, port, target.label)
     finally:
         memory.close()
-        storage.close()
 
 
 def _serve(server: Server[Any], over_http: bool, host: str, port: int | None, label: str) -> None:
@@ -107,8 +113,8 @@ def _serve(server: Server[Any], over_http: bool, host: str, port: int | None, la
 
 
 def _embedder(settings: Settings) -> Callable[[], Embedder]:
-    """The configured model, loaded by the first search or save (blocking then), never at
-    start: a client waits for the server before its first turn."""
+    """The configured model: the one ``OnFirstUse.warm`` started loading, or loaded by the
+    first search or save (blocking then); never before the tools are listed."""
 
     def load() -> Embedder:
         from ember.models import embedder_from
@@ -116,3 +122,84 @@ def _embedder(settings: Settings) -> Callable[[], Embedder]:
         return embedder_from(settings)
 
     return load
+
+
+class OnFirstUse:
+    """The served project's memory (``ProjectMemory``), built by the first call that needs it
+    or by ``warm``, whichever comes first; the calls themselves run on worker threads.
+
+    Building it imports the store, numpy and the indexes (~0.2 s of CPU): done before the
+    tools were listed, it kept every client waiting for tools it could already have had."""
+
+    def __init__(self, settings: Settings, target: Served) -> None:
+        self._settings, self._target = settings, target
+        self._lock = threading.Lock()
+        self._memory: ProjectMemory | None = None
+        self._storage: Storage | None = None
+        self._closed = False
+
+    def _get(self) -> ProjectMemory:
+        with self._lock:
+            if self._closed:  # a warm-up that outlived the server opens nothing
+                from ember.errors import EmberError
+
+                raise EmberError("ember mcp is shutting down")
+            if self._memory is None:
+                from ember.memory.mcp_memory import ProjectMemory
+                from ember.store.registry import storage_for
+
+                self._storage = storage_for(self._settings)
+                self._memory = ProjectMemory(
+                    self._settings, self._target, _embedder(self._settings), self._storage
+                )
+            return self._memory
+
+    def search(self, args: SearchArgs) -> dict[str, Any]:
+        return self._get().search(args)
+
+    def save(self, args: SaveArgs, client: str | None) -> dict[str, Any]:
+        return self._get().save(args, client)
+
+    def update(self, args: UpdateArgs) -> dict[str, Any]:
+        return self._get().update(args)
+
+    def forget(self, args: ForgetArgs) -> dict[str, Any]:
+        return self._get().forget(args)
+
+    def listing(self, args: ListArgs) -> dict[str, Any]:
+        return self._get().listing(args)
+
+    def memories(self) -> dict[str, Any]:
+        return self._get().memories()
+
+    def spend(self) -> dict[str, Any]:
+        return self._get().spend()
+
+    def warm(self) -> None:
+        """Open the store in the background and, when it holds memories, start loading the
+        model: the first search then waits less, or not at all. A project with no ember file
+        (SQLite) has nothing to find: nothing is imported, opened or loaded for it."""
+        if self._settings.store_url is None and not self._target.path.exists():
+            return
+        threading.Thread(target=self._warm, name="ember-mcp-warm", daemon=True).start()
+
+    def _warm(self) -> None:
+        from ember.errors import EmberError
+        from ember.models import preload_from
+
+        try:
+            if self._get().has_memories():
+                preload_from(self._settings)
+        except EmberError as exc:  # the first call meets it again, and says so
+            log.info("ember mcp: the project's memory is not ready: %s", exc)
+        except Exception:
+            log.warning("ember mcp: readying the project's memory failed", exc_info=True)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._memory is not None:
+                self._memory.close()
+            if self._storage is not None:
+                self._storage.close()
+            self._memory = self._storage = None

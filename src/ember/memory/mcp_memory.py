@@ -97,6 +97,11 @@ class ProjectMemory:
             self._store = store
         return self._store
 
+    def has_memories(self) -> bool:
+        """Whether the project holds current memories (nothing is created to find out)."""
+        store = self._existing()
+        return store is not None and not store.is_empty()
+
     # -- tools ---------------------------------------------------------------------------------
 
     def search(self, args: SearchArgs) -> dict[str, Any]:

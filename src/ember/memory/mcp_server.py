@@ -16,8 +16,10 @@ Invariants, and what each prevents:
   come back as a tool result with ``isError`` saying what was wrong and the fix, which the
   model reads and acts on; a tool or resource that does not exist is a protocol error
   (``INVALID_PARAMS``), the client's mistake rather than the model's;
-- blocking work (SQLite, the embedder) runs in worker threads, so a slow first search (the
-  model loads then, never at start) does not stall the other requests of the connection;
+- the tools are listed from their definitions alone (``build_server``'s ``listed`` readies
+  the store and the model after that): a client waits for them before its first turn;
+- blocking work (SQLite, the embedder) runs in worker threads, so a slow first search (one
+  that waits for the model) does not stall the other requests of the connection;
 - over HTTP, a non-loopback address is refused and the Host and Origin headers are checked
   (the server has no authentication: a web page must not reach it through DNS rebinding).
 """
@@ -28,7 +30,7 @@ import ipaddress
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio.to_thread
 import mcp_types as types
@@ -38,8 +40,10 @@ from mcp.shared.exceptions import MCPError
 from ember import __version__
 from ember.errors import EmberError
 from ember.memory.errors import MemoryInputError, MemoryNotFound
-from ember.memory.mcp_memory import ProjectMemory
 from ember.memory.mcp_tools import FORGET, LIST, SAVE, SEARCH, TOOLS, UPDATE, ToolDef, parse
+
+if TYPE_CHECKING:
+    from ember.memory.mcp_tools import ForgetArgs, ListArgs, SaveArgs, SearchArgs, UpdateArgs
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +68,23 @@ _RESOURCES = (
 )
 
 
-def build_server(memory: ProjectMemory) -> Server[Any]:
-    """The MCP server over ``memory`` (which it does not close: the caller does)."""
+class ServedMemory(Protocol):
+    """What the tools and resources do (``mcp_memory.ProjectMemory``; blocking, run on worker
+    threads)."""
+
+    def search(self, args: SearchArgs) -> dict[str, Any]: ...
+    def save(self, args: SaveArgs, client: str | None) -> dict[str, Any]: ...
+    def update(self, args: UpdateArgs) -> dict[str, Any]: ...
+    def forget(self, args: ForgetArgs) -> dict[str, Any]: ...
+    def listing(self, args: ListArgs) -> dict[str, Any]: ...
+    def memories(self) -> dict[str, Any]: ...
+    def spend(self) -> dict[str, Any]: ...
+
+
+def build_server(memory: ServedMemory, listed: Callable[[], None] | None = None) -> Server[Any]:
+    """The MCP server over ``memory`` (which it does not close: the caller does).
+    ``listed`` is called once, when the tools were first listed: the client is served, and
+    what it will want next (the store, the model) can be readied in the background."""
     operations: dict[str, Callable[[Any, str | None], dict[str, Any]]] = {
         SEARCH: lambda a, _: memory.search(a),
         SAVE: memory.save,
@@ -77,10 +96,14 @@ def build_server(memory: ProjectMemory) -> Server[Any]:
         MEMORIES_URI: memory.memories,
         SPEND_URI: memory.spend,
     }
-    listed = types.ListToolsResult(tools=[_tool(t) for t in TOOLS])
+    tools = types.ListToolsResult(tools=[_tool(t) for t in TOOLS])
+    first = [listed]
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        return listed
+        if first[0] is not None:
+            then, first[0] = first[0], None
+            then()
+        return tools
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         operation = operations.get(params.name)

@@ -30,7 +30,6 @@ from pathlib import Path
 
 from ember.config import Settings
 from ember.errors import ProjectError
-from ember.memory.router import global_db_path
 from ember.project import ProjectRef, identified, project_from_cli
 from ember.store.registry import stats_db_path
 
@@ -75,6 +74,8 @@ def served(
     if ref is not None:
         return Served(ref, ref.db_path(settings.home), ref.db_path(settings.home))
     if settings.unresolved_project == "global":
+        from ember.memory.router import global_db_path  # the store's modules: only here
+
         path = global_db_path(settings.home)
         log.warning(
             "ember mcp: %s; unresolved_project = global: serving the shared store %s, where "
