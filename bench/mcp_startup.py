@@ -14,10 +14,12 @@ included). The servers take turns, run after run, so a busy machine slows them a
 - ``sdk Server``: the SDK's low-level ``Server`` with one tool (what ember is built on: the
   least any server of this SDK can cost).
 
-The table gives min / median / max per server and the ratio of ember's median (and min) to
-each minimal server's. ember's tool listing is checked on every run (its five tools).
+``--baseline CHECKOUT`` adds ``ember mcp`` as another checkout ships it (its ``src`` first on
+``PYTHONPATH``), for a before / after. The table gives min / median / max per server and the
+ratio of each ember's median (and min) to each minimal server's. ember's tool listing is
+checked on every run (its five tools).
 
-    python bench/mcp_startup.py [--runs 9] [--json FILE]
+    python bench/mcp_startup.py [--runs 9] [--baseline CHECKOUT] [--json FILE]
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ async def main():
 anyio.run(main)
 """
 
+BASELINE = "ember (baseline)"
 EMBER_TOOLS = ["memory_search", "memory_save", "memory_update", "memory_forget", "memory_list"]
 
 
@@ -94,6 +97,7 @@ class Server:
     command: str
     args: tuple[str, ...]
     tools: tuple[str, ...] | None = None  # the listing every run must give (None: unchecked)
+    env: tuple[tuple[str, str], ...] = ()  # on top of the run's own
 
 
 @dataclass
@@ -116,7 +120,9 @@ class Row:
 
 async def time_to_tools(server: Server, env: dict[str, str], cwd: Path, log: Path) -> float:
     """Seconds from spawning ``server`` to the answer of its ``tools/list``."""
-    params = StdioServerParameters(command=server.command, args=list(server.args), env=env, cwd=cwd)
+    params = StdioServerParameters(
+        command=server.command, args=list(server.args), env=env | dict(server.env), cwd=cwd
+    )
     with log.open("a", encoding="utf-8") as err:
         start = time.perf_counter()
         async with (
@@ -132,21 +138,27 @@ async def time_to_tools(server: Server, env: dict[str, str], cwd: Path, log: Pat
     return took
 
 
-def servers() -> list[Server]:
-    return [
+def servers(baseline: Path | None = None) -> list[Server]:
+    every = [
         Server("ember mcp", EMBER, ("mcp",), tuple(EMBER_TOOLS)),
         Server("sdk MCPServer", sys.executable, ("-c", HIGH_LEVEL), ("echo",)),
         Server("sdk Server", sys.executable, ("-c", LOW_LEVEL), ("echo",)),
     ]
+    if baseline is not None:
+        src = (("PYTHONPATH", str(baseline.resolve() / "src")),)
+        every.append(
+            Server(BASELINE, sys.executable, ("-m", "ember", "mcp"), tuple(EMBER_TOOLS), src)
+        )
+    return every
 
 
-async def measure(runs: int, work: Path) -> list[Row]:
+async def measure(runs: int, work: Path, baseline: Path | None = None) -> list[Row]:
     project = work / "acme-api"
     project.mkdir()
     env = {"EMBER_HOME": str(work / "home")}
     if "XDG_CACHE_HOME" in os.environ:
         env["XDG_CACHE_HOME"] = os.environ["XDG_CACHE_HOME"]
-    every = servers()
+    every = servers(baseline)
     rows = {s.name: Row(s.name, []) for s in every}
     for s in every:  # one unmeasured start each: the bytecode caches are written
         await time_to_tools(s, env, project, work / "servers.log")
@@ -157,7 +169,8 @@ async def measure(runs: int, work: Path) -> list[Row]:
 
 
 def table(rows: list[Row]) -> str:
-    ember, *minimal = rows
+    embers = [r for r in rows if r.server.startswith("ember")]
+    minimal = [r for r in rows if not r.server.startswith("ember")]
     lines = [
         f"{'server':<16} {'runs':>4} {'min s':>7} {'median s':>9} {'max s':>7}",
         *(
@@ -166,8 +179,8 @@ def table(rows: list[Row]) -> str:
         ),
         "",
         *(
-            f"ember / {m.server}: median {ember.median / m.median:.2f}x, "
-            f"min {ember.min / m.min:.2f}x"
+            f"{e.server} / {m.server}: median {e.median / m.median:.2f}x, min {e.min / m.min:.2f}x"
+            for e in embers
             for m in minimal
         ),
     ]
@@ -178,11 +191,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=9, help="measured starts per server")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    parser.add_argument(
+        "--baseline", type=Path, default=None, metavar="CHECKOUT", help="another checkout's ember"
+    )
     args = parser.parse_args()
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     with tempfile.TemporaryDirectory(prefix="ember-mcp-startup-") as tmp:
-        rows = asyncio.run(measure(args.runs, Path(tmp)))
+        rows = asyncio.run(measure(args.runs, Path(tmp), args.baseline))
     print(table(rows))
     if args.json is not None:
         doc = [asdict(r) | {"min": r.min, "median": r.median, "max": r.max} for r in rows]

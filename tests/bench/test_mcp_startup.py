@@ -14,4 +14,6 @@ def test_every_server_lists_its_tools_and_the_table_gives_the_ratios(tmp_path: P
         table = bench.table(rows)
     assert [r.server for r in rows] == ["ember mcp", "sdk MCPServer", "sdk Server"]
     assert all(len(r.seconds) == 1 and 0 < r.seconds[0] < 60 for r in rows)
-    assert "ember / sdk MCPServer: median" in table and "ember / sdk Server: median" in table
+    assert (
+        "ember mcp / sdk MCPServer: median" in table and "ember mcp / sdk Server: median" in table
+    )
