@@ -53,6 +53,10 @@ class NewMemory:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     created_at: float | None = None
     evidence: tuple[Evidence, ...] = ()
+    #: the ids of current memories this fact corrects: stored with it, they end (kept as
+    #: history, pointing at it), so the stale version is never injected beside the new one;
+    #: an id that names no current memory of the project is passed over
+    supersedes: tuple[str, ...] = ()
 
 
 #: The metadata keys a memory's provenance is kept under (``ember.memory.echo`` reads them).
@@ -76,6 +80,8 @@ class StoredFact(Protocol):
     @property
     def id(self) -> str: ...
     @property
+    def content(self) -> str: ...
+    @property
     def created_at(self) -> float: ...
     @property
     def category(self) -> str | None: ...
@@ -94,6 +100,15 @@ class FactStore(Protocol):
     def list(self) -> Sequence[StoredFact]: ...
 
     def delete(self, memory_id: str) -> object: ...
+
+    def current(self, ids: Sequence[str]) -> Sequence[StoredFact]:
+        """The current version of each memory named (a superseded one's successor, once
+        each, in order); ids that name nothing current are passed over."""
+        ...
+
+    def recalled(self, session_id: str) -> Sequence[StoredFact]:
+        """The current versions of the memories injected into the session's asks."""
+        ...
 
 
 #: A project's fact store (opened if needed: blocking), or None when it has none (unresolved).

@@ -352,6 +352,22 @@ class HierarchicalMemory:
         request path can skip the worker-thread hop ``is_empty`` would cost (~0.1 ms)."""
         return time.monotonic() - self._nonempty_at < NONEMPTY_SECONDS
 
+    def current(self, ids: Sequence[str]) -> builtins.list[Memory]:
+        """The current version of each memory named — a superseded one's successor — once
+        each, in order; ids that lead to nothing current are passed over."""
+
+        def read(conn: Connection) -> builtins.list[Memory]:
+            found = (rows.current_version(conn, i) for i in ids)
+            return builtins.list({m.id: m for m in found if m is not None}.values())
+
+        return self._query(read)
+
+    def recalled(self, session_id: str) -> builtins.list[Memory]:
+        """The current versions of the memories injected into the session's asks: what the
+        session was told it remembers (the shadow turn shows them, so a correction can name
+        what it corrects)."""
+        return self.current(self._query(lambda conn: rows.injected_ids(conn, session_id)))
+
     def evidence(self, memory_id: str) -> builtins.list[Evidence]:
         def read(conn: Connection) -> builtins.list[Evidence]:
             seq, _ = self._require(conn, memory_id)

@@ -364,3 +364,31 @@ def current_copies(conn: Connection, memory_id: str) -> list[tuple[int, Memory]]
         "SELECT seq FROM memories WHERE promoted_from=? AND valid_until IS NULL", (memory_id,)
     ).fetchall()
     return sorted(by_seqs(conn, [int(r[0]) for r in found]).items())
+
+
+def injected_ids(conn: Connection, session_id: str) -> list[str]:
+    """The ids of the memories injected into a session's asks, first injected first, once
+    each (the injection ledger's ``memory_ids``)."""
+    out: dict[str, None] = {}
+    for (raw,) in conn.execute(
+        "SELECT memory_ids FROM memory_injections WHERE session_id=? AND block != '' "
+        "ORDER BY created_at, message_index",
+        (session_id,),
+    ):
+        try:
+            ids = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        out.update((str(i), None) for i in ids if isinstance(i, str))
+    return list(out)
+
+
+def current_version(conn: Connection, memory_id: str) -> Memory | None:
+    """The current memory ``memory_id`` is, or was superseded into (None: none is)."""
+    found = by_id(conn, memory_id)
+    for _ in range(1000):  # a chain is never this long; a cycle must not loop for ever
+        if found is None or found[1].is_current:
+            break
+        successor = found[1].superseded_by
+        found = by_id(conn, successor) if successor else None
+    return found[1] if found is not None and found[1].is_current else None
