@@ -78,7 +78,7 @@ def test_a_wrap_arriving_while_the_proxy_finishes_uses_it_and_the_last_one_out_s
     tmp_path: Path,
 ) -> None:
     emulator = Emulator()
-    emulator.reply_fn = slow_reads(3.0)
+    emulator.reply_fn = slow_reads(5.0)
     home = tmp_path / "home"
     with (
         BackgroundServer(emulator) as up,
@@ -86,7 +86,7 @@ def test_a_wrap_arriving_while_the_proxy_finishes_uses_it_and_the_last_one_out_s
     ):
         started = time.monotonic()
         released = shared.release(lease)
-        assert time.monotonic() - started < 2  # the answer comes at once, not after the read
+        assert time.monotonic() - started < 3  # the answer comes at once, not after the read
         assert (released.stopped, released.reading, released.seconds) == (False, 1, 120)
         second = shared.acquire(None, 30)  # a new wrap: the finishing proxy serves it
         assert not second.started

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import openai
 import pytest
 
 from ember.compose import build_storage
@@ -31,6 +32,8 @@ from ember.testing.replies import Reply
 from ember.testing.shadow import shadow_path, shadow_replies
 from tests.conftest import Stack, StackFactory
 from tests.shadow.test_e2e import CWD, FACT, db_path, rows, wait_for
+from tests.shadow.test_websocket import STATED, codex_turn
+from tests.shadow.test_websocket import db_of as codex_db
 
 pytestmark = pytest.mark.fault  # the fault-injection suite: `make faults`
 
@@ -179,3 +182,51 @@ async def test_a_read_cut_before_the_provider_answered_is_estimated_from_the_req
         )
         assert (code, outcome, estimated, cost) == (499, "cancelled", 1, usd)
         storage.close()
+
+
+def codex_ask(stack: Stack, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A Codex turn over HTTP through the official OpenAI SDK, streamed; returns the answer's
+    output items."""
+    rest = {k: v for k, v in body.items() if k not in ("model", "input", "stream")}
+    client = openai.OpenAI(base_url=stack.url + "/v1", api_key="sk-test", max_retries=0)
+    with client:
+        stream = client.responses.create(
+            model=body["model"], input=body["input"], stream=True, extra_body=rest
+        )
+        done = [e for e in stream if e.type == "response.completed"]
+    assert done, "the turn did not complete"
+    return [o.model_dump(exclude_none=True) for o in done[0].response.output]
+
+
+def test_an_openai_read_cut_before_its_usage_is_estimated_and_says_so(
+    shadowed: Stack,
+) -> None:
+    """OpenAI reports usage only at the end of a stream: a Responses read cut by the user's
+    next message is estimated — the session's prefix read from the cache, the rest fresh."""
+    stack = shadowed
+    stack.emulator.reply_fn = shadow_answers(delay=30.0)
+    body = codex_turn(f"{STATED} Please read notes.txt and tell me what it says.")
+    said = codex_ask(stack, body)
+    wait_for(lambda: _read_started(stack))
+    time.sleep(0.5)
+    body["input"] += [*said, _user("Now run the tests.")]
+    codex_ask(stack, body)  # the user speaks: the read is cut
+    db = codex_db(stack)
+    wait_for(lambda: rows(db, "SELECT 1 FROM shadow_memory_runs WHERE status = 'cancelled'"))
+    stack.settle()
+    [(reason, cache_read, usd)] = rows(
+        db,
+        "SELECT reason, cache_read_tokens, estimated_usd FROM shadow_memory_runs "
+        "WHERE status = 'cancelled'",
+    )
+    assert "estimated" in reason and cache_read > 0 and usd > 0
+    [(protocol, outcome, estimated, cost)] = rows(
+        db,
+        "SELECT protocol, outcome, usage_estimated, cost_usd FROM exchanges "
+        "WHERE origin = 'shadow' ORDER BY ts LIMIT 1",
+    )
+    assert (protocol, outcome, estimated, cost) == ("openai_responses", "cancelled", 1, usd)
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
