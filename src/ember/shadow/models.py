@@ -1,7 +1,8 @@
 """What a shadow turn may propose, and the outcome of a run (pure data).
 
 The proposal batch is the contract (``CONTRACT.md``): ``{"facts": [{"content", "category"?,
-"evidence": [{"kind", "messageId"} | {"kind": "observed-outcome", "sessionId"}, ...]}]}``.
+"evidence": [{"kind", "messageId"} | {"kind": "observed-outcome", "sessionId"}, ...],
+"supersedes"?: ["<memory id>", ...]}]}``.
 Each fact is validated on its own: one bad fact is kept with its ``validation_error`` and
 never takes its valid siblings down with it (they are the comparison data too).
 """
@@ -9,9 +10,16 @@ never takes its valid siblings down with it (they are the comparison data too).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
 
 from ember.redaction import redact
 
@@ -33,6 +41,8 @@ Trigger = Literal[
 MAX_FACT_CHARS = 1000
 #: At most this many facts are taken from one answer (the rest are dropped, and said so).
 MAX_FACTS = 20
+#: At most this many remembered facts one fact may correct.
+MAX_SUPERSEDES = 5
 
 
 class EvidenceIn(BaseModel):
@@ -53,11 +63,16 @@ class EvidenceIn(BaseModel):
         return self
 
 
+MemoryId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+
+
 class FactIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     content: str = Field(min_length=1, max_length=MAX_FACT_CHARS)
     category: str | None = Field(default=None, max_length=64)
     evidence: list[EvidenceIn] = Field(min_length=1, max_length=10)
+    #: the ids of remembered facts (as the question listed them) that this one corrects
+    supersedes: list[MemoryId] | None = Field(default=None, max_length=MAX_SUPERSEDES)
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from ember.shadow.metrics import ShadowMetrics
 from ember.shadow.models import FactIn
 from ember.shadow.policy import turn_ended
 from ember.shadow.prefix import Prefix, PrefixBook
+from ember.shadow.question import Remembered
 from ember.shadow.runner import RunRecord, RunRequest, ShadowRunner, memories_for_promotion
 from ember.shadow.service import SessionShadow, ShadowService
 from ember.shadow.settings import ShadowSettings
@@ -146,6 +147,7 @@ class ShadowCore:
             settings.price_table(),
             promote,
             metrics=counted,
+            known=self._known if memories is not None else None,
         )
         self.steward: Steward | None = None
         if settings.section(ShadowSettings).shadow == "compare":
@@ -156,6 +158,7 @@ class ShadowCore:
                 settings.price_table(),
                 promote=promote,
                 metrics=counted,
+                known=self._known if memories is not None else None,
             )
         self.service = ShadowService(
             runner,
@@ -292,6 +295,24 @@ class ShadowCore:
         # Nobody waits for these: under a flood they get their vectors later (``catch_up``).
         saved = await asyncio.to_thread(lambda: store.add_many(items, background=True))
         return {pid: m.id for (pid, _), m in zip(facts, saved, strict=True)}
+
+    async def _known(self, project: ProjectRef, session_id: str) -> list[Remembered]:
+        """What the session's shadow turn is shown as remembered, with ids: the memories
+        injected into the session and those its earlier runs stored, as they are now (a
+        superseded one by its successor), so a correction can name what it corrects."""
+        if self.memories is None:
+            return []
+        stored = await self.database(project).aread(lambda c: runs.stored_memory_ids(c, session_id))
+        opener = self.memories
+
+        def read() -> list[Remembered]:
+            store = opener(project)
+            if store is None:
+                return []
+            found = [*store.recalled(session_id), *store.current(stored)]
+            return list({m.id: m.content for m in found}.items())
+
+        return await asyncio.to_thread(read)
 
     async def _steward_after(self, req: RunRequest, record: RunRecord) -> None:
         """Mode compare: the cold steward reads the very window the shadow just read."""

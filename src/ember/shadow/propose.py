@@ -24,7 +24,7 @@ import copy
 from typing import Any, get_args
 
 from ember.protocols.tooling import TOOLING, ToolSpec
-from ember.shadow.models import MAX_FACT_CHARS, MAX_FACTS, EvidenceKind
+from ember.shadow.models import MAX_FACT_CHARS, MAX_FACTS, MAX_SUPERSEDES, EvidenceKind
 
 MEMORY_PROPOSE = "memory_propose"
 WIRE_FORMATS = ("anthropic", "openai_chat", "openai_responses")
@@ -66,6 +66,15 @@ INPUT_SCHEMA: dict[str, Any] = {
                         "minItems": 1,
                         "maxItems": 10,
                         "items": _EVIDENCE,
+                    },
+                    "supersedes": {
+                        "type": "array",
+                        "description": (
+                            "Ids of remembered facts (as the shadow turn lists them) that this "
+                            "fact corrects or replaces."
+                        ),
+                        "maxItems": MAX_SUPERSEDES,
+                        "items": {"type": "string", "minLength": 1, "maxLength": 64},
                     },
                 },
                 "required": ["content", "evidence"],

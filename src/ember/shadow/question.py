@@ -15,13 +15,16 @@ the framework offers the resident ``memory_propose`` tool on every turn from the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from ember.project import ProjectRef
 from ember.protocols.base import AssembledMessage
 from ember.protocols.tooling import parse_arguments
+from ember.shadow.models import ParsedFact
 from ember.store.transcript import Message
 from ember.tokens import count_tokens
 
@@ -33,6 +36,14 @@ PAGE_TOKENS = 12_000
 #: more room than the rest.
 HOT_USER_CHARS = 160
 HOT_OTHER_CHARS = 60
+#: How much of a remembered fact the question shows, and how many facts at most.
+KNOWN_CHARS = 200
+MAX_KNOWN = 30
+#: A remembered fact as the question lists it: (memory id, content).
+Remembered = tuple[str, str]
+#: What a session's question shows as already remembered: (project, session) -> the facts
+#: the session was given and those its earlier runs stored (``ShadowCore._known``).
+Known = Callable[[ProjectRef, str], Awaitable[list[Remembered]]]
 #: How much of one message a cold page shows: the user's words whole, the rest shortened.
 COLD_USER_CHARS = 4_000
 COLD_OTHER_CHARS = 1_200
@@ -45,7 +56,8 @@ _FENCE = re.compile(r"```(?:json)?\s*\n(.*?)\n?```", re.DOTALL)
 _FACT_RULES = """Propose only durable facts worth remembering in later sessions of this project: \
 decisions, conventions, preferences, how things are built, run or deployed, and lessons from \
 what failed. Not: questions, plans that were not confirmed, chit-chat, or anything secret \
-(keys, passwords, tokens).
+(keys, passwords, tokens). When the conversation changed a fact (a correction, a new value), \
+propose only the fact as it stands now.
 Every fact needs evidence, pointing at the messages listed below by their id:
 - "user-stated": a message in which the user stated it (a question is not a decision);
 - "user-accepted": the user's message explicitly accepting it (silence is not acceptance);
@@ -103,9 +115,30 @@ def render_line(m: Message, limit: int) -> str:
     return f"m:{m.id} {m.kind}: {text}"
 
 
-def hot_question(messages: Sequence[Message], session_id: str, tool: str | None = None) -> str:
+def remembered_block(known: Sequence[Remembered]) -> str:
+    """The facts already remembered, each with its id, and how to correct one: a fact that
+    changed must name what it replaces, or the stale version stays current and is injected
+    beside the new one ("" when nothing is known)."""
+    if not known:
+        return ""
+    lines = [f"- [{memory_id}] {_clean(text)[:KNOWN_CHARS]}" for memory_id, text in known]
+    return (
+        "Already remembered (given to this session, or stored from it earlier), by id:\n"
+        + "\n".join(lines)
+        + '\nIf a fact you propose corrects or replaces one of these, add "supersedes": '
+        '["<id>"] to it. Do not propose again what is remembered unchanged.\n\n'
+    )
+
+
+def hot_question(
+    messages: Sequence[Message],
+    session_id: str,
+    tool: str | None = None,
+    known: Sequence[Remembered] = (),
+) -> str:
     """The question appended to the recorded request (``messages``: the unread ones); with
-    ``tool`` (a resident tool of the request, library mode) the answer is a call of it."""
+    ``tool`` (a resident tool of the request, library mode) the answer is a call of it;
+    ``known``: the facts already remembered, which a new one may supersede."""
     lines = [
         render_line(m, HOT_USER_CHARS if m.kind == "user" else HOT_OTHER_CHARS) for m in messages
     ]
@@ -113,7 +146,9 @@ def hot_question(messages: Sequence[Message], session_id: str, tool: str | None 
     rules = RULES if tool is None else tool_rules(tool)
     return (
         f"{header}\n{rules}\nThis session's id (for observed-outcome): {session_id}\n\n"
-        "Messages not yet read, oldest first:\n" + "\n".join(lines)
+        + remembered_block(known)
+        + "Messages not yet read, oldest first:\n"
+        + "\n".join(lines)
     )
 
 
@@ -137,13 +172,33 @@ def cold_pages(messages: Sequence[Message], page_tokens: int = PAGE_TOKENS) -> l
     return pages
 
 
-def cold_prompt(page: Sequence[str], session_id: str) -> tuple[str, str]:
-    """(system, user) for one cold page."""
+def cold_prompt(
+    page: Sequence[str], session_id: str, known: Sequence[Remembered] = ()
+) -> tuple[str, str]:
+    """(system, user) for one cold page; ``known`` as for ``hot_question``."""
     user = (
         f"{RULES}\nThis session's id (for observed-outcome): {session_id}\n\n"
-        "Messages:\n" + "\n".join(page)
+        + remembered_block(known)
+        + "Messages:\n"
+        + "\n".join(page)
     )
     return COLD_SYSTEM, user
+
+
+def shown_supersedes(facts: Sequence[ParsedFact], known: Sequence[Remembered]) -> list[ParsedFact]:
+    """The facts with their ``supersedes`` cut to ids the question showed: a model may only
+    end a memory it was shown (an id it made up, or one of another session's, names nothing
+    it saw). The fact itself is kept either way."""
+    shown = {memory_id for memory_id, _ in known}
+    out = []
+    for f in facts:
+        fact = f.fact
+        named = fact.supersedes if fact is not None else None
+        if fact is not None and named and any(i not in shown for i in named):
+            kept = [i for i in named if i in shown] or None
+            f = dataclasses.replace(f, fact=fact.model_copy(update={"supersedes": kept}))
+        out.append(f)
+    return out
 
 
 def parse_answer(text: str) -> Any:

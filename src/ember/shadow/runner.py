@@ -30,6 +30,7 @@ from ember.protocols.plain import PATHS, plain_request
 from ember.shadow import cursors, evidence, question, runs, spend
 from ember.shadow.budget import EXPECTED_OUTPUT_TOKENS, Budget, Spend, weighted_tokens
 from ember.shadow.calls import CallCut, CallResult, account, call
+from ember.shadow.known import remembered
 from ember.shadow.metrics import ShadowMetrics
 from ember.shadow.models import (
     CallUsage,
@@ -92,6 +93,8 @@ class Plan:
     credentials: list[tuple[str, str]] | None = None
     protocol: str = "anthropic"
     skip: str | None = None
+    #: what the question shows as already remembered (a new fact may supersede one)
+    known: list[question.Remembered] = field(default_factory=list)
 
 
 class ShadowRunner:
@@ -106,8 +109,10 @@ class ShadowRunner:
         promote: Promote | None = None,
         page_tokens: int = question.PAGE_TOKENS,
         metrics: ShadowMetrics | None = None,
+        known: question.Known | None = None,
     ) -> None:
         self.settings = settings
+        self.known = known
         self.metrics = metrics or ShadowMetrics()
         self.page_tokens = page_tokens
         self.storage = storage
@@ -170,6 +175,7 @@ class ShadowRunner:
     ) -> Plan:
         prefix = self.prefixes.get(req.session_id)
         protocol = prefix.adapter.name if prefix else (req.protocol or "anthropic")
+        known = await remembered(self.known, req.project, req.session_id)
         blocker = hot_blocker(
             prefix is not None,
             prefix is not None and prefix.generation == req.generation,
@@ -181,12 +187,14 @@ class ShadowRunner:
                 self._model(prefix),
                 messages,
                 ready,
-                self._hot_estimate(prefix, messages),
+                self._hot_estimate(prefix, messages, known),
                 prefix,
                 protocol=protocol,
+                known=known,
             )
         else:
             plan = self._cold_plan(req, messages, ready, protocol, prefix)
+            plan.known = known
         if plan.skip is None:
             budget = await self.budget(db, plan.model)
             plan.skip = budget.refusal(plan.estimate)
@@ -204,10 +212,12 @@ class ShadowRunner:
     def _model(self, prefix: Prefix) -> str | None:
         return prefix.adapter.model(_body(prefix.sent))
 
-    def _hot_estimate(self, prefix: Prefix, messages: list[Message]) -> Spend:
+    def _hot_estimate(
+        self, prefix: Prefix, messages: list[Message], known: list[question.Remembered]
+    ) -> Spend:
         """A fork reads the recorded request from the cache; the answer it appends and the
         question are fresh input."""
-        ask = question.hot_question(messages, prefix.session_id, prefix.propose_tool)
+        ask = question.hot_question(messages, prefix.session_id, prefix.propose_tool, known)
         fresh = count_tokens(ask) + count_tokens(prefix.answer.text)
         protocol = prefix.adapter.name
         tokens = weighted_tokens(
@@ -297,7 +307,7 @@ class ShadowRunner:
     async def _hot(self, db: Database, req: RunRequest, plan: Plan) -> CallResult:
         prefix = plan.prefix
         assert prefix is not None
-        ask = question.hot_question(plan.messages, req.session_id, prefix.propose_tool)
+        ask = question.hot_question(plan.messages, req.session_id, prefix.propose_tool, plan.known)
         body = fork_request(prefix.adapter, prefix.sent, prefix.answer, ask)
         url = self.url_for(prefix.adapter, prefix.path, prefix.query)
         # if it is cut before the provider reports usage: the prefix read from the cache,
@@ -315,7 +325,7 @@ class ShadowRunner:
         url = self.url_for(adapter, PATHS[adapter.name], "")
         out = []
         for page in question.cold_pages(plan.messages, self.page_tokens):
-            system, user = question.cold_prompt(page, req.session_id)
+            system, user = question.cold_prompt(page, req.session_id, plan.known)
             body = plain_request(adapter.name, plan.model or "", system, user, COLD_MAX_TOKENS)
             result = await self._call(
                 db, req, adapter, url, plan.credentials or [], body, plan.model
@@ -384,7 +394,7 @@ class ShadowRunner:
                     facts.extend(parse_facts(question.answer_batch(r.answer, tool)))
             except ValueError as exc:
                 error = f"the answer did not follow the contract: {exc}"
-        checked = await self._check(db, req, facts)
+        checked = await self._check(db, req, question.shown_supersedes(facts, plan.known))
         status: RunStatus = "failed" if error else "completed"
         finish = runs.Finish(
             status, usages, None, error, latency_ms, self.prices.snapshot, plan.model
@@ -498,6 +508,7 @@ def memories_for_promotion(
                 [digests[m] for e in fact.evidence if (m := e.messageId) and m in digests],
             ),
             evidence=tuple(evidence.as_memory_evidence(fact)),
+            supersedes=tuple(fact.supersedes or ()),
         )
         for proposal_id, fact in facts
     ]

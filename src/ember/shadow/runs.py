@@ -204,3 +204,16 @@ def link_memory(
     conn: Connection, proposal_id: str, memory_id: str, tables: Tables = SHADOW_TABLES
 ) -> None:
     conn.execute(f"UPDATE {tables.proposals} SET memory_id=? WHERE id=?", (memory_id, proposal_id))
+
+
+def stored_memory_ids(
+    conn: Connection, session_id: str, tables: Tables = SHADOW_TABLES
+) -> list[str]:
+    """The memories the session's earlier runs stored (their proposals' ``memory_id``),
+    first stored first."""
+    rows = conn.execute(
+        f"SELECT memory_id FROM {tables.proposals} WHERE session_id=? AND memory_id IS NOT NULL "
+        "ORDER BY created_at",
+        (session_id,),
+    )
+    return list(dict.fromkeys(str(r[0]) for r in rows))

@@ -39,10 +39,19 @@ from ember.protocols import ADAPTERS
 from ember.protocols.base import ProtocolAdapter
 from ember.protocols.plain import PATHS, plain_request
 from ember.shadow import calls, cursors, evidence, runs
+from ember.shadow.known import remembered
 from ember.shadow.metrics import ShadowMetrics
 from ember.shadow.models import CallUsage, FactIn, ParsedFact, RunStatus, parse_facts
 from ember.shadow.policy import Backoff
-from ember.shadow.question import PAGE_TOKENS, cold_pages, cold_prompt, parse_answer
+from ember.shadow.question import (
+    PAGE_TOKENS,
+    Known,
+    Remembered,
+    cold_pages,
+    cold_prompt,
+    parse_answer,
+    shown_supersedes,
+)
 from ember.shadow.runs import STEWARD_TABLES, Finish
 from ember.store.database import Database
 from ember.store.driver import Connection
@@ -176,8 +185,10 @@ class Steward:
         page_tokens: int = PAGE_TOKENS,
         clock: Callable[[], float] = time.monotonic,
         metrics: ShadowMetrics | None = None,
+        known: Known | None = None,
     ) -> None:
         self.storage = storage
+        self.known = known
         self.metrics = metrics or ShadowMetrics()
         self.upstream = upstream
         self.url_for = url_for
@@ -249,7 +260,8 @@ class Steward:
         if skip is not None or adapter is None or model is None or not credentials:
             empty = _Outcome([], [], None, 0.0)
             return await self._write(job, window, model, empty, skip or "nothing to call with")
-        outcome = await self._read_pages(job, adapter, model, list(credentials), window)
+        known = await remembered(self.known, job.project, session_id)
+        outcome = await self._read_pages(job, adapter, model, list(credentials), window, known)
         if outcome.error is None:
             self._backoff.pop(job.key, None)
         else:
@@ -264,6 +276,7 @@ class Steward:
         model: str,
         credentials: list[tuple[str, str]],
         window: Window,
+        known: list[Remembered],
     ) -> _Outcome:
         """One call per cold page, each accounted with origin ``steward``; stops at the first
         page that fails (what it cost is kept)."""
@@ -273,7 +286,7 @@ class Steward:
         url = self.url_for(adapter, PATHS[adapter.name], "")
         pages = cold_pages(window.messages, self.page_tokens)
         for number, page in enumerate(pages, 1):
-            _, user = cold_prompt(page, job.session_id)
+            _, user = cold_prompt(page, job.session_id, known)
             body = plain_request(adapter.name, model, STEWARD_SYSTEM, user, MAX_OUTPUT_TOKENS)
             started = time.perf_counter()
             result = await calls.call(
@@ -295,7 +308,7 @@ class Steward:
             if not result.ok or result.answer is None:
                 return _Outcome(used, [], f"{where}: {result.error}", _ms(began))
             try:
-                facts.extend(parse_facts(parse_answer(result.answer.text)))
+                facts.extend(shown_supersedes(parse_facts(parse_answer(result.answer.text)), known))
             except ValueError as exc:
                 return _Outcome(used, [], f"{where}: {exc}", _ms(began))
         return _Outcome(used, facts, None, _ms(began))

@@ -146,6 +146,77 @@ def remember_statements(lines: Sequence[Line], session_id: str) -> list[dict[str
     return facts
 
 
+#: What makes a stated fact a correction of an earlier one ("no longer", "instead", ...).
+_CORRECTION = re.compile(
+    r"\b(correction|no longer|not any ?more|instead|actually|changed|switched|moved to|now)\b",
+    re.IGNORECASE,
+)
+_REMEMBERED = re.compile(r"^- \[([0-9a-f]{12})\] (.*)$", re.MULTILINE)
+_TERM = re.compile(r"[a-z0-9][a-z0-9.-]*[a-z0-9]")
+_COMMON = frozenset(
+    [
+        "the",
+        "and",
+        "are",
+        "was",
+        "were",
+        "for",
+        "with",
+        "from",
+        "that",
+        "this",
+        "these",
+        "those",
+        "our",
+        "now",
+        "not",
+        "any",
+        "more",
+        "instead",
+        "actually",
+        "correction",
+        "longer",
+        "changed",
+        "switched",
+        "moved",
+        "into",
+    ]
+)
+#: Words a correction must share with what it corrects.
+_SHARED = 2
+
+
+def _remembered(question: str) -> list[tuple[str, str]]:
+    """The (id, text) of each fact the question lists as already remembered."""
+    return [(m.group(1), m.group(2)) for m in _REMEMBERED.finditer(question)]
+
+
+def _terms(text: str) -> set[str]:
+    return {t for t in _TERM.findall(text.lower()) if len(t) > 2 and t not in _COMMON}
+
+
+def corrections(
+    facts: list[dict[str, Any]], known: Sequence[tuple[str, str]]
+) -> list[dict[str, Any]]:
+    """The facts as a careful model answers with them: a fact stated as a correction ("no
+    longer", "instead", "now", ...) names the remembered fact it corrects (the one sharing
+    the most words with it, at least ``_SHARED``) in ``supersedes``, and an earlier fact of
+    the same answer that it corrects is not proposed at all (only the fact as it stands)."""
+    out: list[dict[str, Any]] = []
+    for fact in facts:
+        content = str(fact.get("content", ""))
+        if not _CORRECTION.search(content):
+            out.append(fact)
+            continue
+        terms = _terms(content)
+        out = [f for f in out if len(terms & _terms(str(f.get("content", "")))) < _SHARED]
+        best = max(known, key=lambda k: (len(terms & _terms(k[1])), k[0]), default=None)
+        if best is not None and len(terms & _terms(best[1])) >= _SHARED:
+            fact = {**fact, "supersedes": [best[0]]}
+        out.append(fact)
+    return out
+
+
 def shadow_replies(
     choose: Chooser = user_statements,
 ) -> Callable[[dict[str, Any], str], Reply | None]:
@@ -157,7 +228,7 @@ def shadow_replies(
         if question is None:
             return None
         lines = [Line(*m.groups()) for m in _LINE.finditer(question)]
-        facts = choose(lines, _session(question))
+        facts = corrections(choose(lines, _session(question)), _remembered(question))
         if PROPOSE_TOOL in _tool_names(body):
             return Reply.tool_use(PROPOSE_TOOL, {"facts": facts})
         return Reply("```json\n" + json.dumps({"facts": facts}) + "\n```")
