@@ -42,7 +42,11 @@ PAIRS = [
     ("The frontend uses React 18", "The admin panel uses React 18", Restatement.NONE),
     ("Tests run with pytest", "Tests run with pytest and xdist", Restatement.NONE),
     # The same words the other way round: a contradiction, and the newer statement wins.
-    ("The user prefers tabs over spaces", "The user prefers spaces over tabs", Restatement.REWORDED),  # noqa: E501
+    (
+        "The user prefers tabs over spaces",
+        "The user prefers spaces over tabs",
+        Restatement.REWORDED,
+    ),
 ]
 
 
