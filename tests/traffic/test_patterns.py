@@ -75,3 +75,12 @@ def test_manifests_read_successfully_describe_the_project() -> None:
 def test_the_cheap_check_sees_standing_instructions_only() -> None:
     assert states_a_preference("Looks good. Never push to main directly.")
     assert not states_a_preference("What does the cache module do?")
+
+
+def test_a_lesson_quoting_a_command_with_a_token_keeps_the_lesson_not_the_token() -> None:
+    token = "ghp_" + "Ab3Cd5Ef7Gh9Ij1Kl3Mn5Op7Qr9St1Uv3Wx5Y"
+    failed = f"git push https://x:{token}@github.com/acme/app main"
+    earlier = [bash(failed, "fatal: Authentication failed", error=True, rid="m1")]
+    [fact] = recoveries(earlier, [bash("gh auth setup-git && git push", rid="m2")], "s1")
+    assert token not in fact.content
+    assert "git push https://x:[redacted" in fact.content

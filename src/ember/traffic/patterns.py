@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from ember.facts import Evidence
+from ember.redaction import mask
 from ember.traffic.intent import SHELL_TOOLS, command_of, describe, intent_key, path_of
 
 
@@ -54,6 +55,11 @@ class Observation:
     content: str
     evidence: tuple[Evidence, ...] = field(default=())
     seen: str | None = None
+
+    def __post_init__(self) -> None:
+        # A lesson quotes commands, and a command may carry a token: what is counted and
+        # kept (``traffic_sightings.content``, then the memory) never holds it.
+        object.__setattr__(self, "content", mask(self.content))
 
     @property
     def pointer(self) -> str | None:

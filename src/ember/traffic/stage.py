@@ -39,6 +39,7 @@ from ember.project import ProjectRef
 from ember.protocols.base import TranscriptItem
 from ember.protocols.calls import tool_calls
 from ember.protocols.transcript import item_digest, own_words, transcript_items
+from ember.redaction import redact
 from ember.store.database import Database
 from ember.store.registry import Storage
 from ember.store.transcript import by_ids, message_id
@@ -180,17 +181,18 @@ class TrafficStage(Stage):
         unsaved = [f.key for f in facts]
         try:
             checked = await db.aread(lambda c: _checked(c, facts))
-            refused = [k for k in unsaved if k not in checked]
+            secret = {f.key for f in facts if redact(f.content).only_secret}
+            refused = [k for k in unsaved if k not in checked or k in secret]
             if refused:
                 await db.awrite(lambda c: self.sightings.forget(c, refused), label="traffic")
-            unsaved = [k for k in unsaved if k in checked]
+            unsaved = [k for k in unsaved if k in checked and k not in secret]
             if not unsaved:
                 return
             store = await asyncio.to_thread(self.memories, project)
             if store is None:
                 await self._release(db, unsaved)
                 return
-            items = [_memory(f, checked[f.key], session) for f in facts if f.key in checked]
+            items = [_memory(f, checked[f.key], session) for f in facts if f.key in unsaved]
             await asyncio.to_thread(lambda: store.add_many(items, background=True))
             unsaved = []
             await asyncio.to_thread(_prune_recoveries, store)
