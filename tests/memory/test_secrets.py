@@ -15,6 +15,7 @@ import string
 from collections.abc import Callable
 from pathlib import Path
 
+import anthropic
 import pytest
 from click.testing import CliRunner, Result
 
@@ -22,8 +23,14 @@ from ember.cli import cli
 from ember.memory import HierarchicalMemory, SavePayload, SecretRefused
 from ember.memory.models import NewMemory
 from ember.memory.scrub import scrub
+from ember.project import resolve_project
 from ember.shadow.models import parse_facts
+from ember.testing import Reply
+from tests.conftest import StackFactory
 from tests.memory.conftest import HashEmbedder, OpenStore
+from tests.memory.mcp_support import call, error
+from tests.memory.test_mcp_server import mcp_session
+from tests.memory.test_tool_mode import memory_stage
 
 _rng = random.Random(11)
 _chars = string.ascii_letters + string.digits
@@ -220,3 +227,56 @@ def test_an_old_store_is_scrubbed_once_when_opened(open_store: OpenStore) -> Non
     hits = store.search("staging database postgres", top_k=3)
     assert hits and hits[0].memory.id == leaky.id  # re-indexed under its masked words
     assert scrub(store) == 0  # once per store
+
+
+# -- the model's own doors: tool mode (through the proxy) and MCP (the official client) ------
+
+
+def test_tool_mode_masks_a_saved_secret_and_refuses_a_bare_one(make_stack: StackFactory) -> None:
+    stack = make_stack(stages=memory_stage, memory_mode="tool")
+    facts = [{"content": KINDS[0][1]}]
+    stack.emulator.script(Reply.tool_use("memory_save", {"facts": facts}), Reply("Saved."))
+    headers = {"x-ember-project-id": "acme", "x-ember-session-id": "s-tool"}
+    with anthropic.Anthropic(
+        base_url=stack.url, api_key="k", max_retries=0, default_headers=headers
+    ) as client:
+
+        def turn(text: str) -> str:
+            client.messages.create(
+                model="claude-sonnet-4-5",
+                max_tokens=256,
+                messages=[{"role": "user", "content": text}],
+            )
+            result = stack.emulator.requests[-1].json()["messages"][-1]["content"][0]
+            return str(result["content"])
+
+        saved = turn("Keep the staging database URL in mind.")
+        assert PASSWORD not in saved and "[redacted password in a URL]" in saved
+        stack.emulator.script(
+            Reply.tool_use("memory_save", {"facts": [{"content": KINDS[1][2]}]}), Reply("Ok.")
+        )
+        refused = turn("And the deploy token.")
+        assert "refused: a memory never holds a GitHub token" in refused
+    ref = resolve_project({"x-ember-project-id": "acme"})
+    assert ref is not None
+    with HierarchicalMemory(ref.db_path(stack.home), HashEmbedder()) as mem:
+        stored = [m.content for m in mem.list()]
+    assert len(stored) == 1 and PASSWORD not in stored[0] and GITHUB not in stored[0]
+
+
+async def test_mcp_masks_a_saved_secret_and_refuses_a_bare_one(tmp_path: Path) -> None:
+    project = tmp_path / "acme-api"
+    project.mkdir()
+    home, log = tmp_path / "home", tmp_path / "server.log"
+    async with mcp_session(home, "--cwd", str(project), errlog=log) as session:
+        saved = await call(session, "memory_save", facts=[{"content": KINDS[0][1]}])
+        [fact] = saved["saved"]
+        assert PASSWORD not in fact["content"]
+        assert "[redacted password in a URL]" in fact["content"]
+        said = await error(session, "memory_save", facts=[{"content": KINDS[1][2]}])
+        assert "a memory never holds a GitHub token" in said and GITHUB not in said
+        updated = await error(session, "memory_update", id=fact["id"], content=KINDS[3][2])
+        assert "a memory never holds" in updated
+        listed = await call(session, "memory_list")
+        assert [m["id"] for m in listed["memories"]] == [fact["id"]]
+    assert PASSWORD not in log.read_text(encoding="utf-8")
