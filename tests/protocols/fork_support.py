@@ -179,9 +179,14 @@ CHAT_TURN = {
 }
 
 
-def chat_body(system_words: int = 1200) -> bytes:
+#: What ``chat_body`` says of its stream by default: a stream that asks for its usage.
+STREAM_WITH_USAGE = '"stream": true,\n "stream_options": {"include_usage": true},'
+
+
+def chat_body(system_words: int = 1200, stream: str = STREAM_WITH_USAGE) -> bytes:
     """A Chat request as a client might write it: spacing, ``\\u`` escapes, a float spelled
-    ``0.20`` -- bytes a re-serialising proxy would change."""
+    ``0.20`` -- bytes a re-serialising proxy would change. ``stream``: its stream keys, as
+    JSON members ending with a comma."""
     system = " ".join(f"rule{i % 50}" for i in range(system_words))
     tool = (
         '{"type": "function", "function": {"name": "read_file", "parameters": '
@@ -196,8 +201,7 @@ def chat_body(system_words: int = 1200) -> bytes:
         '"function": {"name": "read_file", "arguments": "{\\"path\\": \\"a.py\\"}"}}]},\n'
         '  {"role": "tool", "tool_call_id": "call_a", "content": "def test(): assert 1 == 2"},\n'
         '  {"role": "user", "content": "Run it again"}\n'
-        f'], "tools": [{tool}], "tool_choice": "auto", "stream": true,\n'
-        ' "stream_options": {"include_usage": true}, "temperature": 0.20,\n'
+        f'], "tools": [{tool}], "tool_choice": "auto", {stream} "temperature": 0.20,\n'
         ' "metadata": {"team": "core"}, "max_completion_tokens": 4096}'
     ).encode()
 

@@ -275,6 +275,47 @@ def test_chat_fork_reads_the_recorded_prompt_from_the_automatic_cache() -> None:
     assert cached == cache.minimum + (len(tokens) - cache.minimum) // cache.step * cache.step
 
 
+@pytest.mark.parametrize(
+    ("stream", "options"),
+    [
+        ('"stream": true,', {"include_usage": True}),  # the SDK's default stream=True
+        ('"stream": true, "stream_options": null,', {"include_usage": True}),
+        ('"stream": true, "stream_options": {"include_usage": false},', {"include_usage": True}),
+        (
+            '"stream": true, "stream_options": {"include_obfuscation": false},',
+            {"include_obfuscation": False, "include_usage": True},
+        ),
+    ],
+    ids=["no-options", "null", "false", "other-option"],
+)
+def test_a_streamed_chat_fork_asks_for_its_usage_and_the_cache_still_reads_the_prefix(
+    stream: str, options: dict[str, Any]
+) -> None:
+    """Without ``include_usage`` the API streams no usage, and the fork's row said 0 tokens at
+    no cost. Asking for it is no part of the prompt: the cache reads what it read before."""
+    recorded = chat_body(stream=stream)
+    forked = fork_request(OPENAI_CHAT, recorded, assemble(OPENAI_CHAT, chat_answer_sse()), QUESTION)
+    assert json.loads(forked)["stream_options"] == options
+    old, new = spans(recorded), spans(forked)
+    for name in old:
+        if name not in ("messages", "stream_options"):
+            assert new[name] == old[name], f"{name} changed"
+    tokens = chat_tokens(json.loads(recorded))
+    assert chat_tokens(json.loads(forked))[: len(tokens)] == tokens
+    cache = OpenAICache()
+    cache.evaluate("gpt-4.1", tokens, now=0.0)
+    cached = cache.evaluate("gpt-4.1", chat_tokens(json.loads(forked)), now=30.0)
+    assert cached == cache.minimum + (len(tokens) - cache.minimum) // cache.step * cache.step
+
+
+def test_a_chat_fork_that_is_not_a_stream_gets_no_stream_options() -> None:
+    """A JSON answer always holds its usage; the API refuses stream_options without a stream."""
+    recorded = chat_body(stream='"stream": false,')
+    forked = fork_request(OPENAI_CHAT, recorded, assemble(OPENAI_CHAT, chat_answer_sse()), QUESTION)
+    assert "stream_options" not in json.loads(forked)
+    assert_only_conversation_changed(recorded, forked, "messages")
+
+
 # -- OpenAI Responses: Codex's own requests -------------------------------------------------
 
 

@@ -11,6 +11,9 @@ Invariants:
   splices): model, system / instructions, tools, tool_choice, thinking, max_tokens, metadata,
   stream and every key ember does not know. Re-serialising the request would change escapes
   or key order and turn the whole prefix into a cache write.
+- One key outside the conversation may be added: a streamed Chat Completions fork asks for
+  its usage (``stream_options.include_usage``), which is no part of the prompt, so that the
+  fork's tokens and cost are known.
 - The recorded messages are kept as JSON values; on Anthropic the last of them gains a
   ``cache_control`` breakpoint when it has none (``breakpoints.mark_prefix_end``), which is
   not part of the cached prefix's identity.
@@ -36,6 +39,7 @@ from ember.protocols import ANTHROPIC
 from ember.protocols.base import AssembledMessage, ProtocolAdapter
 from ember.protocols.breakpoints import caches_anything, mark_prefix_end
 from ember.protocols.jsonedit import JsonDoc
+from ember.protocols.openai_chat import ask_for_usage
 from ember.protocols.replay import REPLAYS, Message
 
 _PREFILL = (
@@ -212,8 +216,11 @@ def _fork_anthropic(doc: JsonDoc, answer: AssembledMessage, question: str) -> No
 
 
 def _fork_chat(doc: JsonDoc, answer: AssembledMessage, question: str) -> None:
+    """A streamed fork asks for its usage (``ask_for_usage``): the client's own request may
+    not have, and a fork without usage would be recorded as 0 tokens at no known cost."""
     replay = REPLAYS["openai_chat"]
     _append(doc, "messages", replay.turn(answer) + replay.tail(answer, question))
+    ask_for_usage(doc)
 
 
 def _fork_responses(doc: JsonDoc, answer: AssembledMessage, question: str) -> None:

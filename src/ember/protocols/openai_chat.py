@@ -29,7 +29,7 @@ from ember.protocols.base import (
     structured_error,
     text_of,
 )
-from ember.protocols.jsonedit import dumps, loads
+from ember.protocols.jsonedit import JsonDoc, dumps, loads
 
 _TEXT_PARTS = ("text", "input_text")
 _SYSTEM_ROLES = ("system", "developer")
@@ -122,6 +122,28 @@ def openai_usage(raw: Any, prompt_key: str, completion_key: str, details_key: st
         output_tokens=as_int(raw.get(completion_key)),
         reasoning_tokens=reasoning,
     )
+
+
+def ask_for_usage(doc: JsonDoc) -> None:
+    """Make a streaming Chat request end with its usage (``stream_options.include_usage``).
+
+    Without the option the API streams no usage at all: a call ember makes on its own behalf
+    from a client's request (a shadow fork of the SDK's default ``stream=True`` request) was
+    recorded with 0 tokens and no cost, though its model has a price. The option is no part
+    of the prompt (the cache reads the same prefix); it adds one chunk holding the usage and
+    ``"usage": null`` to the others, which only ember reads here. A request that is not a
+    stream (its body always holds usage) or already asks is left as it is; other keys of
+    ``stream_options`` keep their bytes.
+    """
+    body = doc.value
+    if not isinstance(body, dict) or body.get("stream") is not True:
+        return
+    options = body.get("stream_options")
+    if isinstance(options, dict):
+        if options.get("include_usage") is not True:
+            doc.set_key(["stream_options"], "include_usage", True)
+    else:  # absent, null or not an object: the API takes only an object here
+        doc.set_key([], "stream_options", {"include_usage": True})
 
 
 def _messages(body: Any) -> list[Any]:

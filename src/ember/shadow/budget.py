@@ -13,7 +13,9 @@ shipped defaults stored 0 of 6 stated facts). So the budget belongs to the proje
   a later run (a later turn, a later session, the next credentials the project sees) reads
   them once the budget allows — a skip defers, it never drops a backlog;
 - the unit is US dollars when every call in the window and the run about to go have a price;
-  otherwise (a model without a built-in price, like a client's newest default) it is
+  ember's own calls always do when their model does (``calls``: an answer without usage is
+  estimated, a refused call is $0). Otherwise (a model without a built-in price, like a
+  client's newest default, or a client's call that broke off before reporting usage) it is
   *weighted tokens*: each token counted at what the provider charges for it relative to fresh
   input (``WEIGHTS``), so a cache read counts a tenth of a fresh token, as it is billed. A model
   without a price never blocks the shadow, and never makes a run look free either.
@@ -146,4 +148,7 @@ def fmt(value: float | None, unit: Unit) -> str:
 def _why_tokens(unit: Unit) -> str:
     if unit == "usd":
         return ""
-    return " [counted in weighted tokens: a model in the window or this run has no price]"
+    return (
+        " [counted in weighted tokens: a call in the window or this run has no dollar cost "
+        "(its model has no price, or it broke off before reporting usage)]"
+    )

@@ -11,6 +11,12 @@ call cost — the usage the stream reported before the cut (Anthropic's ``messag
 the input counters), else an estimate from the request's bytes (``ember.usage_estimate``,
 marked estimated). Without it such a run was recorded at $0 and its spend never reached the
 budget.
+
+A call that ends without usage is costed all the same: a whole answer without it (an OpenAI
+Chat stream from a server that ignores ``stream_options.include_usage``) is estimated and
+marked so; a call the provider refused with an error status, or never answered, billed
+nothing and costs $0 at a known price. An unknown cost on a priced model made the budget
+count the whole week in weighted tokens, "because a model has no price".
 """
 
 from __future__ import annotations
@@ -97,7 +103,7 @@ async def call(
                 chunks.append(chunk)
     except UpstreamError as exc:
         if status is None:  # never answered: nothing was billed
-            return CallResult(502, None, CallUsage(model), str(exc))
+            return CallResult(502, None, _used(None, model, prices, refused=True), str(exc))
         # the answer broke off: billed all the same, and failed
         cut = _cut(adapter, body, chunks, streamed, model, prices, status, str(exc), guess)
         return replace(cut, status=502)
@@ -111,7 +117,12 @@ async def call(
         error = f"the provider answered {status}"
     elif answer is None or answer.error is not None:
         error = answer.error.message if answer is not None and answer.error else "no answer"
-    return CallResult(status, answer, _used(answer, model, prices), error)
+    if error is None and answer is not None and answer.usage is None and answer.complete:
+        # a whole answer without usage (a server that ignores stream_options.include_usage)
+        tokens = _estimate(body, answer, adapter, guess)
+        used = _used(answer, model, prices, tokens)
+        return CallResult(status, answer, used, None, tokens=tokens, estimated=True)
+    return CallResult(status, answer, _used(answer, model, prices, refused=status >= 400), error)
 
 
 def _used(
@@ -119,16 +130,24 @@ def _used(
     model: str | None,
     prices: PriceTable,
     usage: Usage | None = None,
+    *,
+    refused: bool = False,
 ) -> CallUsage:
+    """The call's counters and cost. ``refused``: the provider answered an error status or
+    was never reached, so without usage it billed nothing: $0 at a known price, where an
+    unknown cost would count the whole budget window in weighted tokens for a week."""
     usage = usage if usage is not None else (answer.usage if answer is not None else None)
     named = (answer.model if answer is not None and answer.model else None) or model
+    cost = prices.cost(named, usage)
+    if cost is None and usage is None and refused and prices.lookup(named) is not None:
+        cost = 0.0
     return CallUsage(
         named,
         usage.input_tokens if usage else 0,
         usage.cache_read_tokens if usage else 0,
         usage.cache_write_tokens if usage else 0,
         usage.output_tokens if usage else 0,
-        prices.cost(named, usage),
+        cost,
     )
 
 
@@ -152,7 +171,7 @@ def _cut(
         tokens, estimated = seen, False  # an error is not billed; counters seen are the truth
     else:
         tokens, estimated = _estimate(body, answer, adapter, guess), True
-    used = _used(answer, model, prices, tokens)
+    used = _used(answer, model, prices, tokens, refused=status is not None and status >= 400)
     return CallResult(status or CUT_STATUS, answer, used, error, tokens=tokens, estimated=estimated)
 
 

@@ -130,7 +130,12 @@ def sentence(budget: Budget) -> str:
     unit = budget.unit(NOTHING)
     clients = budget.client.usd if unit == "usd" else budget.client.tokens
     allowance = budget.allowance_usd if unit == "usd" else budget.allowance_tokens
-    how = "" if unit == "usd" else " (in weighted tokens: a model here has no price)"
+    how = (
+        ""
+        if unit == "usd"
+        else " (in weighted tokens: a call here has no dollar cost: its model has no price, "
+        "or it broke off before reporting usage)"
+    )
     return (
         f"shadow memory, last 7 days: spent {fmt(budget.spent(unit), unit)} of "
         f"{fmt(budget.limit(unit), unit)} = {budget.share:.0%} of the clients' "
