@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.text import Text
 
-from ember.cli import access, render
+from ember.cli import access, render, stats_projects
+from ember.cli.invocation import ember_command
 from ember.cli.options import config_option, json_option, project_options
 from ember.config import Settings, load_settings
 from ember.memory.ledger import AskCounts, ask_counts
@@ -45,7 +46,8 @@ def stats(
     shadow-memory budget.
 
     Without --project-id/--cwd, shows the global stats file (requests whose project could not
-    be resolved, and `ember learn`'s model calls). Cost is "unknown" when a model has no
+    be resolved, and `ember learn`'s model calls); when it holds no sessions, lists the
+    projects that do, each with the command that shows them. Cost is "unknown" when a model has no
     price — never a made-up $0. Calls ember makes on its own (shadow memory, the steward,
     memory tool rounds, learn) are listed apart, by origin, never in a session's totals.
     Shadow memory may spend, over the last 7 days, EMBER_SHADOW_MAX_SHARE of what the
@@ -58,8 +60,11 @@ def stats(
     gather = _from_postgres if settings.store_url is not None else _from_file
     report = gather(settings, path, ref is not None, limit)
     problem = read_problems(settings.home).get(report.where)
+    others = _projects(settings) if ref is None else []
     if as_json:
         out: dict[str, Any] = {"db": report.where, "sessions": report.rows}
+        if ref is None:
+            out["projects"] = [p.to_json() for p in others]
         out["ember_spend"] = report.own
         if report.budget is not None:
             out["shadow_budget"] = spend.describe(report.budget)
@@ -71,6 +76,9 @@ def stats(
         return
     missing = None if report.found else report.missing
     _print(report.where, missing, report.rows, report.own, report.budget, problem)
+    if not report.rows:
+        for line in stats_projects.listing(others):
+            click.echo(line)
     if report.asks is not None:
         render.say(report.asks.sentence(), out=render.console())
 
@@ -86,6 +94,13 @@ class _Report:
     own: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     budget: Budget | None = None
     asks: AskCounts | None = None
+
+
+def _projects(settings: Settings) -> list[stats_projects.ProjectSessions]:
+    """For a bare ``ember stats``: the project files holding sessions (file store only)."""
+    if settings.store_url is not None:
+        return []
+    return stats_projects.project_sessions(settings.home, ember_command())
 
 
 def _from_file(settings: Settings, path: Path, project: bool, limit: int) -> _Report:
