@@ -30,11 +30,17 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
 ARTIFACTS = Path(os.environ.get("EMBER_TEST_ARTIFACTS", "build/test-artifacts")) / "ui"
 
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None or DRIVER is None,
-    reason="chromium and chromium-driver are not installed (make test installs them with "
-    "apt-get where it can: scripts/test-deps)",
-)
+
+def _missing() -> str:
+    gone = [name for name, at in (("chromium", CHROMIUM), ("chromedriver", DRIVER)) if not at]
+    return (
+        f"no {' and no '.join(gone)} on PATH: `make test` installs Debian's chromium and "
+        "chromium-driver with apt-get only as root or with passwordless sudo "
+        "(scripts/test-deps); install them yourself to run the browser tests"
+    )
+
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None or DRIVER is None, reason=_missing())
 
 
 @pytest.fixture

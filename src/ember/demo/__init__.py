@@ -7,6 +7,8 @@ Claude Code would with ``ANTHROPIC_BASE_URL`` pointing at ember. No network, no 
 
 from __future__ import annotations
 
+import shlex
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,10 +17,12 @@ import anthropic
 from rich.console import Console
 from rich.table import Table
 
+from ember.cli.invocation import ember_command
 from ember.compose import build_app
 from ember.config import Settings, load_settings
 from ember.demo.learn import LearnSummary, run_learn_demo
 from ember.demo.memory import MemorySummary, run_memory_demo
+from ember.demo.shadow import CWD as SHADOW_CWD
 from ember.demo.shadow import ShadowSummary, run_shadow_demo
 from ember.demo.shaping import ShapingSummary, print_shaping, shaping_summary
 from ember.models import preload_from
@@ -39,11 +43,29 @@ class DemoResult:
     memory: MemorySummary | None = None
     shadow: ShadowSummary | None = None
     learn: LearnSummary | None = None
+    #: the project session 1 ran in
+    cwd: str = ""
 
 
-def run_demo(home: Path | None = None, console: Console | None = None) -> DemoResult:
+def run_demo(
+    home: Path | None = None, console: Console | None = None, *, keep: bool = False
+) -> DemoResult:
+    """The whole tour. Without ``home`` it runs in a new temporary folder, removed at the end
+    unless ``keep`` (a demo run each day left a folder behind each day); a ``home`` given is
+    the user's and always kept. Either way the last lines say where the data is, or was."""
     console = console or Console()
+    owned = home is None
     home = home or Path(tempfile.mkdtemp(prefix="ember-demo-"))
+    try:
+        result = _tour(home, console)
+    finally:
+        if owned and not keep:
+            shutil.rmtree(home, ignore_errors=True)
+    _print_where(home, result, console, kept=keep or not owned)
+    return result
+
+
+def _tour(home: Path, console: Console) -> DemoResult:
     emulator = Emulator()
     with BackgroundServer(emulator) as upstream:
         settings = load_settings(
@@ -117,7 +139,31 @@ def _report(
         f"({read / max(total_in, 1):.0%}) billed at 0.1x\n"
         f"  cost            "
         + (f"${cost:.4f} at {agent.model} list prices" if isinstance(cost, float) else "unknown")
-        + "\n\nSee it again with: "
-        f"EMBER_HOME={settings.home} ember stats --cwd {agent.cwd}\n"
+        + "\n"
     )
-    return DemoResult(turns, totals, db)
+    return DemoResult(turns, totals, db, cwd=agent.cwd)
+
+
+def _print_where(home: Path, result: DemoResult, console: Console, *, kept: bool) -> None:
+    """Where the demo's data is and the commands that show it again, spelled with the ember
+    that ran (``.venv/bin/ember`` when ``ember`` is not on PATH); or that it was removed."""
+    ember = ember_command()
+    if not kept:
+        console.print(
+            f"\nThe demo's data ({home}) was removed. To keep it and look again: "
+            f"{ember} demo --keep",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,  # a command cut over two lines cannot be pasted
+        )
+        return
+    env = f"EMBER_HOME={shlex.quote(str(home))}"
+    lines = [f"  {env} {ember} stats --cwd {shlex.quote(result.cwd)}"]
+    if result.shadow is not None:
+        lines.append(f"  {env} {ember} shadow runs --cwd {shlex.quote(SHADOW_CWD)}")
+    console.print(
+        f"\nThe demo's data is in {home}. See it again with:\n" + "\n".join(lines),
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )

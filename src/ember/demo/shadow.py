@@ -355,7 +355,7 @@ def print_shadow(s: ShadowSummary, console: Console) -> None:
         f"  its cost        {_usd(r['estimated_usd'])} at list prices"
         + ("" if cost_share is None else f", {cost_share:.1%} of the session's own")
         + f"; the project's budget: {s.max_share:.0%} of its clients' spend over 7 days, "
-        "plus a small allowance for a new project (see `ember stats`)"
+        "plus a small allowance for a new project (as `ember stats` shows it: see the end)"
     )
     _print_proposal(s, say, console)
 
