@@ -170,13 +170,14 @@ _ONE_SHOT: dict[State, str] = {
     "{path}` (the damaged file is kept beside the new one)",
     "unwritable": "cannot be opened for writing ({detail}); ember writes beside a database even "
     "to read it (lock and journal files): make the file and its folder writable by this user, "
-    "or set EMBER_HOME to a directory you own",
+    "or set EMBER_HOME to a directory you own, then run `ember doctor`",
     "full": "cannot grow: the disk is full ({detail}); free some space or move EMBER_HOME, then "
-    "run the command again",
+    "run the command again (`ember doctor` checks the free space)",
     "ioerr": "hit a disk I/O error ({detail}); check the disk (dmesg), then `ember doctor --db "
     "{path}`",
     "busy": "is locked by another process ({detail}); run the command again once it is done "
-    "(`fuser {path}` names it)",
+    "(`fuser {path}` names it; `ember doctor --db {path}` says whether ember has it open)",
     "unreachable": "cannot be reached ({detail}); check that the PostgreSQL server of store_url "
-    "is running and reachable from here, then run the command again",
+    "is running and reachable from here, then run the command again (`ember doctor` checks "
+    "the server)",
 }

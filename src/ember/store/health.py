@@ -85,13 +85,15 @@ _FIX: dict[State, str] = {
     "corrupt": "stop the proxy and run `ember doctor --recover --db {target}` (the damaged "
     "file is kept beside the recovered one)",
     "unwritable": "make the file and its directory writable by this user, or move EMBER_HOME; "
-    "ember retries on its own",
-    "full": "free disk space (or move EMBER_HOME to a larger disk); ember retries on its own",
+    "ember retries on its own (`ember doctor --db {target}` checks the file)",
+    "full": "free disk space (or move EMBER_HOME to a larger disk); ember retries on its own "
+    "(`ember doctor` checks the free space)",
     "ioerr": "check the disk (dmesg); ember retries on its own; `ember doctor --db {target}` "
     "checks the file",
-    "busy": "another process holds the write lock for long; find it (`fuser`), ember retries",
+    "busy": "another process holds the write lock for long; find it (`fuser`), ember retries "
+    "(`ember doctor --db {target}` says whether an ember process has it open)",
     "unreachable": "check that the PostgreSQL server of store_url is running and reachable "
-    "from here; ember retries on its own",
+    "from here; ember retries on its own (`ember doctor` checks the server)",
 }
 
 

@@ -22,6 +22,10 @@ from pathlib import Path
 
 from ember.errors import StorageError
 
+#: How every message about ember's files ends (README: "When something is wrong").
+_DOCTOR = "then run `ember doctor`"
+_HOME_IS_A_FILE = f"set EMBER_HOME to a directory, {_DOCTOR}"
+
 #: Below this much free space the proxy refuses to start (SQLite needs room for its WAL).
 MIN_FREE_BYTES = 50 * 1024 * 1024
 
@@ -30,7 +34,7 @@ def check_home(home: Path, min_free: int = MIN_FREE_BYTES) -> None:
     """Raise ``StorageError`` (one line, with the fix) unless ``home`` can hold ember's files."""
     where = f"EMBER_HOME {home}"
     if home.exists() and not home.is_dir():
-        raise StorageError(f"{where} is a file, not a directory; set EMBER_HOME to a directory")
+        raise StorageError(f"{where} is a file, not a directory; {_HOME_IS_A_FILE}")
     try:
         home.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -40,7 +44,7 @@ def check_home(home: Path, min_free: int = MIN_FREE_BYTES) -> None:
     if free < min_free:
         raise StorageError(
             f"{where} is on a disk with only {free // (1024 * 1024)} MB free (ember needs at "
-            f"least {min_free // (1024 * 1024)} MB); free some space or move EMBER_HOME"
+            f"least {min_free // (1024 * 1024)} MB); free some space or move EMBER_HOME, {_DOCTOR}"
         )
 
 
@@ -70,7 +74,9 @@ def check_readable(home: Path, db: Path) -> bool:
     if mode is None:
         return False
     if not stat.S_ISREG(mode):
-        raise StorageError(f"{db} is not a file; move it away (ember recreates the database)")
+        raise StorageError(
+            f"{db} is not a file; move it away (ember recreates the database), {_DOCTOR}"
+        )
     try:
         with db.open("rb") as fh:
             header = fh.read(len(SQLITE_HEADER))
@@ -135,7 +141,7 @@ def _mode(path: Path) -> int | None:
 
 def _not_a_folder(home: Path, path: Path) -> str:
     if path == home:
-        return f"EMBER_HOME {home} is a file, not a directory; set EMBER_HOME to a directory"
+        return f"EMBER_HOME {home} is a file, not a directory; {_HOME_IS_A_FILE}"
     return f"{path} is a file where ember keeps a folder; move it away (`ember doctor` checks)"
 
 
@@ -170,6 +176,10 @@ def _why(exc: OSError) -> str:
 
 
 def _fix(exc: OSError) -> str:
+    return f"{_fix_of(exc)}, {_DOCTOR}"
+
+
+def _fix_of(exc: OSError) -> str:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return "free some space or move EMBER_HOME"
     if exc.errno == errno.EROFS:
