@@ -136,6 +136,7 @@ def test_every_view_and_forgetting_a_memory_in_a_real_browser(
     click_tab(browser, "memory")
     rendered(browser, "memory")
     assert len(browser.find_elements(By.CSS_SELECTOR, "#memories tbody tr")) == len(FACTS)
+    assert f"1–{len(FACTS)} of {len(FACTS)}" in browser.find_element(By.ID, "memories-pager").text
     box = browser.find_element(By.ID, "memory-search")
     box.send_keys("empty password login\n")
     until(browser, lambda d: "matching" in d.find_element(By.CSS_SELECTOR, "#memories h2").text)
@@ -228,5 +229,35 @@ def test_the_page_draws_an_empty_home(make_stack: StackFactory, browser: webdriv
     rendered(browser, "sessions")
     assert browser.find_element(By.CSS_SELECTOR, "#view .panel h2").text == "Projects"
     shot(browser, "9-empty")
+    errors = browser.find_element(By.ID, "error")
+    assert not errors.is_displayed(), errors.text
+
+
+def test_sessions_past_one_page_are_paged_with_their_total(
+    make_stack: StackFactory, browser: webdriver.Chrome
+) -> None:
+    """205 sessions: the first page says 1–200 of 205, the next holds the 5 oldest."""
+    from tests.ui.test_paging import SESSIONS, record_sessions
+
+    stack = make_stack(stages="features")
+    record_sessions(stack, SESSIONS)
+    browser.get(f"{stack.url}/ui/")
+    wait_for(browser, "#spend-chart")
+    click_tab(browser, "sessions")
+    rendered(browser, "sessions")
+    browser.find_element(By.CSS_SELECTOR, "#view tbody tr.click").click()  # the project
+    wait_for(browser, "#sessions-pager")
+    pager = lambda: browser.find_element(By.ID, "sessions-pager").text  # noqa: E731
+    until(browser, lambda d: "1–200 of 205" in pager())
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#sessions tbody tr")) == 200
+    assert not browser.find_element(By.ID, "sessions-pager-prev").is_enabled()
+    browser.find_element(By.ID, "sessions-pager-next").click()
+    until(browser, lambda d: "201–205 of 205" in pager())
+    rows = browser.find_elements(By.CSS_SELECTOR, "#sessions tbody tr")
+    assert len(rows) == 5 and "session-000" in rows[-1].text
+    assert not browser.find_element(By.ID, "sessions-pager-next").is_enabled()
+    shot(browser, "10-sessions-page-2")
+    browser.find_element(By.ID, "sessions-pager-prev").click()
+    until(browser, lambda d: "1–200 of 205" in pager())
     errors = browser.find_element(By.ID, "error")
     assert not errors.is_displayed(), errors.text

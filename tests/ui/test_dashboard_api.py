@@ -53,7 +53,7 @@ def test_spend_sessions_and_requests_are_the_accounting_rows(
     assert spend["total"]["requests"] == 3
     assert [s["key"] for s in spend["series"]] and sum(spend["series"][0]["requests"]) == 3
     assert 0 <= spend["total"]["cache_read_share"] <= 1
-    [session] = get(stack, "sessions", project=name)
+    [session] = get(stack, "sessions", project=name)["sessions"]
     assert session["requests"] == 3 and session["ember_usd"] == 0
     rows = get(stack, "requests", project=name, session=session["session_id"])
     assert [r["origin"] for r in rows] == ["client"] * 3
@@ -71,7 +71,7 @@ def test_the_request_view_shows_the_memory_block_that_was_injected(
 ) -> None:
     stack, ids = served
     name = project_of(stack)
-    [session] = get(stack, "sessions", project=name)
+    [session] = get(stack, "sessions", project=name)["sessions"]
     [injected] = get(stack, "f/memory/injections", project=name, session=session["session_id"])
     sent = stack.emulator.requests[0].json()["messages"][0]["content"][1]["text"]
     assert injected["block"] == sent  # exactly the bytes the provider got
@@ -88,7 +88,7 @@ def test_a_requests_cited_tag_stays_as_answered_after_its_memories_are_forgotten
     "not cited"), and the page shows the ids as forgotten instead of linking to them."""
     stack, _ = served
     name = project_of(stack)
-    [session] = get(stack, "sessions", project=name)
+    [session] = get(stack, "sessions", project=name)["sessions"]
     [before] = get(stack, "f/memory/injections", project=name, session=session["session_id"])
     assert before["used"] is True and before["cited_ids"] and before["forgotten"] == []
     headers = {"x-ember-token": token(stack)}
@@ -109,7 +109,7 @@ def test_a_memorys_page_lists_the_requests_it_went_into_with_counts(
     stack, ids = served
     name = project_of(stack)
     run_agent(stack, session_id="0a1b2c3d-0000-4000-8000-000000000002")  # injected again
-    sessions = [s["session_id"] for s in get(stack, "sessions", project=name)]
+    sessions = [s["session_id"] for s in get(stack, "sessions", project=name)["sessions"]]
     blocks = {s: get(stack, "f/memory/injections", project=name, session=s) for s in sessions}
     assert all(ids[0] in b[0]["memory_ids"] for b in blocks.values())
     use = get(stack, "f/memory/memory", project=name, id=ids[0])["injections"]

@@ -44,7 +44,7 @@ def test_projects_spend_and_memories_come_from_the_schemas(
     assert ref is not None and name == ref.db_path(stack.home).parent.name  # its real folder
     assert not list(stack.home.rglob("ember.db"))
     assert get(stack, "spend", days=7, by="model")["total"]["requests"] == 3
-    [session] = get(stack, "sessions", project=name)
+    [session] = get(stack, "sessions", project=name)["sessions"]
     assert session["requests"] == 3
     found = get(stack, "f/memory/memories", project=name, q="empty password login")
     assert found["memories"][0]["id"] == ids[0]
@@ -83,7 +83,7 @@ def test_a_memorys_requests_and_their_cited_tags_come_from_the_schema(
     request's "cited" unchanged by a later forget."""
     stack, ids = served
     name = project_of(stack)
-    [session] = get(stack, "sessions", project=name)
+    [session] = get(stack, "sessions", project=name)["sessions"]
     [block] = get(stack, "f/memory/injections", project=name, session=session["session_id"])
     assert ids[0] in block["memory_ids"] and block["used"] is True
     use = get(stack, "f/memory/memory", project=name, id=ids[0])["injections"]

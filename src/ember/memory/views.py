@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ember.memory.core import HierarchicalMemory
+from ember.memory.errors import MemoryInputError, MemoryNotFound
 from ember.memory.explain import explain_hit
 from ember.memory.injected import keep, memory_use, session_injections
 from ember.memory.settings import MemorySettings
@@ -71,13 +72,23 @@ def _row(m: Any) -> dict[str, Any]:
 
 
 def memories(ctx: ViewContext, q: Query) -> dict[str, Any]:
-    """Current memories newest first, or with ``q`` the search's hits, each with why it
-    scored what it did and whether it reaches the injection floor."""
+    """Current memories newest first, a page of ``limit`` from ``offset`` (with the ``total``,
+    so the page offers the next: a store past one page was cut off unsaid), or with ``q``
+    the search's hits, each with why it scored what it did and whether it reaches the
+    injection floor."""
     store = _store(ctx, q)
     text = q.params.get("q", "").strip()
     total = store.count()
     if not text:
-        return {"memories": [_row(m) for m in store.list(limit=PAGE)], "total": total}
+        limit = q.number("limit", PAGE, 1, 5000)
+        offset = q.number("offset", 0, 0, 10_000_000)
+        listed = store.list(limit=limit, offset=offset)
+        return {
+            "memories": [_row(m) for m in listed],
+            "total": total,
+            "offset": offset,
+            "limit": limit,
+        }
     floor = ctx.settings.section(MemorySettings).memory_min_score
     hits = store.search(text, top_k=q.number("top_k", 20, 1, 200))
     found = [_row(h.memory) | {"score": h.score, "explain": explain_hit(h, floor)} for h in hits]
@@ -129,18 +140,33 @@ def forget(ctx: ViewContext, q: Query) -> dict[str, Any]:
 
 
 def edit(ctx: ViewContext, q: Query) -> dict[str, Any]:
+    """A memory's content and importance corrected in place. What the user typed wrong is a
+    400 saying what is wrong (an importance out of range was a 503, as if the store failed);
+    a memory forgotten meanwhile is a 404."""
     content = q.body.get("content")
     importance = q.body.get("importance")
     if content is not None and (not isinstance(content, str) or not content.strip()):
         raise ViewError(400, "content must be non-empty text")
-    if importance is not None and not isinstance(importance, int | float):
-        raise ViewError(400, "importance must be a number between 0 and 1")
-    updated = _store(ctx, q).update(
-        q.text("id"),
-        content=content,
-        importance=float(importance) if importance is not None else None,
-    )
+    if importance is not None and not _fraction(importance):
+        raise ViewError(400, f"importance must be a number from 0 to 1, not {importance!r}")
+    try:
+        updated = _store(ctx, q).update(
+            q.text("id"),
+            content=content,
+            importance=float(importance) if importance is not None else None,
+        )
+    except MemoryInputError as exc:  # the content refused (a bare secret, too long)
+        raise ViewError(400, str(exc)) from exc
+    except MemoryNotFound as exc:
+        raise ViewError(404, f"{exc} (forgotten?)") from exc
     return _row(updated)
+
+
+def _fraction(value: Any) -> bool:
+    """A JSON number from 0 to 1 (``true`` is no number, NaN is in no range)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return 0.0 <= value <= 1.0
 
 
 def injections(ctx: ViewContext, q: Query) -> list[dict[str, Any]]:

@@ -113,9 +113,14 @@ class Dashboard:
         return await _json(lambda: self.reader.spend(days, by, q.project).to_json())
 
     async def api_sessions(self, request: Request) -> Response:
+        """One page of the project's sessions, newest first, with their ``total``: the page
+        offers the next one rather than cut older sessions off."""
         q = _query(request)
         limit = q.number("limit", 200, 1, 5000)
-        return await _json(lambda: self._per_project(q, lambda c: data.sessions(c, limit)))
+        offset = q.number("offset", 0, 0, 10_000_000)
+        return await _json(
+            lambda: self._per_project(q, lambda c: data.session_page(c, limit, offset))
+        )
 
     async def api_requests(self, request: Request) -> Response:
         q = _query(request)

@@ -140,13 +140,26 @@ class Spend:
         }
 
 
-def sessions(conn: Connection, limit: int) -> list[dict[str, Any]]:
+def session_page(conn: Connection, limit: int, offset: int = 0) -> dict[str, Any]:
+    """One page of ``sessions`` and where it lies: ``total`` sessions in the project, this
+    page from ``offset``. A page with no total cut a project's older sessions off unsaid."""
+    (total,) = conn.execute("SELECT COUNT(*) FROM session_totals").fetchone()
+    return {
+        "sessions": sessions(conn, limit, offset),
+        "total": int(total),
+        "offset": offset,
+        "limit": limit,
+    }
+
+
+def sessions(conn: Connection, limit: int, offset: int = 0) -> list[dict[str, Any]]:
     """The latest sessions with their client totals (``session_totals``) and what ember spent
-    on its own for each (shadow, steward, owned-tool rounds), newest first."""
+    on its own for each (shadow, steward, owned-tool rounds), newest first, from ``offset``."""
     rows = [
         dict(r)
         for r in conn.execute(
-            "SELECT * FROM session_totals ORDER BY last_seen DESC LIMIT ?", (limit,)
+            "SELECT * FROM session_totals ORDER BY last_seen DESC, session_id LIMIT ? OFFSET ?",
+            (limit, offset),
         )
     ]
     if not rows:

@@ -7,7 +7,8 @@ const PREFIX = document.querySelector('meta[name="ember-prefix"]').content;
 const TOKEN = document.querySelector('meta[name="ember-token"]').content;
 const COLORS = ["#d9480f", "#1c7ed6", "#2f9e44", "#ae3ec9", "#f59f00", "#0c8599", "#e64980",
   "#5c940d", "#7048e8", "#868e96"];
-const state = { view: "spend", project: "", by: "origin", days: 30, features: {}, detail: null, projects: [] };
+const state = { view: "spend", project: "", by: "origin", days: 30, features: {}, detail: null, projects: [],
+  sessionsFrom: 0, memoriesFrom: 0 };
 
 // -- small helpers -------------------------------------------------------------------------
 
@@ -67,6 +68,22 @@ function table(columns, rows, onClick) {
 }
 
 function card(label, value) { return h("div", { class: "card" }, h("b", {}, value), h("span", {}, label)); }
+
+// Where a page of a longer list lies ("201–400 of 1,234"), with buttons to the pages around
+// it: a list is never cut off unsaid. `page` is the API's {total, offset, limit}; `move`
+// draws the list again from another offset.
+function pager(id, page, shown, move) {
+  const first = shown ? page.offset + 1 : 0;
+  const last = page.offset + shown;
+  const prev = page.offset > 0;
+  const next = last < page.total;
+  return h("div", { class: "controls pager", id },
+    h("button", { class: "act", id: id + "-prev", disabled: !prev,
+      on: { click: () => move(Math.max(0, page.offset - page.limit)) } }, "← newer"),
+    h("span", { class: "muted" }, `${int(first)}–${int(last)} of ${int(page.total)}`),
+    h("button", { class: "act", id: id + "-next", disabled: !next,
+      on: { click: () => move(page.offset + page.limit) } }, "older →"));
+}
 
 // -- spend ------------------------------------------------------------------------------------
 
@@ -222,8 +239,11 @@ async function renderProjects(view) {
 async function renderSessions(view) {
   if (!state.project) return renderProjects(view);
   if (state.detail) return renderRequests(view, state.detail);
-  const rows = await api("sessions", { project: state.project });
-  view.append(h("div", { class: "panel", id: "sessions" }, h("h2", {}, "Sessions"), table([
+  const page = await api("sessions", { project: state.project, offset: state.sessionsFrom });
+  const rows = page.sessions;
+  const move = (offset) => { state.sessionsFrom = offset; render(); };
+  view.append(h("div", { class: "panel", id: "sessions" }, h("h2", {}, "Sessions"),
+    pager("sessions-pager", page, rows.length, move), table([
     { title: "session", value: (r) => r.session_id.slice(0, 18) },
     { title: "last seen", value: (r) => when(r.last_seen) },
     { title: "models", value: (r) => r.models || "—" },
@@ -315,9 +335,11 @@ async function renderMemories(view) {
   const q = state.query || "";
   const box = h("input", { type: "search", id: "memory-search", placeholder: "search memories (explains each score)", value: q });
   box.addEventListener("keydown", (e) => { if (e.key === "Enter") { state.query = box.value; render(); } });
-  const found = await api("f/memory/memories", { project: state.project, q });
+  const found = await api("f/memory/memories", { project: state.project, q, offset: q ? "" : state.memoriesFrom });
+  const move = (offset) => { state.memoriesFrom = offset; render(); };
   view.append(h("div", { class: "panel", id: "memories" },
     h("div", { class: "controls" }, h("h2", {}, q ? `Memories matching “${q}”` : "Memories"), box),
+    q ? null : pager("memories-pager", found, found.memories.length, move),
     table([
       { title: "memory", value: (r) => r.content },
       { title: "category", value: (r) => r.category || "—" },
@@ -325,7 +347,7 @@ async function renderMemories(view) {
       { title: "scope", value: (r) => r.scope },
       { title: q ? "score (why)" : "created", value: (r) => (q ? explainCell(r) : when(r.created_at)) },
     ], found.memories, (r) => { state.memory = r.id; render(); }),
-    h("p", { class: "muted" }, `${found.memories.length} of ${found.total} shown`)));
+    q ? h("p", { class: "muted" }, `${found.memories.length} of ${found.total} shown`) : null));
 }
 
 function explainCell(r) {
@@ -502,7 +524,7 @@ async function render() {
 }
 
 function selectProject(name) {
-  state.project = name; state.detail = null; state.memory = null;
+  state.project = name; state.detail = null; state.memory = null; state.sessionsFrom = 0; state.memoriesFrom = 0;
   document.getElementById("project").value = name;
   if (state.view === "spend") state.view = "sessions";
   setTab(state.view);
@@ -526,7 +548,10 @@ async function start() {
   tabs.addEventListener("click", (e) => { if (e.target.dataset.view) { state.detail = null; state.memory = null; setTab(e.target.dataset.view); } });
   const select = document.getElementById("project");
   for (const p of state.projects) select.append(h("option", { value: p.name }, p.identity || p.name));
-  select.addEventListener("change", () => { state.project = select.value; state.detail = null; state.memory = null; render(); });
+  select.addEventListener("change", () => {
+    state.project = select.value; state.detail = null; state.memory = null; state.sessionsFrom = 0; state.memoriesFrom = 0;
+    render();
+  });
   await render();
   const live = document.getElementById("live");
   const events = new EventSource(PREFIX + "/api/events");
