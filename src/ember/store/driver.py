@@ -24,10 +24,13 @@ import contextlib
 import importlib
 import importlib.util
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
+
+from ember.fsutil import PRIVATE_FILE, private_dirs
 
 if TYPE_CHECKING:
     from sqlite3 import Connection, Row
@@ -154,7 +157,7 @@ def connect(
     Raises the driver's ``Error`` (callers classify it, see ``health``).
     """
     if create and not readonly:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _create_private(path)
     target, uri = (f"{path.resolve().as_uri()}?mode=ro", True) if readonly else (str(path), False)
     conn = _DRIVER.connect(target, uri=uri, check_same_thread=False, isolation_level=None)
     try:
@@ -173,6 +176,20 @@ def connect(
         conn.close()
         raise
     return Opened(cast("Connection", conn), problem)
+
+
+def _create_private(path: Path) -> None:
+    """Create the database file 0600 (in 0700 folders) before SQLite does: SQLite makes a
+    new file 0644 and gives its WAL and shared-memory files the database's own mode, so the
+    transcripts in them were readable by every local user. An existing file keeps its mode
+    (``ember.store.private`` tightens a home's once)."""
+    if path.exists():
+        return
+    private_dirs(path.parent)
+    # made meanwhile by another process, or not creatable: SQLite's own open says why, as
+    # the error its callers classify
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
 
 
 def guard(path: Path) -> Connection | None:

@@ -26,6 +26,7 @@ import os
 from pathlib import Path
 
 from ember.errors import StorageError
+from ember.fsutil import PRIVATE_FILE
 from ember.store.driver import connect, errors
 from ember.store.health import classify
 from ember.store.pages import WalScan, read_wal
@@ -51,7 +52,7 @@ def lock_shared(path: Path) -> int | None:
     if fcntl is None:
         return None
     try:
-        fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
     except OSError:
         return None
     try:

@@ -8,6 +8,9 @@ and how to fix it (``check_home``).
 The one-shot commands check the database they are about to use the same way:
 ``check_readable`` before a read (it creates nothing, and tells "no data yet" apart from "the
 home cannot be used"), ``check_writable`` before a write.
+
+Each check also keeps the home private to the user: what it creates is 0700, and an existing
+home is tightened once per process (``ember.store.private``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import tempfile
 from pathlib import Path
 
 from ember.errors import StorageError
+from ember.fsutil import private_dirs
+from ember.store.private import keep_private
 
 #: How every message about ember's files ends (README: "When something is wrong").
 _DOCTOR = "then run `ember doctor`"
@@ -36,7 +41,7 @@ def check_home(home: Path, min_free: int = MIN_FREE_BYTES) -> None:
     if home.exists() and not home.is_dir():
         raise StorageError(f"{where} is a file, not a directory; {_HOME_IS_A_FILE}")
     try:
-        home.mkdir(parents=True, exist_ok=True)
+        private_dirs(home)
     except OSError as exc:
         raise StorageError(f"{where} cannot be created ({_why(exc)}); {_fix(exc)}") from exc
     _probe(home, where)
@@ -46,6 +51,7 @@ def check_home(home: Path, min_free: int = MIN_FREE_BYTES) -> None:
             f"{where} is on a disk with only {free // (1024 * 1024)} MB free (ember needs at "
             f"least {min_free // (1024 * 1024)} MB); free some space or move EMBER_HOME, {_DOCTOR}"
         )
+    keep_private(home)
 
 
 def check_folders(home: Path, path: Path) -> bool:
@@ -70,6 +76,7 @@ def check_readable(home: Path, db: Path) -> bool:
     Raises ``StorageError`` (one line, with the fix) when the home or the file cannot be
     used (``check_folders``), or the database is not a file, cannot be opened, or is not
     SQLite at all: a read used to end in a traceback or in SQLite's own words."""
+    keep_private(home)
     mode = _mode(db) if check_folders(home, db) else None
     if mode is None:
         return False
@@ -102,7 +109,7 @@ def check_writable(home: Path, path: Path) -> None:
         if mode is not None and not stat.S_ISDIR(mode):
             raise StorageError(_not_a_folder(home, folder))
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(path.parent)
     except OSError as exc:
         raise StorageError(f"{path.parent} cannot be created ({_why(exc)}); {_fix(exc)}") from exc
     _probe(path.parent, str(path.parent))

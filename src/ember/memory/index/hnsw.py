@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ember.fsutil import PRIVATE_FILE, open_private
 from ember.memory.errors import VectorIndexUnavailable
 from ember.memory.index.base import Vectors, top_k
 from ember.store.driver import Connection
@@ -131,6 +133,7 @@ class HnswIndex:
             return
         tmp = self._path.with_suffix(".tmp")
         self._index.save_index(str(tmp))
+        os.chmod(tmp, PRIVATE_FILE)  # hnswlib writes it with the umask's mode
         tmp.replace(self._path)
         meta = {
             "generation": self._loaded_generation,
@@ -138,7 +141,8 @@ class HnswIndex:
             "capacity": int(self._index.get_max_elements()),
             "live": sorted(self._live),
         }
-        self._meta_path.write_text(json.dumps(meta))
+        with open(open_private(self._meta_path, os.O_WRONLY | os.O_TRUNC), "w") as out:
+            out.write(json.dumps(meta))
         self._unsaved = 0
 
     # -- VectorIndex ----------------------------------------------------------------------------
