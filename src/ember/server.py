@@ -24,6 +24,7 @@ from typing import Any
 
 import uvicorn
 
+from ember import logs
 from ember.config import Settings
 from ember.proxy.clientguard import ClientLimits, guarded_protocol
 
@@ -76,8 +77,12 @@ def uvicorn_config(
     log_level: str = "warning",
     backlog: int = 2048,
     limits: ClientLimits | None = None,
+    own_logging: bool = False,
 ) -> uvicorn.Config:
-    """``limits``: the client limits to enforce (None: uvicorn's own protocol, unbounded)."""
+    """``limits``: the client limits to enforce (None: uvicorn's own protocol, unbounded).
+    ``own_logging``: the process set up its logging (``ember.logs``): uvicorn's loggers are
+    left to those handlers — which mask credentials — instead of uvicorn's own, which printed
+    every WebSocket handshake header, ``authorization`` included, at debug level."""
     _install_log_filter()
     return uvicorn.Config(
         app,
@@ -87,6 +92,7 @@ def uvicorn_config(
         http=guarded_protocol(limits) if limits is not None else "httptools",
         lifespan="on",
         access_log=False,
+        log_config=None if own_logging else uvicorn.config.LOGGING_CONFIG,
         log_level=log_level,
         timeout_keep_alive=75,
         backlog=backlog,
@@ -130,9 +136,11 @@ def serve_forever(
     """Serve until interrupted (SIGINT/SIGTERM are handled by uvicorn). An app with an
     ``interrupted`` attribute learns through it when a second Ctrl-C asks to stop at once.
     ``on_serve`` runs on the serving loop before the server starts (``ember proxy`` installs
-    ``ember wrap``'s hand-over there); setting the server's ``should_exit`` stops it."""
+    ``ember wrap``'s hand-over there); setting the server's ``should_exit`` stops it. When
+    the caller set up logging (``ember.logs.configure``), uvicorn's lines go through it."""
     quiet_collector()
-    config = uvicorn_config(app, host, port, log_level, backlog, client_limits(app))
+    own = logs.configured()
+    config = uvicorn_config(app, host, port, log_level, backlog, client_limits(app), own)
     server = uvicorn.Server(config)
     if hasattr(app, "interrupted"):
         app.interrupted = lambda: server.force_exit

@@ -88,8 +88,8 @@ def proxy(
     from ember.store.home import check_home
 
     settings, warnings = review(settings)
+    logs.configure(settings.log_level, log_file)  # first: the home's checks log what they did
     check_home(settings.home)  # refuse at once, in one line, rather than fail per request
-    logs.configure(settings.log_level, log_file)
     url = f"http://{settings.host}:{settings.port}"
     click.echo(
         f"ember proxy on {url}  (anthropic -> {settings.anthropic_url}, "
