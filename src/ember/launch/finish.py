@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
+from ember.fsutil import PRIVATE_FILE, create_private, open_private, private_dirs
 from ember.launch.proxyproc import alive
 
 #: What the wrap sends to ask; its default action would end the proxy without flushing, so
@@ -49,9 +50,9 @@ def folder(run_dir: Path, port: int) -> Path:
 def ask(run_dir: Path, port: int) -> Path:
     """A new ask (send ``SIGNAL`` next); returns its file, which ``wait`` takes."""
     where = folder(run_dir, port)
-    where.mkdir(parents=True, exist_ok=True)
+    private_dirs(where)
     path = where / f"{secrets.token_hex(8)}.ask"
-    path.touch()
+    create_private(path)
     return path
 
 
@@ -71,7 +72,9 @@ def answer(asks: list[Path], found: Answer) -> None:
             continue
         tmp = path.with_suffix(".tmp")
         with contextlib.suppress(OSError):
-            tmp.write_text(text)
+            with open(open_private(tmp, os.O_WRONLY | os.O_TRUNC), "w") as out:
+                out.write(text)
+            os.chmod(tmp, PRIVATE_FILE)
             os.replace(tmp, path.with_suffix(".json"))
             path.unlink()
 

@@ -5,7 +5,8 @@ The proxy runs in a session of its own: the Ctrl-C a user types at the agent rea
 ``ember wrap`` that started it while another wrap still uses it, or while it finishes reading
 sessions after the last one exited. Its output goes to a log file, never the terminal, where it
 would scribble over the agent's screen: appended to, each start marked by a line, and rotated by
-the proxy itself (``ember.logs``), so the log of the run before is still there to read.
+the proxy itself (``ember.logs``), so the log of the run before is still there to read. The log
+is private to the user (0600 in a 0700 folder), as everything under ``EMBER_HOME``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from ember.clients.address import ProxyAddress
 from ember.errors import ClientError
+from ember.fsutil import open_private, private_dirs
 from ember.launch.probe import probe
 
 READY_TIMEOUT = 30.0  #: seconds a new proxy may take to serve ``/healthz``
@@ -40,8 +42,8 @@ def start(
     argv += ["--log-file", str(log_path)]
     if config_file is not None:
         argv += ["--config", str(config_file)]
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
+    private_dirs(log_path.parent)
+    with open(open_private(log_path, os.O_WRONLY | os.O_APPEND), "ab") as log:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         log.write(f"--- {stamp} ember wrap starts the proxy on port {port}\n".encode())
         log.flush()

@@ -30,6 +30,7 @@ from typing import IO
 
 from ember.clients.address import ProxyAddress
 from ember.errors import ClientError
+from ember.fsutil import PRIVATE_FILE, open_private, private_dirs
 from ember.launch import finish, proxyproc
 from ember.launch.probe import probe, settle
 
@@ -161,8 +162,8 @@ class SharedProxy:
         back held — keep it open until the process ends, so no wrap takes the stopping proxy
         for a live one. None: it stays (a wrap uses it, or the user started it). Waits for
         the lock until ``gave_up`` says the proxy is stopping anyway."""
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        handle = open(self._lock_path, "a+b")  # noqa: SIM115 - returned open, on purpose
+        private_dirs(self.run_dir)
+        handle = _open_lock(self._lock_path)
         try:
             while True:
                 try:
@@ -197,18 +198,25 @@ class SharedProxy:
 
     def _save(self, state: _State) -> None:
         tmp = self._state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"proxy_pid": state.proxy_pid, "users": state.users}))
+        with open(open_private(tmp, os.O_WRONLY | os.O_TRUNC), "w") as out:
+            out.write(json.dumps({"proxy_pid": state.proxy_pid, "users": state.users}))
+        os.chmod(tmp, PRIVATE_FILE)  # a .tmp left by an older ember keeps its mode else
         os.replace(tmp, self._state_path)
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        with open(self._lock_path, "a+b") as handle:
+        private_dirs(self.run_dir)
+        with _open_lock(self._lock_path) as handle:
             _flock(handle.fileno(), LOCK_TIMEOUT, self._lock_path)
             try:
                 yield
             finally:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _open_lock(path: Path) -> IO[bytes]:
+    """The lock file, created 0600 (as everything under ``EMBER_HOME``)."""
+    return open(open_private(path, os.O_RDWR | os.O_APPEND), "a+b")
 
 
 def _flock(fd: int, timeout: float, path: Path) -> None:
