@@ -104,6 +104,11 @@ class Settings(BaseModel):
     #: deep; 256 leaves room for deeply nested tool schemas. Capped at 512: the stdlib scanner
     #: ember locates its edits with recurses once per level, and Python stops it near 1000.
     max_json_depth: int = Field(default=256, ge=1, le=512)
+    #: Largest request line and headers together, in KiB; past it the client gets a 431 and
+    #: the connection is closed before more of them is read (uvicorn sets no limit: a 64 MiB
+    #: header was read whole, in 57 s and 5 s of the proxy's CPU). 64: agents send 1-3 KiB
+    #: (Node's servers refuse past 16 KiB by default); room for large custom headers.
+    max_header_kb: int = Field(default=64, ge=1, le=16 * 1024)
 
     # -- client connections (faults; the failures they prevent: ember/proxy/clientguard.py) ------
     #: Seconds a client may take to send a request's headers: from the connection for its
