@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from ember import sections as feature_sections
 from ember.errors import ConfigError
+from ember.hosts import host_name
 from ember.prices import Price, PriceTable
 from ember.project import IdentityMode
 from ember.store.pg.url import check_store_url
@@ -30,6 +31,8 @@ from ember.store.pg.url import check_store_url
 __all__ = ["ENV_PREFIX", "PriceModel", "Settings", "load_settings"]
 
 ENV_PREFIX = "EMBER_"
+#: The shortest ``proxy_token`` / ``mcp_token`` accepted.
+MIN_TOKEN_CHARS = 16
 M = TypeVar("M", bound=BaseModel)
 #: Variables that choose where settings come from rather than being settings themselves, and
 #: the test harness's (``ember.testing.postgres``): set in a shell that also runs ember, they
@@ -148,6 +151,19 @@ class Settings(BaseModel):
     #: password: kept out of this model's repr, and shown only as user@host:port/db.
     store_url: str | None = Field(default=None, repr=False)
 
+    # -- who may connect (the policy and what each part prevents: ember/hosts.py) -------------
+    #: Host names, besides loopback ones and the bound address, that clients reach ember by
+    #: (the proxy, the dashboard, ``ember mcp --http``). A request naming any other ``Host``
+    #: is refused: a web page that rebinds its own name to 127.0.0.1 sends its own name there.
+    #: In the environment: comma-separated (``EMBER_ALLOWED_HOSTS=box.lan,box``).
+    allowed_hosts: tuple[str, ...] = ()
+    #: The token a client on another machine sends in ``x-ember-proxy-token``; a proxy bound
+    #: beyond loopback refuses to start without one. Never forwarded, logged or shown.
+    proxy_token: str | None = Field(default=None, repr=False)
+    #: The bearer token ``ember mcp --http`` asks of every client; unset: a new one at each
+    #: start, printed once on stderr. Never logged.
+    mcp_token: str | None = Field(default=None, repr=False)
+
     # -- stopping (shadow memory reads what is unread: issue #9) ----------------------------
     #: A stopping proxy (``ember wrap``'s client exited, Ctrl-C, SIGTERM) gives unread sessions
     #: this long to be read while the provider's cache is hot; a second Ctrl-C skips it. 0: off.
@@ -175,6 +191,41 @@ class Settings(BaseModel):
         if not v.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return v.rstrip("/")
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _hosts(cls, v: Any) -> Any:
+        """A list, or one comma-separated string (the environment's); each a bare name."""
+        names = v.split(",") if isinstance(v, str) else v
+        if not isinstance(names, list | tuple):
+            return v
+        out = []
+        for raw in names:
+            if not isinstance(raw, str):
+                raise ValueError(f"{raw!r} is not a host name")
+            name = raw.strip().lower()
+            if not name:
+                continue
+            if "/" in name or any(c.isspace() for c in name) or "@" in name:
+                raise ValueError(
+                    f"{raw!r} is not a host name: give the name clients use, as in their "
+                    "Host header (box.lan, 192.168.1.20), without http:// or a path"
+                )
+            out.append(host_name(name))
+        return tuple(out)
+
+    @field_validator("proxy_token", "mcp_token")
+    @classmethod
+    def _token(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        if len(v) < MIN_TOKEN_CHARS or any(c.isspace() for c in v):
+            raise ValueError(
+                f"must be at least {MIN_TOKEN_CHARS} characters, without spaces (a short "
+                'token can be guessed); make one with: python -c "import secrets; '
+                'print(secrets.token_urlsafe(32))"'
+            )
+        return v
 
     @field_validator("store_url")
     @classmethod
@@ -238,8 +289,8 @@ def _owner(model: type[BaseModel]) -> str:
 
 _FIELDS = set(Settings.model_fields)
 _ENV_ONLY_SKIP = {"prices"}  # tables live in the file only
-#: Values never echoed in an error: a store URL may hold a password.
-_SECRET = {"store_url"}
+#: Values never echoed in an error: a store URL may hold a password; tokens are secrets.
+_SECRET = {"store_url", "proxy_token", "mcp_token"}
 
 
 _suggest = feature_sections.suggest

@@ -53,7 +53,7 @@ def test_declared_oversize_body_is_413_before_it_is_sent(make_stack: StackFactor
     stack = make_stack(max_body_mb=1)
     host, port = stack.url.removeprefix("http://").split(":")
     head = (
-        b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        b"POST /v1/messages HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
         b"anthropic-version: 2023-06-01\r\ncontent-length: " + str(1 << 30).encode() + b"\r\n\r\n"
     )
     with socket.create_connection((host, int(port)), timeout=5) as s:

@@ -68,7 +68,7 @@ def connect(stack: Stack, source: str = "127.0.0.1") -> socket.socket:
 
 def head(path: str, length: int) -> bytes:
     return (
-        f"POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
         f"anthropic-version: 2023-06-01\r\ncontent-length: {length}\r\n\r\n"
     ).encode()
 
@@ -325,7 +325,7 @@ def _answer_from(stack: Stack, source: str) -> bytes:
 
 def served_health(stack: Stack, source: str) -> bool:
     with closing(connect(stack, source)) as sock:
-        sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n")
         return read_until_closed(sock).startswith(b"HTTP/1.1 200")
 
 

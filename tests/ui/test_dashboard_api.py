@@ -201,7 +201,39 @@ def test_bad_input_gets_a_clear_error_and_never_another_project(
 def test_a_rebound_host_name_is_refused(served: tuple[Stack, list[str]]) -> None:
     stack, _ = served
     r = httpx.get(f"{stack.url}/ui/api/projects", headers={"host": "evil.example:8787"})
-    assert r.status_code == 403 and "loopback" in r.json()["error"]
+    assert r.status_code == 421
+    said = r.json()["error"]
+    assert "Host 'evil.example:8787' is not the dashboard's" in said and "allowed_hosts" in said
+    assert "acme" not in r.text.lower()
+    served_by_port = httpx.get(f"{stack.url}/ui/api/projects", headers={"host": "localhost:1"})
+    assert served_by_port.status_code == 200
+
+
+def test_a_page_of_another_origin_cannot_forget_even_with_the_token(
+    served: tuple[Stack, list[str]],
+) -> None:
+    stack, ids = served
+    name = project_of(stack)
+    headers = {"x-ember-token": token(stack), "origin": "http://evil.example"}
+    body = {"project": name, "id": ids[0]}
+    url = f"{stack.url}/ui/api/f/memory/forget"
+    r = httpx.post(url, json=body, headers=headers, timeout=10)
+    assert r.status_code == 403 and "http://evil.example" in r.json()["error"]
+    kept = get(stack, "f/memory/memory", project=name, id=ids[0])
+    assert kept["content"] == FACTS[0]
+    own = {**headers, "origin": stack.url}  # the dashboard's own page
+    assert httpx.post(url, json=body, headers=own, timeout=30).status_code == 200
+
+
+def test_no_page_may_frame_the_dashboard(served: tuple[Stack, list[str]]) -> None:
+    stack, _ = served
+    for path in ("/ui/", "/ui/api/projects", "/ui/static/app.js"):
+        r = httpx.get(stack.url + path, timeout=10)
+        assert r.status_code == 200, path
+        assert r.headers["content-security-policy"] == "frame-ancestors 'none'"
+        assert r.headers["x-frame-options"] == "DENY"
+    refused = httpx.get(f"{stack.url}/ui/", headers={"host": "evil.example"}, timeout=10)
+    assert refused.headers["x-frame-options"] == "DENY"
 
 
 def test_the_live_feed_announces_a_new_request(served: tuple[Stack, list[str]]) -> None:

@@ -35,13 +35,13 @@ def ui(host: str, port: int, config_file: Path | None) -> None:
     Loopback only; changing data needs the token of the page this process served.
     """
     from ember.config import load_settings
+    from ember.hosts import is_loopback_name
     from ember.server import serve_forever
     from ember.store.home import check_home
     from ember.store.registry import storage_for
     from ember.ui.app import PREFIX, Dashboard
-    from ember.ui.guard import loopback_host
 
-    if not loopback_host(host):
+    if not is_loopback_name(host):
         raise click.BadParameter(
             f"{host!r} is not a loopback address: the dashboard can change your memories, "
             "so it only listens on 127.0.0.1, ::1 or localhost",

@@ -1,5 +1,10 @@
 """The proxy as an ASGI application.
 
+Every request and WebSocket upgrade first passes ``ember.hosts``'s policy (``proxy.doors``): a
+``Host`` that is not this proxy's, a web page's ``Origin`` on a request that changes state, or
+a peer on another machine without ``proxy_token`` is refused in the protocol's error shape
+before anything is read, forwarded or recorded.
+
 Routes: ``POST /v1/messages`` (Anthropic), ``POST /v1/chat/completions`` and
 ``POST /v1/responses`` (OpenAI) go through the pipeline, and so does each request on a
 WebSocket to ``/v1/responses`` (``proxy/websocket.py``); ``GET /healthz`` answers once the app
@@ -27,11 +32,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from ember.config import Settings
 from ember.errors import ProtocolError, RequestTooLarge
 from ember.exchange import Exchange, Refusal, Services, Stage, Stopping, TaskSet
+from ember.hosts import Refused
 from ember.metrics import StorageCollector, new_registry
 from ember.protocols import ADAPTERS, ANTHROPIC, OPENAI_CHAT
 from ember.protocols.base import ProtocolAdapter
 from ember.proxy import limits
 from ember.proxy.delivery import Delivered, answered_refusal
+from ember.proxy.doors import Doors
 from ember.proxy.flow import ExchangeFlow
 from ember.proxy.owned import relay_owned
 from ember.proxy.pipeline import Pipeline
@@ -80,6 +87,8 @@ class ProxyApp:
         #: whether the server is stopping (the dashboard's live feeds end); set by the server
         self.stopping: Callable[[], bool] = lambda: False
         self._dashboard: Any = None
+        #: who may use the proxy (``ember.hosts``): checked before any route
+        self.doors = Doors(settings)
 
     # -- ASGI entry -------------------------------------------------------------------------
 
@@ -152,15 +161,19 @@ class ProxyApp:
 
     async def _http(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         path, method = scope["path"], scope["method"]
+        if path == "/ui" or path.startswith("/ui/"):
+            await self._ui(scope, receive, send)  # the dashboard checks its own doors
+            return
+        refused = self.doors.check(scope)
+        if refused is not None:
+            await self._refuse_door(scope, refused, send)
+            return
         if path == "/healthz" and method in ("GET", "HEAD"):
             status, body = (200, self._health()) if self.ready else (503, _HEALTH_STARTING)
             await send_json(send, status, body)
             return
         if path == "/metrics" and method in ("GET", "HEAD"):
             await self._metrics(send, head=method == "HEAD")
-            return
-        if path == "/ui" or path.startswith("/ui/"):
-            await self._ui(scope, receive, send)
             return
         if path == "/" and method in ("GET", "HEAD"):
             # Claude Code checks it can reach its base URL with a bare ``HEAD /`` (no key, no
@@ -208,6 +221,16 @@ class ProxyApp:
             return
         await self._relay_exchange(ex, headers, receive, send)
 
+    async def _refuse_door(self, scope: dict[str, Any], refused: Refused, send: Send) -> None:
+        """A request ``ember.hosts`` refused, answered in its protocol's error shape before
+        its body is read: nothing forwarded, nothing recorded. The connection is closed
+        (the unread body is never read on), and the SDKs are told not to retry."""
+        hmap = dict(_headers(scope))
+        adapter = ADAPTERS.get(scope["path"]) or self._guess_adapter(hmap)
+        body = adapter.error_body(refused.status, f"ember: {refused.message}")
+        extra = [(b"x-should-retry", b"false")]
+        await send_json(send, refused.status, body, close=True, extra=extra)
+
     async def _ui(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         """The dashboard (``ember.ui``), built on its first visit: the proxy's start-up and
         memory do not pay for a page nobody opened. It reads through the proxy's own
@@ -222,8 +245,8 @@ class ProxyApp:
     async def _metrics(self, send: Send, *, head: bool) -> None:
         """The registry in Prometheus' text format, answered by ember (before, the path was
         passed through, and a scraper got the provider's 404). No key is asked for: it is as
-        reachable as the proxy itself, on loopback unless ``host`` says otherwise, and holds
-        counts and model names, never content. Rendered on the loop: the labels are bounded
+        reachable as the proxy itself (this machine; another only with ``proxy_token``), and
+        holds counts and model names, never content. Rendered on the loop: the labels are bounded
         (``ember.metrics``), and the largest registry they allow, a few hundred series, takes
         a few milliseconds once per scrape."""
         body = generate_latest(self.metrics)

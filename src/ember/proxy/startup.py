@@ -13,15 +13,20 @@ What is warned about, and why only that:
 - Any other path is kept silently: OpenAI-compatible providers use ``/api/v1``,
   ``/v1beta/openai``, ``/compatible-mode/v1``..., and a warning on every such start-up would
   teach users to ignore warnings.
-- A ``host`` that is not loopback: the proxy has no authentication of its own.
+- A ``host`` that is not loopback: other machines can reach the proxy, and through it this
+  machine's project memories. Without ``proxy_token`` that is refused outright (a
+  ``ConfigError``: ``ember proxy`` does not start), since the proxy would then be open to the
+  whole network; with one, it is warned about.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from urllib.parse import urlsplit
 
 from ember.config import Settings
+from ember.errors import ConfigError
+from ember.hosts import is_loopback_name
+from ember.proxy.doors import TOKEN_HEADER
 
 #: Endpoints ember appends to ``openai_url``; a base ending in one of them is a pasted endpoint.
 _OPENAI_ENDPOINTS = ("/chat/completions", "/responses")
@@ -47,12 +52,7 @@ def review_openai_url(url: str) -> tuple[str, str | None]:
 def is_loopback(host: str) -> bool:
     """Whether binding ``host`` keeps the proxy on this machine (``127.0.0.0/8``, ``::1``,
     ``localhost``); a name that is not an address is not assumed to be loopback."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    return is_loopback_name(host)
 
 
 def exposure_warning(host: str, port: int) -> str | None:
@@ -60,14 +60,31 @@ def exposure_warning(host: str, port: int) -> str | None:
     if is_loopback(host):
         return None
     return (
-        f"host {host} is not loopback: anyone who can reach port {port} can use this proxy "
-        "and, through it, this machine's project memories (ember has no authentication; "
-        "clients send their own provider key). Bind 127.0.0.1 unless you mean that."
+        f"host {host} is not loopback: any machine that can reach port {port} and sends "
+        f"{TOKEN_HEADER} can use this proxy and, through it, this machine's project "
+        "memories. Bind 127.0.0.1 unless you mean that."
+    )
+
+
+def check_exposure(settings: Settings) -> None:
+    """Refuse a bind beyond loopback without ``proxy_token``: every machine on the network
+    could use the proxy, and the memories of every project on this one."""
+    if is_loopback(settings.host) or settings.proxy_token is not None:
+        return
+    raise ConfigError(
+        "host",
+        f"{settings.host} is not loopback and no proxy_token is set: the proxy would serve "
+        "every machine that reaches it, with this machine's project memories. Bind "
+        "127.0.0.1, or set a token (EMBER_PROXY_TOKEN, at least 16 characters: python -c "
+        '"import secrets; print(secrets.token_urlsafe(32))") that other machines\' clients '
+        f"send in {TOKEN_HEADER}",
     )
 
 
 def review(settings: Settings) -> tuple[Settings, list[str]]:
-    """The settings ``ember proxy`` serves with, and the warnings to print at start-up."""
+    """The settings ``ember proxy`` serves with, and the warnings to print at start-up;
+    ``ConfigError`` for settings it must not start with."""
+    check_exposure(settings)
     warnings: list[str] = []
     openai_url, note = review_openai_url(settings.openai_url)
     if note is not None:

@@ -7,6 +7,9 @@ not serve WebSocket is a clean ``426`` to the client (Codex falls back to HTTP a
 the provider's handshake (``x-codex-turn-state``, ``openai-model``...) reach the client. What
 flows on an accepted connection is ``ws_session``'s job.
 
+An upgrade the proxy's doors refuse (``proxy.doors``: a foreign ``Host``, a web page's
+``Origin``, another machine without the token) is denied before the provider is dialled.
+
 Every refusal is an HTTP answer in the OpenAI error shape (``error.message`` says why), never a
 dropped connection: a client that cannot upgrade must learn it from the status.
 """
@@ -106,6 +109,10 @@ async def serve(app: ProxyApp, scope: dict[str, Any], receive: Receive, send: Se
 
 async def _serve(app: ProxyApp, scope: dict[str, Any], receive: Receive, send: Send) -> None:
     if (await receive())["type"] != "websocket.connect":
+        return
+    refused = app.doors.check(scope)
+    if refused is not None:  # before anything is asked of the provider
+        await deny(send, scope, refused.status, refused.message)
         return
     if scope["path"] != PATH:
         await deny(send, scope, 404, f"no WebSocket endpoint at {scope['path']}; use {PATH}")

@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, MutableMapping
 from importlib import resources
 from typing import Any
 
@@ -35,6 +35,7 @@ from ember.views import Route as ViewRoute
 log = logging.getLogger(__name__)
 
 PREFIX = "/ui"
+FRAMES = list(guard.FRAME_HEADERS)
 #: How often the live feed looks for new writes, and the longest one feed connection lasts
 #: (the browser reconnects by itself): a stopping server never waits on a page left open.
 POLL_SECONDS = 1.0
@@ -49,6 +50,7 @@ class Dashboard:
         self.settings = settings
         self.storage = storage
         self.token = guard.new_token()
+        self.doors = guard.policy(settings)
         self.reader = HomeReader(settings.home, storage)
         self.context = ViewContext(settings, storage)
         self.views = _feature_views()
@@ -85,12 +87,20 @@ class Dashboard:
             log.debug("dashboard warm-up failed", exc_info=True)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        local = guard.loopback_peer(scope.get("client"))
-        if scope["type"] == "http" and not (local and guard.loopback_host(_header(scope, b"host"))):
-            response = _error(403, "the dashboard answers on loopback only (Host: 127.0.0.1)")
-            await response(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+
+        async def framed(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), *FRAMES]}
+            await send(message)
+
+        refused = self.doors.check_scope(scope, None)
+        if refused is not None:
+            await _error(refused.status, refused.message)(scope, receive, framed)
+            return
+        await self.app(scope, receive, framed)
 
     # -- the page ---------------------------------------------------------------------------
 
@@ -222,13 +232,6 @@ def _feature_views() -> dict[str, tuple[ViewRoute, ...]]:
         if routes:
             out[feature.name] = routes
     return out
-
-
-def _header(scope: dict[str, Any], name: bytes) -> str | None:
-    for key, value in scope.get("headers", ()):
-        if key.lower() == name:
-            return str(value.decode("latin-1"))
-    return None
 
 
 def _query(request: Request, body: dict[str, Any] | None = None) -> Query:
