@@ -1,4 +1,5 @@
-"""``ember mcp``: serve the project's memory to any agent over MCP (stdio, or HTTP on loopback).
+"""``ember mcp``: serve the project's memory to any agent over MCP (stdio, or HTTP on loopback
+with a bearer token: ``mcp_token``, else one made at start and printed on stderr).
 
 The project is settled before anything is served (``mcp_target.served``): a server that cannot
 name its project exits at once with the reason and the fix, rather than answering a client
@@ -14,6 +15,7 @@ stderr; stdout is the protocol's.
 from __future__ import annotations
 
 import logging
+import secrets
 import sys
 import threading
 from collections.abc import Callable
@@ -63,6 +65,9 @@ def mcp(
       claude mcp add --scope user ember -- ember mcp
       ember setup codex --mcp --write      # [mcp_servers.ember] in ~/.codex/config.toml
       ember mcp --http --port 8789         # http://127.0.0.1:8789/mcp
+
+    Over HTTP every request needs Authorization: Bearer TOKEN: the mcp_token setting
+    (EMBER_MCP_TOKEN), else a token made at start and printed on stderr.
     """
     from ember import logs
     from ember.config import load_settings
@@ -73,8 +78,8 @@ def mcp(
         raise click.UsageError("--port is for --http (stdio needs none)")
     if over_http and not mcp_server.is_loopback(host):
         raise click.UsageError(
-            f"--host {host} is not a loopback address: ember mcp has no authentication, so it "
-            "serves 127.0.0.1, ::1 or localhost only"
+            f"--host {host} is not a loopback address: ember mcp serves this project's "
+            "memories to this machine only (127.0.0.1, ::1 or localhost)"
         )
     settings = load_settings(config_file)
     logs.configure(settings.log_level)
@@ -84,16 +89,24 @@ def mcp(
         target = served(settings, project_id, cwd)
     except NoProjectHere as exc:
         click.echo(f"ember mcp: {exc}", err=True)
-        _serve(mcp_server.build_unserved(str(exc)), over_http, host, port, "no project")
+        _serve(mcp_server.build_unserved(str(exc)), settings, over_http, host, port, "no project")
         return
     memory = OnFirstUse(settings, target)
     try:
-        _serve(mcp_server.build_server(memory, memory.warm), over_http, host, port, target.label)
+        server = mcp_server.build_server(memory, memory.warm)
+        _serve(server, settings, over_http, host, port, target.label)
     finally:
         memory.close()
 
 
-def _serve(server: Server[Any], over_http: bool, host: str, port: int | None, label: str) -> None:
+def _serve(
+    server: Server[Any],
+    settings: Settings,
+    over_http: bool,
+    host: str,
+    port: int | None,
+    label: str,
+) -> None:
     import anyio
 
     from ember.memory import mcp_server
@@ -101,15 +114,38 @@ def _serve(server: Server[Any], over_http: bool, host: str, port: int | None, la
     try:
         if over_http:
             port = port or mcp_server.DEFAULT_HTTP_PORT
-            where = f"http://{host}:{port}{mcp_server.HTTP_PATH}"
+            shown = f"[{host}]" if ":" in host else host
+            where = f"http://{shown}:{port}{mcp_server.HTTP_PATH}"
+            token = settings.mcp_token or secrets.token_urlsafe(32)
             click.echo(f"ember mcp: serving {label} at {where}", err=True)
-            anyio.run(mcp_server.serve_http, server, host, port)
+            click.echo(http_client_lines(where, None if settings.mcp_token else token), err=True)
+            names = settings.allowed_hosts
+            anyio.run(mcp_server.serve_http, server, host, port, token, names)
         else:
             anyio.run(mcp_server.serve_stdio, server)
     except KeyboardInterrupt:
         pass
     finally:
         sys.stderr.flush()
+
+
+def http_client_lines(url: str, token: str | None) -> str:
+    """What a client needs to connect over HTTP: the header, and Claude Code's command.
+    ``token``: the one made at start, shown once; None: the user's ``mcp_token``, which is
+    not repeated (they have it)."""
+    value = token if token is not None else "$EMBER_MCP_TOKEN"
+    header = f"Authorization: Bearer {value}"
+    lines = [
+        f"ember mcp: every request needs the header  {header}",
+        f'  claude mcp add --transport http ember {url} --header "{header}"',
+    ]
+    if token is not None:
+        lines.append(
+            "ember mcp: the token is new at each start; set mcp_token (EMBER_MCP_TOKEN) to keep one"
+        )
+    else:
+        lines.append("ember mcp: the token is your mcp_token (EMBER_MCP_TOKEN)")
+    return "\n".join(lines)
 
 
 def _embedder(settings: Settings) -> Callable[[], Embedder]:

@@ -20,13 +20,14 @@ Invariants, and what each prevents:
   the store and the model after that): a client waits for them before its first turn;
 - blocking work (SQLite, the embedder) runs in worker threads, so a slow first search (one
   that waits for the model) does not stall the other requests of the connection;
-- over HTTP, a non-loopback address is refused and the Host and Origin headers are checked
-  (the server has no authentication: a web page must not reach it through DNS rebinding).
+- over HTTP, a non-loopback address is refused, and every request needs the server's bearer
+  token (``mcp_token``, or one made at start) and passes ``ember.hosts``'s checks of ``Host``
+  and ``Origin``: neither a web page (through DNS rebinding, or a cross-site POST) nor another
+  local process can list or forget memories. The check runs before the SDK sees the request.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 from collections.abc import Callable
@@ -39,6 +40,7 @@ from mcp.shared.exceptions import MCPError
 
 from ember import __version__
 from ember.errors import EmberError
+from ember.hosts import HostPolicy, Refused, bearer, is_loopback_name, scope_headers
 from ember.memory.errors import MemoryInputError, MemoryNotFound
 from ember.memory.mcp_tools import FORGET, LIST, SAVE, SEARCH, TOOLS, UPDATE, ToolDef, parse
 
@@ -230,36 +232,81 @@ async def serve_stdio(server: Server[Any]) -> None:
 
 
 def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    return is_loopback_name(host)
 
 
-async def serve_http(server: Server[Any], host: str, port: int) -> None:
+def http_policy(host: str, token: str, names: tuple[str, ...] = ()) -> HostPolicy:
+    """The HTTP server's doors: the token from every peer, served names only, no page of
+    another origin, and this machine only."""
+    return HostPolicy(
+        service="ember mcp",
+        bind=host,
+        names=names,
+        token=token,
+        token_from="every",
+        remote=False,
+        token_how=(
+            "send Authorization: Bearer <token>, with the token ember mcp printed when it "
+            "started (or the mcp_token you set, EMBER_MCP_TOKEN)"
+        ),
+    )
+
+
+def guarded(app: Any, policy: HostPolicy) -> Any:
+    """``app`` behind ``policy``: a refused request gets its status and a JSON-RPC error
+    saying why, and the SDK never sees it."""
+
+    async def serve(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await app(scope, receive, send)
+            return
+        token = bearer(scope_headers(scope).get("authorization"))
+        refused = policy.check_scope(scope, token)
+        if refused is None:
+            await app(scope, receive, send)
+        elif scope["type"] != "http":
+            await send({"type": "websocket.close", "code": 1008})
+        else:
+            await _refuse(send, refused)
+
+    return serve
+
+
+async def _refuse(send: Any, refused: Refused) -> None:
+    error = {"code": -32600, "message": f"ember mcp: {refused.message}"}
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    if refused.status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="ember mcp"'))
+    await send({"type": "http.response.start", "status": refused.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def serve_http(
+    server: Server[Any], host: str, port: int, token: str, names: tuple[str, ...] = ()
+) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until interrupted; ``host`` must be
-    loopback (checked by the caller too), and so must every request's Host and Origin."""
+    loopback (checked by the caller too), and every request passes ``http_policy``."""
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
     if not is_loopback(host):
         raise EmberError(
-            f"--host {host} is not a loopback address; ember mcp has no authentication and "
-            "serves loopback only"
+            f"--host {host} is not a loopback address; ember mcp serves 127.0.0.1, ::1 or "
+            "localhost only"
         )
-    named = f"[{host}]" if ":" in host else host
-    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", f"{named}:*"]
-    security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=hosts,
-        allowed_origins=[f"http://{h}" for h in hosts],
-    )
+    # The SDK's own Host/Origin check is off: ``guarded`` makes it, with ember's names
+    # (``allowed_hosts``), before the SDK sees a request.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     app = server.streamable_http_app(
         streamable_http_path=HTTP_PATH, transport_security=security, host=host
     )
     config = uvicorn.Config(
-        app, host=host, port=port, log_config=None, access_log=False, lifespan="on"
+        guarded(app, http_policy(host, token, names)),
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
     )
     await uvicorn.Server(config).serve()
