@@ -36,6 +36,8 @@ from urllib.parse import urlsplit
 READ_METHODS = frozenset({"GET", "HEAD"})
 #: Bind addresses that mean every interface: they name no host a client would send.
 _WILDCARDS = frozenset({"0.0.0.0", "::", ""})
+#: Loopback names as clients spell them; any other spelling is parsed.
+_PLAIN_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 #: The longest part of a header quoted back in a refusal (the header is the client's).
 _SHOWN = 80
 
@@ -57,6 +59,8 @@ def host_name(host_header: str) -> str:
 def is_loopback_name(name: str) -> bool:
     """``localhost``, any ``127.0.0.0/8`` address, ``::1`` (and 127.x mapped into IPv6); a
     name that is not an address is not taken for loopback (DNS could say anything)."""
+    if name in _PLAIN_LOOPBACK:  # what clients send nearly always: no parse
+        return True
     name = name.strip().strip("[]").lower().rstrip(".")
     if name == "localhost":
         return True
@@ -132,9 +136,21 @@ def shown(value: str) -> str:
     return repr(cut)
 
 
-def scope_headers(scope: Mapping[str, Any]) -> dict[str, str]:
-    """An ASGI scope's headers, names in lower case (the last of repeated ones)."""
-    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
+def scope_headers(
+    scope: Mapping[str, Any], wanted: frozenset[bytes] | None = None
+) -> dict[str, str]:
+    """An ASGI scope's headers (only the ``wanted`` names, lower case, when given), names in
+    lower case; the last of repeated ones."""
+    out = {}
+    for key, value in scope.get("headers", ()):
+        name = key.lower()
+        if wanted is None or name in wanted:
+            out[name.decode("latin-1")] = value.decode("latin-1")
+    return out
+
+
+#: The headers the policy reads.
+POLICY_HEADERS = frozenset({b"host", b"origin"})
 
 
 @dataclass(frozen=True)
@@ -193,7 +209,7 @@ class HostPolicy:
 
     def check_scope(self, scope: Mapping[str, Any], token: str | None) -> Refused | None:
         """``check`` for an ASGI ``http`` or ``websocket`` scope."""
-        headers = scope_headers(scope)
+        headers = scope_headers(scope, POLICY_HEADERS)
         return self.check(
             method=str(scope.get("method", "GET")),
             host=headers.get("host"),

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ember.config import Settings
-from ember.hosts import HostPolicy, Refused, bearer, scope_headers, shown
+from ember.hosts import POLICY_HEADERS, HostPolicy, Refused, bearer, scope_headers, shown
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 TOKEN_HEADER = "x-ember-proxy-token"
 #: Paths the proxy answers itself, where a bearer token is the token (nothing is forwarded).
 OWN_PATHS = frozenset({"/healthz", "/metrics", "/"})
+#: The headers the doors read (the policy's, and where the token travels).
+_READ = POLICY_HEADERS | {TOKEN_HEADER.encode(), b"authorization"}
 #: At most one warning this often about refused requests.
 WARN_EVERY = 10.0
 
@@ -61,8 +63,15 @@ class Doors:
         self._warned = float("-inf")
 
     def check(self, scope: Mapping[str, Any]) -> Refused | None:
-        headers = scope_headers(scope)
-        refused = self.policy.check_scope(scope, token_of(headers, str(scope.get("path", ""))))
+        headers = scope_headers(scope, _READ)
+        refused = self.policy.check(
+            method=str(scope.get("method", "GET")),
+            host=headers.get("host"),
+            origin=headers.get("origin"),
+            peer=scope.get("client"),
+            token=token_of(headers, str(scope.get("path", ""))),
+            upgrade=scope.get("type") == "websocket",
+        )
         if refused is not None:
             self._note(refused, scope, headers)
         return refused
