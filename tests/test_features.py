@@ -116,6 +116,7 @@ def test_the_builtin_features_come_in_pipeline_order() -> None:
         "budget",  # first: a refused request is never edited or searched for
         "shaping",
         "memory",
+        "compress",  # after memory: its search reads the outputs as the tools gave them
         "shadow",
         "traffic",
         "learn",
@@ -260,7 +261,7 @@ def test_ember_features_lists_an_installed_feature_with_its_source(tmp_path: Pat
     assert listed.returncode == 0, listed.stderr
     found = {f["name"]: f for f in json.loads(listed.stdout)["features"]}
     assert list(found)[: len(BUILTIN)] == [
-        "budget", "shaping", "memory", "shadow", "traffic", "learn", "otel"
+        "budget", "shaping", "memory", "compress", "shadow", "traffic", "learn", "otel"
     ]  # fmt: skip
     hello = found["hello"]
     assert (hello["source"], hello["reference"]) == ("ember-hello", "ember_hello:FEATURE")

@@ -97,6 +97,9 @@ class Exchange:
     #: are where ember's block goes (Codex's default model prewarms a socket with an empty
     #: input and sends its prompt with the turn). Set by the WebSocket session, which knows.
     inherits_no_system: bool = False
+    #: the request came over a WebSocket (Codex's Responses socket): the answer is relayed
+    #: event by event, so tools ember runs itself (``owned_tools``) cannot be answered there
+    over_socket: bool = False
     #: set by a request stage: ember answers with this error, the provider is never asked and
     #: the later request stages do not run
     refusal: Refusal | None = None

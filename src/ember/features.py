@@ -53,6 +53,7 @@ BUILTIN: tuple[str, ...] = (
     "ember.budget.feature:FEATURE",
     "ember.shaping.feature:FEATURE",
     "ember.memory.feature:FEATURE",
+    "ember.compress.feature:FEATURE",
     "ember.shadow.feature:FEATURE",
     "ember.traffic.feature:FEATURE",
     "ember.learn.feature:FEATURE",

@@ -97,10 +97,15 @@ def _parsed(raw: Any) -> dict[str, Any]:
 def tool_calls(adapter: ProtocolAdapter, body: Any) -> dict[str, Call]:
     """Every tool call the conversation of ``body`` holds, by call id (``{}`` for a body
     that is not an object or a wire format without calls)."""
+    return tool_calls_of(adapter, conversation(adapter, body))
+
+
+def tool_calls_of(adapter: ProtocolAdapter, messages: list[Any]) -> dict[str, Call]:
+    """The tool calls of ``messages`` (a slice of a conversation), by call id."""
     walk = WALKS.get(adapter.name)
     if walk is None:
         return {}
-    return {i: Call(i, str(n), _parsed(raw)) for i, n, raw in walk(conversation(adapter, body))}
+    return {i: Call(i, str(n), _parsed(raw)) for i, n, raw in walk(messages)}
 
 
 class NamesBefore(dict[str, str]):

@@ -17,11 +17,13 @@ from typing import Any
 
 from ember.protocols.base import ProtocolAdapter, TextSlot, find_region, replace_region
 from ember.protocols.jsonedit import JsonDoc
+from ember.protocols.outputs import ToolOutput
 
 __all__ = [
     "append_user_tail",
     "owned_system_block",
     "put_system_block",
+    "replace_tool_output",
     "set_effort",
     "set_thinking_budget",
     "set_verbosity",
@@ -37,6 +39,13 @@ def append_user_tail(adapter: ProtocolAdapter, doc: JsonDoc, index: int, text: s
         return
     original = slot.value if isinstance(slot.value, str) else ""
     doc.replace(list(slot.path), _parts(slot, original, text))
+
+
+def replace_tool_output(doc: JsonDoc, output: ToolOutput, text: str) -> None:
+    """Put ``text`` in place of a tool output's value (a string where the client sent a
+    string or text parts): the block or item around it — its call id, ``is_error``,
+    ``cache_control`` — keeps the client's bytes."""
+    doc.replace(list(output.path), text)
 
 
 def put_system_block(

@@ -79,3 +79,28 @@ def iter_events(chunks: Iterable[bytes]) -> Iterator[SSEEvent]:
     for chunk in chunks:
         yield from parser.feed(chunk)
     yield from parser.close()
+
+
+class RawEvents:
+    """A stream cut into whole events, each with its raw bytes (a relay that must hold back
+    some events and pass the others on as they were). Same cuts as ``SSEParser``."""
+
+    def __init__(self) -> None:
+        self._buf = b""
+
+    def feed(self, chunk: bytes) -> list[tuple[bytes, SSEEvent]]:
+        buf = self._buf + chunk if self._buf else chunk
+        if b"\r" in buf:
+            raws, start = [], 0
+            for m in _EVENT_END.finditer(buf):
+                raws.append(buf[start : m.start()])
+                start = m.end()
+            self._buf = buf[start:]
+        else:
+            *raws, self._buf = buf.split(b"\n\n")
+        return [(raw, ev) for raw in raws if (ev := _parse_event(raw)) is not None]
+
+    def close(self) -> list[tuple[bytes, SSEEvent]]:
+        raw, self._buf = self._buf, b""
+        ev = _parse_event(raw) if raw.strip() else None
+        return [(raw, ev)] if ev is not None else []

@@ -7,8 +7,10 @@ runs it, appends the call and its result to the conversation and asks upstream a
 forever). Only the final answer — one without owned calls — reaches the client, replayed exactly
 as the provider sent it (SSE events and all), so the client never sees a tool it did not define.
 
-The price is latency: nothing reaches the client until the final round has been read. Usage of
-the hidden rounds is summed into the exchange's accounting, because the provider bills them.
+A JSON answer is read whole before anything reaches the client (it is sent whole anyway); a
+streamed one streams, with the owned calls held back and their continuation spliced in
+(``owned_stream``). Usage of the hidden rounds is accounted with the exchange, because the
+provider bills them.
 """
 
 from __future__ import annotations
@@ -49,13 +51,13 @@ class _Buffered:
     streamed: bool
 
 
-async def _read(resp: aiohttp.ClientResponse) -> _Buffered:
+async def read_whole(resp: aiohttp.ClientResponse) -> _Buffered:
     streamed = resp.headers.get("content-type", "").startswith("text/event-stream")
     chunks = [c async for c in resp.content.iter_any()] if streamed else [await resp.read()]
     return _Buffered(resp.status, response_headers(resp.headers.items()), chunks, streamed)
 
 
-async def _replay(send: Send, buf: _Buffered) -> None:
+async def replay_whole(send: Send, buf: _Buffered) -> None:
     headers = list(buf.headers)
     if not buf.streamed:
         headers.append((b"content-length", str(sum(map(len, buf.chunks))).encode()))
@@ -65,7 +67,7 @@ async def _replay(send: Send, buf: _Buffered) -> None:
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-async def _run_calls(tools: OwnedTools, calls: list[Any]) -> list[ToolOutcome]:
+async def run_calls(tools: OwnedTools, calls: list[Any]) -> list[ToolOutcome]:
     outcomes = []
     for call in calls:
         try:
@@ -88,6 +90,14 @@ async def relay_owned(
     doc: JsonDoc,
     tools: OwnedTools,
 ) -> Delivered:
+    """A streamed request streams (``ember.proxy.owned_stream``: owned calls held back,
+    their continuation spliced in); a JSON one is read whole, as it is sent whole anyway."""
+    if adapter.is_stream(doc.value):
+        from ember.proxy.owned_stream import relay_spliced
+
+        return await relay_spliced(
+            upstream, receive, send, adapter=adapter, url=url, headers=headers, doc=doc, tools=tools
+        )
     started = time.perf_counter()
     ops = TOOLING[adapter.name]
     owned = {s.name for s in tools.specs}
@@ -105,7 +115,7 @@ async def relay_owned(
                 return
             async with resp:
                 try:
-                    buf = await _read(resp)
+                    buf = await read_whole(resp)
                 except STREAM_ERRORS as exc:  # nothing reached the client yet: a plain 502
                     await answer_cut(send, result, adapter.error_body, exc)
                     return
@@ -118,15 +128,15 @@ async def relay_owned(
             if buf.status >= 400 or answer is None or not calls or round_no == MAX_ROUNDS:
                 await _finish(send, buf, result)
                 return
-            _add_hidden_usage(result, answer)
-            outcomes = await _run_calls(tools, calls)
+            add_hidden_usage(result, answer)
+            outcomes = await run_calls(tools, calls)
             current = JsonDoc(current.to_bytes())
             ops.continue_with(current, answer, owned, outcomes)
 
     return await watched(receive, send, work)
 
 
-def _add_hidden_usage(result: Delivered, answer: AssembledMessage) -> None:
+def add_hidden_usage(result: Delivered, answer: AssembledMessage) -> None:
     result.hidden.append(HiddenRound(answer.model, answer.usage))
 
 
@@ -136,4 +146,4 @@ async def _finish(send: Send, buf: _Buffered, result: Delivered) -> None:
     result.chunks = buf.chunks
     if buf.status >= 400:
         result.kind = "upstream_error"
-    await _replay(send, buf)
+    await replay_whole(send, buf)

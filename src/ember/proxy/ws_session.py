@@ -240,6 +240,7 @@ class ResponsesSession:
 
     def _exchange(self, raw: bytes) -> Exchange:
         ex = self.flow.open(OPENAI_RESPONSES, PATH, self.query, self.headers, raw)
+        ex.over_socket = True
         if ex.project is not None:
             self._project = ex.project
         elif self._project is not None:
