@@ -81,3 +81,12 @@ def test_the_log_folder_and_every_log_file_are_private(tmp_path: Path) -> None:
     files = list(log.parent.iterdir())
     assert len(files) == 4  # the file and three rotated ones
     assert {p.stat().st_mode & 0o777 for p in files} == {0o600}
+
+
+def test_a_command_without_logging_set_up_masks_its_warnings_too() -> None:
+    script = (
+        "import logging\nfrom ember.cli import mask_last_resort\nmask_last_resort()\n"
+        "logging.getLogger('ember.x').warning('upstream said %s', {'x-api-key': 'k-77d2-abc'})"
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert r.stderr == "upstream said {'x-api-key': '[redacted credential]'}\n"

@@ -20,6 +20,8 @@ from ember import __version__
 from ember.errors import EmberError
 
 if TYPE_CHECKING:
+    from logging import LogRecord
+
     from ember.config import Settings
     from ember.exchange import OwnUpstream
 
@@ -137,6 +139,7 @@ def main() -> None:
     from ember.store.driver import errors
     from ember.store.home import describe_os_error
 
+    mask_last_resort()
     try:
         # Outside standalone mode click returns (rather than raises) a command's exit code.
         code = cli.main(standalone_mode=False)
@@ -159,3 +162,19 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+
+
+def mask_last_resort() -> None:
+    """A command that sets up no logging (every one but the servers) prints its warnings
+    through logging's last resort: those lines are masked too (``ember.logs``, imported only
+    when a line is written, so a command that logs nothing does not pay for it)."""
+    import logging
+
+    if logging.lastResort is not None and _masked not in logging.lastResort.filters:
+        logging.lastResort.addFilter(_masked)
+
+
+def _masked(record: LogRecord) -> bool:
+    from ember.logs import MaskCredentials
+
+    return MaskCredentials().filter(record)
