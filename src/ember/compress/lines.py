@@ -50,21 +50,14 @@ SIGNAL_WORDS = (
 )  # fmt: skip
 #: Marks test runners print beside a failure (found anywhere, not as words).
 CROSSES = ("✗", "✘", "×")
-#: The words of a count in a summary ("1 failed, 599 passed"): a signal after a number.
-COUNT_WORDS = (
-    "passed", "failed", "error", "errors", "skipped", "warning", "warnings", "test", "tests",
-    "xfailed", "xpassed",
-)  # fmt: skip
-#: Lines a report marks by their start: pytest's ``E`` lines, stack frames.
-_MARKED = re.compile(r"^(?:E {2,}|\s*at \S+\(|\s*File \")", re.MULTILINE)
 #: Lines that open a block worth keeping whole: a pytest failure section, a traceback.
 _BLOCK_START = re.compile(
     r"^_{3,} .+ _{3,}$|^Traceback \(most recent call last\)|^={3,} (?:FAILURES|ERRORS) ={3,}"
     r"|^thread '.+' panicked|^--- FAIL:|^FAIL\b",
     re.MULTILINE,
 )
-_DIGITS = re.compile(r"#+")
-_TO_HASH = str.maketrans("0123456789", "##########")
+#: A line's shape: the line without its digits (counts, times, ids do not make a shape).
+_NO_DIGITS = str.maketrans("", "", "0123456789")
 
 
 @dataclass(frozen=True)
@@ -93,8 +86,7 @@ def shorten_lines(text: str, ref: str, terms: Sequence[str] = ()) -> Kept | None
     keep = bytearray(n)  # 1: kept
     _mark(keep, range(min(HEAD, n)))
     _mark(keep, range(max(0, n - TAIL), n))
-    _signals(text, lines, keep)
-    _named(text, lines, keep, terms)
+    _signals(text, lines, keep, terms)
     _odd(text, keep)
     if all(keep):
         return None
@@ -120,54 +112,86 @@ def _mark(keep: bytearray, indices: range) -> None:
         keep[i] = 1
 
 
-def _signals(text: str, lines: list[str], keep: bytearray) -> None:
-    """Signal lines with their context, and failure blocks whole. The words are found in one
-    pass (Aho-Corasick over the lower-cased text: a regex of them took 0.8 ms on a 600-line
-    log, a ``find`` per word 0.6, the one pass 0.2)."""
+def _signals(text: str, lines: list[str], keep: bytearray, terms: Sequence[str]) -> None:
+    """Signal lines with their context, failure blocks whole, and the lines that name a term
+    with one line around each (a term on more than ``COMMON_TERM`` of the lines names nothing
+    in particular here). Everything is found in one pass (Aho-Corasick over the lower-cased
+    text: a regex of the words took 0.8 ms on a 600-line log, a count per term 0.4 ms and the
+    line-start regexes 0.7 ms on 50 KB; the one pass takes 0.3 for all of them)."""
     n = len(lines)
-    starts = _line_starts(lines)
-    for m in _BLOCK_START.finditer(text):
-        i = bisect.bisect_right(starts, m.start()) - 1
-        _mark(keep, range(max(0, i - 1), _block_end(lines, i)))
     low = text.lower()
-    low_starts = starts if len(low) == len(text) else _line_starts(low.split("\n"))
-    at = [m.start() for m in _MARKED.finditer(text)]
-    found = {bisect.bisect_right(starts, a) - 1 for a in at}
-    found |= {bisect.bisect_right(low_starts, a) - 1 for a in _signal_words(low)}
-    for i in sorted(found):
+    starts = _line_starts(lines if len(low) == len(text) else low.split("\n"))
+    signal: set[int] = set()
+    blocks: set[int] = set()
+    named: dict[str, set[int]] = {}
+    for at, kind, word in _found(low, terms):
+        i = bisect.bisect_right(starts, at) - 1
+        if kind == _TERM:
+            named.setdefault(word, set()).add(i)
+        elif kind == _BLOCK:
+            blocks.add(i)
+        elif kind != _MARKED or at == starts[i] or not low[starts[i] : at].strip():
+            signal.add(i)
+    for i in sorted(blocks):
+        if _BLOCK_START.match(lines[i]):
+            _mark(keep, range(max(0, i - 1), _block_end(lines, i)))
+    for i in signal:
         _mark(keep, range(max(0, i - CONTEXT), min(n, i + CONTEXT + 1)))
+    limit = max(3, COMMON_TERM * n)
+    for hits in named.values():
+        if len(hits) <= limit:
+            for i in hits:
+                _mark(keep, range(max(0, i - 1), min(n, i + 2)))
 
 
-def _signal_words(low: str) -> list[int]:
-    """Where a signal word stands as a word of its own, a count's word follows a number, or
-    a cross mark stands anywhere, in ``low``."""
-    out = []
+def _found(low: str, terms: Sequence[str]) -> list[tuple[int, int, str]]:
+    """(where, kind, term) of each signal word standing as a word of its own, cross mark,
+    line-start mark, block opening and term in ``low``."""
+    automaton = _automaton(tuple(sorted({t.lower() for t in terms if len(t) >= 3})))
+    out: list[tuple[int, int, str]] = []
     end = len(low)
-    for last, (size, kind) in _automaton().iter(low):
+    for last, (size, kind, word) in automaton.iter(low):
         at = last - size + 1
         after = last + 1
-        if kind == _ANYWHERE:
-            out.append(at)
-        elif kind == _COUNTED:
-            if at > 0 and low[at - 1].isdigit() and (after == end or not _is_word(low[after])):
-                out.append(at)
-        elif (at == 0 or not _is_word(low[at - 1])) and (after == end or not _is_word(low[after])):
-            out.append(at)
+        if kind != _WORD or (
+            (at == 0 or not _is_word(low[at - 1])) and (after == end or not _is_word(low[after]))
+        ):
+            out.append((at, kind, word))
     return out
 
 
-_WORD, _COUNTED, _ANYWHERE = 0, 1, 2
+_WORD, _ANYWHERE, _MARKED, _BLOCK, _TERM = range(5)
+#: What a report marks at a line's start (pytest's ``E`` lines, stack frames), counted only
+#: where nothing but blanks comes before it on its line.
+MARKS = ("e  ", 'file "', "at ")
+#: What a failure block opens with (the line is then matched whole against ``_BLOCK_START``).
+BLOCK_OPENINGS = (
+    "traceback (most recent",
+    "_ ",
+    " _",
+    "= failures =",
+    "= errors =",
+    "panicked",
+    "--- fail:",
+    "fail",
+)
 
 
-@functools.cache
-def _automaton() -> Any:
+@functools.lru_cache(maxsize=64)
+def _automaton(terms: tuple[str, ...]) -> Any:
+    """The signal words, marks, block openings and ``terms`` (the same terms for every output
+    of an ask: built once, ~15 us)."""
     automaton = ahocorasick.Automaton()
-    for word in SIGNAL_WORDS:
-        automaton.add_word(word, (len(word), _WORD))
-    for word in COUNT_WORDS:
-        automaton.add_word(" " + word, (len(word) + 1, _COUNTED))
-    for mark in CROSSES:
-        automaton.add_word(mark, (len(mark), _ANYWHERE))
+    kinds = [
+        *((w, _WORD) for w in SIGNAL_WORDS),
+        *((w, _ANYWHERE) for w in CROSSES),
+        *((w, _MARKED) for w in MARKS),
+        *((w, _BLOCK) for w in BLOCK_OPENINGS),
+        *((t, _TERM) for t in terms),
+    ]
+    for word, kind in kinds:
+        if word not in automaton:  # the first kind a word has wins
+            automaton.add_word(word, (len(word), kind, word))
     automaton.make_automaton()
     return automaton
 
@@ -194,32 +218,14 @@ def _block_end(lines: list[str], start: int) -> int:
     return limit
 
 
-def _named(text: str, lines: list[str], keep: bytearray, terms: Sequence[str]) -> None:
-    """Lines that name a term, and one line around each; a term on more than
-    ``COMMON_TERM`` of the lines names nothing in particular here and is passed over."""
-    n = len(lines)
-    low = text.lower()
-    starts = _line_starts(lines)
-    for term in sorted({t.lower() for t in terms if len(t) >= 3}):
-        hits = sorted({bisect.bisect_right(starts, m.start()) - 1 for m in _finditer(term, low)})
-        if len(hits) > max(3, COMMON_TERM * n):
-            continue
-        for i in hits:
-            _mark(keep, range(max(0, i - 1), min(n, i + 2)))
-
-
-def _finditer(term: str, text: str) -> list[re.Match[str]]:
-    return list(re.finditer(re.escape(term), text))
-
-
 def _odd(text: str, keep: bytearray) -> None:
     """Lines of a shape seen once, in a log where most lines share a few shapes."""
-    shapes = [line.strip() for line in _DIGITS.sub("#", text.translate(_TO_HASH)).split("\n")]
+    shapes = text.translate(_NO_DIGITS).split("\n")
     counts = Counter(shapes)
     common = sum(c for _, c in counts.most_common(5))
     if common < len(shapes) // 2:
         return  # not a repetitive log: every line is "odd"
-    odd = [i for i, s in enumerate(shapes) if counts[s] == 1 and s]
+    odd = [i for i, s in enumerate(shapes) if counts[s] == 1 and s.strip()]
     if len(odd) > MAX_ODD:
         return
     for i in odd:
