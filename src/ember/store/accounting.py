@@ -112,7 +112,7 @@ _OWN = (
     "SUM(cache_read_tokens) AS cache_read_tokens, "
     "SUM(cache_write_tokens) AS cache_write_tokens, SUM(output_tokens) AS output_tokens, "
     "CASE WHEN COUNT(cost_usd) = COUNT(*) THEN SUM(cost_usd) END AS cost_usd "
-    "FROM exchanges WHERE origin != 'client' GROUP BY origin ORDER BY origin"
+    "FROM exchanges WHERE origin != 'client' AND ts >= ? GROUP BY origin ORDER BY origin"
 )
 
 
@@ -126,16 +126,20 @@ def sessions_of(conn: Connection) -> list[dict[str, Any]]:
     return [dict(r) for r in conn.execute(_SESSIONS)]
 
 
-def own_spend(path: Path) -> list[dict[str, Any]]:
+def own_spend(path: Path, since: float | None = None) -> list[dict[str, Any]]:
     """What ember spent on its own (shadow memory, the steward, owned-tool rounds, learn),
     per origin, never folded into a session's totals; cost is None when any call of that
-    origin has no price."""
-    return _query(path, _OWN)
+    origin has no price. ``since``: only calls made at or after it."""
+    return _query(path, _OWN, (_since(since),))
 
 
-def own_spend_of(conn: Connection) -> list[dict[str, Any]]:
+def own_spend_of(conn: Connection, since: float | None = None) -> list[dict[str, Any]]:
     """``own_spend`` through a connection of the database's owner (either backend)."""
-    return [dict(r) for r in conn.execute(_OWN)]
+    return [dict(r) for r in conn.execute(_OWN, (_since(since),))]
+
+
+def _since(since: float | None) -> float:
+    return since if since is not None else float("-inf")
 
 
 #: Every call of a file, by origin (the client's, then ember's own: shadow, steward...).
@@ -161,3 +165,30 @@ def exchanges(path: Path, session_id: str | None = None) -> list[dict[str, Any]]
     if session_id:
         return _query(path, "SELECT * FROM exchanges WHERE session_id=? ORDER BY id", (session_id,))
     return _query(path, "SELECT * FROM exchanges ORDER BY id")
+
+
+_SAVINGS_COLUMNS = (
+    "SELECT id, ts, session_id, thread, origin, model, outcome, usage_known, input_tokens, "
+    "cache_read_tokens, cache_write_tokens, cache_write_1h_tokens, output_tokens, cost_usd, "
+    "notes FROM exchanges"
+)
+
+
+def savings_rows(
+    conn: Connection, since: float | None = None, session_id: str | None = None
+) -> list[dict[str, Any]]:
+    """The rows the savings ledger reads (``ember.savings``): every row of each session that
+    has one at or after ``since`` (all rows when None) — a session's earlier rows say which
+    memory blocks its later requests re-read — or the rows of one session."""
+    args: tuple[Any, ...] = ()
+    if session_id is not None:
+        sql, args = f"{_SAVINGS_COLUMNS} WHERE session_id = ?", (session_id,)
+    elif since is not None:
+        sql = (
+            f"{_SAVINGS_COLUMNS} WHERE session_id IN "
+            "(SELECT DISTINCT session_id FROM exchanges WHERE ts >= ?)"
+        )
+        args = (since,)
+    else:
+        sql = _SAVINGS_COLUMNS
+    return [dict(r) for r in conn.execute(sql, args)]
