@@ -24,10 +24,37 @@ def _interval(iv: Interval | None) -> dict[str, float | None] | None:
     return {"value": iv.value, "low": iv.low, "high": iv.high}
 
 
-def _estimate_json(label: str, est: SavingsEstimate) -> dict[str, Any]:
+NO_BASELINE = (
+    "no unshaped baseline for these requests yet: run the proxy with "
+    "EMBER_OUTPUT_SHAPING=false for a while (its answers become the baseline), or measure "
+    "with a holdout"
+)
+NO_HOLDOUT = "no measurement yet: set output_holdout (e.g. 0.1) to measure"
+THIN_HOLDOUT = (
+    "no measurement yet: the holdout has too few answers in the strata shaped requests are in "
+    "(at least 2 in each arm)"
+)
+
+
+def _why(report: SavingsReport, holdout: float) -> tuple[str | None, str | None]:
+    """Why the estimate and the measurement are not there (None where they are): a panel that
+    read "shaped requests 0, no data yet" beside requests shaped at level 2 counted only the
+    requests it could compare, and said nothing of what was missing."""
+    if not report.treatment_requests:
+        none = "no shaped request recorded yet"
+        return none, none
+    estimated = None if report.estimated.strata else NO_BASELINE
+    measured = None
+    if not report.measured.strata:
+        measured = NO_HOLDOUT if holdout == 0 else THIN_HOLDOUT
+    return estimated, measured
+
+
+def _estimate_json(label: str, est: SavingsEstimate, why: str | None) -> dict[str, Any]:
     return {
         "label": label,
         "available": est.strata > 0,
+        "why": why,
         "saved_output_tokens": _interval(est.saved_tokens),
         "saved_share": _interval(est.relative),
         "requests": est.requests,
@@ -38,12 +65,14 @@ def _estimate_json(label: str, est: SavingsEstimate) -> dict[str, Any]:
 
 
 def report_json(report: SavingsReport, settings: Settings, state: ShapingState) -> dict[str, Any]:
+    holdout = settings.section(ShapingSettings).output_holdout
+    why_estimated, why_measured = _why(report, holdout)
     return {
         "ledger": state.where("ledger"),
         "baseline": state.where("verbosity"),
-        "holdout": settings.section(ShapingSettings).output_holdout,
-        "estimated": _estimate_json("estimated", report.estimated),
-        "measured": _estimate_json("measured", report.measured),
+        "holdout": holdout,
+        "estimated": _estimate_json("estimated", report.estimated, why_estimated),
+        "measured": _estimate_json("measured", report.measured, why_measured),
         "echo_ratio": {
             arm: {"mean": s.mean, "answers": s.n} for arm, s in sorted(report.echo.items())
         },
