@@ -199,6 +199,34 @@ class OutputLedger:
         return await self._storage.database(db).aread(load)
 
 
+def prune(conn: Connection, older_than: float, keep_bytes: int) -> int:
+    """Drop originals older than ``older_than`` (epoch seconds), then the oldest until the
+    rest hold at most ``keep_bytes``; returns how many rows went. A session still running
+    with a pruned output sends it as the client does (one cache write), and a retrieval of it
+    says it is gone."""
+    gone = conn.execute("DELETE FROM compress_outputs WHERE created_at < ?", (older_than,))
+    count = int(gone.rowcount or 0)
+    row = conn.execute(
+        "SELECT created_at FROM (SELECT created_at, SUM(LENGTH(original) + LENGTH(shortened)) "
+        "OVER (ORDER BY created_at DESC, ref) AS held FROM compress_outputs) AS sized "
+        "WHERE held > ? ORDER BY created_at DESC LIMIT 1",
+        (keep_bytes,),
+    ).fetchone()
+    if row is not None:
+        over = conn.execute("DELETE FROM compress_outputs WHERE created_at <= ?", (row[0],))
+        count += int(over.rowcount or 0)
+    return count
+
+
+def held(conn: Connection) -> tuple[int, int, float | None]:
+    """(originals kept, their bytes with what was sent instead, the oldest one's time)."""
+    row = conn.execute(
+        "SELECT COUNT(*), COALESCE(SUM(LENGTH(original) + LENGTH(shortened)), 0), "
+        "MIN(created_at) FROM compress_outputs"
+    ).fetchone()
+    return int(row[0]), int(row[1]), None if row[2] is None else float(row[2])
+
+
 def _offered(conn: Connection, conversation: str) -> bool | None:
     row = conn.execute(
         "SELECT offered FROM compress_sessions WHERE conversation=?", (conversation,)

@@ -22,11 +22,12 @@ Off with ``compress = "off"`` or the request header ``x-ember-compress: off``.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ember.compress.ledger import Entry, OutputLedger, digest, new_ref
+from ember.compress.ledger import Entry, OutputLedger, digest, new_ref, prune
 from ember.compress.policy import judge, terms_of
 from ember.compress.retrieve import SPEC, Retrieval
 from ember.compress.settings import CompressSettings
@@ -44,6 +45,8 @@ from ember.tokens import count_tokens
 log = logging.getLogger(__name__)
 
 HEADER = "x-ember-compress"
+#: Seconds between two looks at a project's originals (``_maybe_prune``).
+PRUNE_EVERY = 3600.0
 
 
 @dataclass
@@ -76,6 +79,7 @@ class CompressStage(Stage):
         self.options = settings.section(CompressSettings)
         self.storage = storage
         self.ledger = ledger or OutputLedger(storage)
+        self._pruned: dict[Path, float] = {}
 
     async def on_request(self, ex: Exchange) -> None:
         if ex.project is None or ex.headers.get(HEADER, "").strip().lower() == "off":
@@ -190,7 +194,19 @@ class CompressStage(Stage):
             original=text,
             left_out=short.left_out,
         )
+        self._maybe_prune(db)
         return entry
+
+    def _maybe_prune(self, db: Path) -> None:
+        """Keep the originals within their bounds (``compress_keep_days``, ``_mb``): looked at
+        once an hour per project, on the database's writer, never in a request's way."""
+        now = time.monotonic()
+        if now - self._pruned.get(db, -PRUNE_EVERY) < PRUNE_EVERY:
+            return
+        self._pruned[db] = now
+        older = time.time() - self.options.compress_keep_days * 86400
+        keep = int(self.options.compress_keep_mb * 1024 * 1024)
+        self.storage.database(db).submit(lambda c: prune(c, older, keep), label="compress")
 
 
 #: Fixed bytes: the tool list is part of the cached prefix.
