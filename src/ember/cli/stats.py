@@ -11,15 +11,22 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.text import Text
 
-from ember.cli import access, render, stats_projects
+from ember.cli import access, render, stats_projects, stats_savings
 from ember.cli.invocation import ember_command
 from ember.cli.options import config_option, json_option, project_options
 from ember.config import Settings, load_settings
 from ember.memory.ledger import AskCounts, ask_counts
 from ember.project import project_from_cli
+from ember.savings_ledger import Ledger, build, window_start
 from ember.shadow import spend
 from ember.shadow.budget import Budget
-from ember.store.accounting import own_spend, own_spend_of, session_totals, sessions_of
+from ember.store.accounting import (
+    own_spend,
+    own_spend_of,
+    savings_rows,
+    session_totals,
+    sessions_of,
+)
 from ember.store.database import Database
 from ember.store.registry import read_problems, stats_db_path
 from ember.store.schema import PROJECT, STATS
@@ -37,13 +44,30 @@ def _cost(v: Any, unpriced: int) -> Text:
 @click.command()
 @project_options
 @click.option("--limit", type=int, default=20, show_default=True, help="Sessions to show.")
+@click.option(
+    "--days",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Only the last N UTC days (today included); default: everything recorded.",
+)
 @json_option
 @config_option
 def stats(
-    project_id: str | None, cwd: Path | None, limit: int, as_json: bool, config_file: Path | None
+    project_id: str | None,
+    cwd: Path | None,
+    limit: int,
+    days: int | None,
+    as_json: bool,
+    config_file: Path | None,
 ) -> None:
-    """Per-session requests, tokens and cost, what ember spent on its own, and the project's
-    shadow-memory budget.
+    """What ember saved net, per-session requests, tokens and cost, what ember spent on its
+    own, and the project's shadow-memory budget.
+
+    The first line is the savings ledger: what compression and output shaping saved (at the
+    price each request billed, shaping "est." or "measured" as `ember output-savings` says)
+    minus what ember spent on its own (shadow memory, the steward, memory blocks injected and
+    re-read, the verbosity block, retrievals); --json has it as "savings" with "net_usd" and
+    each part beside it, per day and per session shown.
 
     Without --project-id/--cwd, shows the global stats file (requests whose project could not
     be resolved, and `ember learn`'s model calls); when it holds no sessions, lists the
@@ -58,7 +82,12 @@ def stats(
     ref = project_from_cli(project_id, str(cwd) if cwd else None, settings.project_identity)
     path = ref.db_path(settings.home) if ref else stats_db_path(settings.home)
     gather = _from_postgres if settings.store_url is not None else _from_file
-    report = gather(settings, path, ref is not None, limit)
+    since = window_start(days) if days is not None else None
+    report = gather(settings, path, ref is not None, limit, since)
+    if report.found:
+        report.savings = build(
+            report.savings_rows, settings.price_table(), stats_savings.output_rates(settings), since
+        )
     problem = read_problems(settings.home).get(report.where)
     others = _projects(settings) if ref is None else []
     if as_json:
@@ -72,8 +101,16 @@ def stats(
             out["memory_asks"] = dataclasses.asdict(report.asks)
         if problem is not None:
             out["problem"] = problem
+        if report.savings is not None:
+            shown = [r["session_id"] for r in report.rows]
+            out["savings"] = report.savings.to_json(days) | {
+                "sessions": report.savings.sessions_json(shown)
+            }
         click.echo(json.dumps(out, indent=2))
         return
+    if report.savings is not None and (report.savings.client_requests or report.own):
+        window = f"over the last {days} days" if days else "since the first request"
+        render.say(*stats_savings.sentence(report.savings.to_json(days), window))
     missing = None if report.found else report.missing
     _print(report.where, missing, report.rows, report.own, report.budget, problem)
     if not report.rows:
@@ -94,6 +131,8 @@ class _Report:
     own: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     budget: Budget | None = None
     asks: AskCounts | None = None
+    savings_rows: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    savings: Ledger | None = None
 
 
 def _projects(settings: Settings) -> list[stats_projects.ProjectSessions]:
@@ -103,7 +142,13 @@ def _projects(settings: Settings) -> list[stats_projects.ProjectSessions]:
     return stats_projects.project_sessions(settings.home, ember_command())
 
 
-def _from_file(settings: Settings, path: Path, project: bool, limit: int) -> _Report:
+def _shown(rows: list[dict[str, Any]], since: float | None, limit: int) -> list[dict[str, Any]]:
+    return [r for r in rows if since is None or r["last_seen"] >= since][:limit]
+
+
+def _from_file(
+    settings: Settings, path: Path, project: bool, limit: int, since: float | None
+) -> _Report:
     missing = (
         access.no_data(path)
         if project
@@ -116,19 +161,25 @@ def _from_file(settings: Settings, path: Path, project: bool, limit: int) -> _Re
         with access.database(path, PROJECT if project else STATS) as db:
             report.budget = _budget(db, settings) if project else db.read(lambda c: None)
             report.asks = db.read(ask_counts) if project else None
+            report.savings_rows = db.read(lambda c: savings_rows(c, since))
         with access.one_shot(path):
-            report.rows, report.own = session_totals(path)[:limit], own_spend(path)
+            report.rows = _shown(session_totals(path), since, limit)
+            report.own = own_spend(path, since)
     return report
 
 
-def _from_postgres(settings: Settings, path: Path, project: bool, limit: int) -> _Report:
+def _from_postgres(
+    settings: Settings, path: Path, project: bool, limit: int, since: float | None
+) -> _Report:
     """The same report from the project's schema on PostgreSQL (``store_url``), memory's
     asks and the shadow budget included (both features run there)."""
     with access.pg_database(settings, path, PROJECT if project else STATS) as db:
         report = _Report(db.where, db.exists(), "")
         report.missing = f"No sessions recorded: {report.where} does not exist yet."
         if report.found:
-            report.rows, report.own = db.read(sessions_of)[:limit], db.read(own_spend_of)
+            report.rows = _shown(db.read(sessions_of), since, limit)
+            report.own = db.read(lambda c: own_spend_of(c, since))
+            report.savings_rows = db.read(lambda c: savings_rows(c, since))
             report.asks = db.read(ask_counts) if project else None
             report.budget = _budget(db, settings) if project else None
     return report
