@@ -26,8 +26,10 @@ from starlette.staticfiles import StaticFiles
 from ember.config import Settings
 from ember.errors import EmberError
 from ember.features import registered
+from ember.savings import OutputRates
+from ember.store.accounting import savings_rows
 from ember.store.registry import Storage
-from ember.ui import data, guard
+from ember.ui import data, guard, savings
 from ember.ui.home import HomeReader
 from ember.views import Query, ViewContext, ViewError
 from ember.views import Route as ViewRoute
@@ -63,6 +65,7 @@ class Dashboard:
                 Mount(PREFIX + "/static", StaticFiles(directory=str(static)), name="static"),
                 Route(PREFIX + "/api/projects", self.api_projects),
                 Route(PREFIX + "/api/spend", self.api_spend),
+                Route(PREFIX + "/api/savings", self.api_savings),
                 Route(PREFIX + "/api/sessions", self.api_sessions),
                 Route(PREFIX + "/api/requests", self.api_requests),
                 Route(PREFIX + "/api/features", self.api_features),
@@ -122,6 +125,19 @@ class Dashboard:
             return _error(400, f"by={by!r}: choose one of {', '.join(data.BREAKDOWNS)}")
         return await _json(lambda: self.reader.spend(days, by, q.project).to_json())
 
+    async def api_savings(self, request: Request) -> Response:
+        """What ember saved net: this week's totals and the last ``days`` day by day, each
+        part beside the net, and why an empty part is empty (``ember.ui.savings``)."""
+        q = _query(request)
+        days = q.number("days", 30, 1, 366)
+        prices = self.settings.price_table()
+        return await _json(
+            lambda: savings.overview(self.reader, days, q.project or None, prices, self._rates())
+        )
+
+    def _rates(self) -> OutputRates:
+        return savings.output_rates(self.views, self.context)
+
     async def api_sessions(self, request: Request) -> Response:
         """One page of the project's sessions, newest first, with their ``total``: the page
         offers the next one rather than cut older sessions off."""
@@ -145,6 +161,8 @@ class Dashboard:
             for row in rows:  # what a token of fresh input costs: an injected block's price
                 price = prices.lookup(row["model"])
                 row["input_usd_per_mtok"] = price.input if price is not None else None
+            whole = self._per_project(q, lambda c: savings_rows(c, session_id=session))
+            savings.per_request(rows, whole, prices, self._rates())
             return rows
 
         return await _json(read)

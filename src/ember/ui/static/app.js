@@ -138,8 +138,9 @@ function shareLine(spend) {
 
 async function renderSpend(view) {
   // the panels' data at once: the first paint waits for the slowest call, not their sum
-  const [spend, savings, budget] = await Promise.all([
+  const [spend, net, savings, budget] = await Promise.all([
     api("spend", { project: state.project, by: state.by, days: state.days }),
+    api("savings", { project: state.project, days: state.days }),
     state.features.shaping ? api("f/shaping/savings", {}) : null,
     state.features.budget && state.project ? budgetStanding() : null,
   ]);
@@ -163,7 +164,70 @@ async function renderSpend(view) {
     h("div", { class: "panel" }, h("h2", {}, "Share of input read from the cache"), shareLine(spend)),
   );
   if (budget) renderBudget(view, budget);
+  view.prepend(netPanel(net));  // the overview leads with what ember saved, net
   if (savings) renderSavings(view, savings);
+}
+
+// -- what ember saved, net --------------------------------------------------------------------
+
+const PART_NAMES = { compression: "compression", shaping: "shaping", shadow: "shadow", steward: "steward",
+  retrievals: "retrievals", memory_blocks: "memory blocks", verbosity_block: "verbosity block", tool_definitions: "tool definitions", learn: "learn", other: "other calls" };
+const SAVED_PARTS = ["compression", "shaping"];
+const SPENT_PARTS = ["shadow", "memory_blocks", "retrievals", "verbosity_block", "tool_definitions", "steward", "learn", "other"];
+
+function netHeadline(t) {
+  if (t.net_usd === null) return `Saved: unknown net this week (${int(t.unpriced_requests)} requests of a model without a price)`;
+  return t.net_usd >= 0 ? `Saved ${usd(t.net_usd)} net this week` : `Cost ${usd(-t.net_usd)} net this week (ember spent more than it saved)`;
+}
+
+function partText(t, name) {
+  const p = t[name];
+  if (name === "shaping") {
+    if (!p.requests || p.requests_without_estimate === p.requests) return "shaping: no estimate";
+    return `shaping ${usd(p.usd)} ${p.label === "measured" ? "measured" : "est."}`;
+  }
+  return `${PART_NAMES[name]} ${p.usd === null ? "unknown" : usd(p.usd)}`;
+}
+
+// "Saved $X net this week", each lever's part, net saved per day (signed bars), and why a part
+// is empty — in words, so "$0" is never left to be guessed at.
+function netPanel(s) {
+  const w = s.week;
+  const spent = SPENT_PARTS.filter((n) => ["shadow", "memory_blocks", "retrievals"].includes(n) || w[n].requests);
+  const whys = Object.entries(s.window.why);
+  return h("div", { class: "panel", id: "net-savings" },
+    h("h2", { id: "net-headline" }, netHeadline(w)),
+    h("p", { class: "parts" }, "saved: ", SAVED_PARTS.map((n) => partText(w, n)).join(", "),
+      ` − spent ${w.spent_usd === null ? "unknown" : usd(w.spent_usd)}: `, spent.map((n) => partText(w, n)).join(", ")),
+    netPlot(s.days),
+    h("p", { class: "muted" }, `Net saved per day over the last ${s.window.days} days: `,
+      s.window.net_usd === null ? "unknown in total" : `${usd(s.window.net_usd)} in total`,
+      ". Compression is counted at the price each request billed what was left out (written once, re-read at the cache price); ",
+      "memory blocks and the verbosity block likewise; shadow memory and retrievals at their billed cost."),
+    whys.length ? h("ul", { class: "why muted" }, whys.map(([part, text]) => h("li", { "data-part": part }, text))) : null);
+}
+
+function netPlot(days) {
+  const W = 900, H = 120, L = 56, mid = H / 2, bw = (W - L) / Math.max(days.length, 1);
+  const top = Math.max(...days.map((d) => Math.abs(d.net_usd || 0)), 0.0001);
+  const g = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: "100%", role: "img", "aria-label": "net saved per day", id: "net-plot" });
+  g.append(svg("line", { x1: L, x2: W, y1: mid, y2: mid, stroke: "#d0d5dd" }));
+  g.append(svg("text", { x: L - 4, y: 12, "text-anchor": "end" }, "+" + usd(top)));
+  g.append(svg("text", { x: L - 4, y: H - 4, "text-anchor": "end" }, "-" + usd(top)));
+  days.forEach((d, i) => {
+    if (days.length <= 31 ? i % 3 === 0 : i % Math.ceil(days.length / 12) === 0) g.append(svg("text", { x: L + i * bw + bw / 2, y: H - 2, "text-anchor": "middle" }, day(d.ts)));
+    const parts = Object.entries(d.parts).filter(([, v]) => v).map(([k, v]) => `${PART_NAMES[k]} ${usd(v)}`).join(", ");
+    if (d.net_usd === null) {
+      g.append(svg("rect", { x: L + i * bw + 1, y: mid - 3, width: Math.max(bw - 2, 1), height: 6, fill: "#98a2b3", class: "unknown" },
+        svg("title", {}, `${d.day}: unknown (a model without a price)`)));
+      return;
+    }
+    if (!d.net_usd) return;
+    const v = d.net_usd, hgt = ((mid - 6) * Math.abs(v)) / top;
+    g.append(svg("rect", { x: L + i * bw + 1, y: v >= 0 ? mid - hgt : mid, width: Math.max(bw - 2, 1), height: hgt, fill: v >= 0 ? "#2f9e44" : "#e03131", "data-day": d.day },
+      svg("title", {}, `${d.day}: ${v >= 0 ? "saved" : "cost"} ${usd(Math.abs(v))} net (${parts})`)));
+  });
+  return g;
 }
 
 function budgetStanding() {
@@ -189,15 +253,18 @@ function renderSavings(view, s) {
   const band = (iv) => (iv && iv.low !== null && iv.high !== null ? `${int(Math.round(iv.low))} – ${int(Math.round(iv.high))}` : "—");
   const row = (est, what) => ({
     kind: est.label, what, requests: est.requests,
-    saved: est.available ? int(Math.round(est.saved_output_tokens.value)) : "no data yet",
+    saved: est.available ? int(Math.round(est.saved_output_tokens.value)) : (est.why || "not available"),
     band: est.available ? band(est.saved_output_tokens) : "—",
     share: est.available && est.saved_share ? pct(est.saved_share.value) : "—",
   });
+  const counts = `${int(s.requests.treatment)} shaped request${s.requests.treatment === 1 ? "" : "s"}, `
+    + `${int(s.requests.control)} left unshaped as holdout (output_holdout ${s.holdout})`;
   view.append(h("div", { class: "panel", id: "savings" }, h("h2", {}, "What output shaping saved (95% bands)"),
+    h("p", { class: "counts", id: "shaping-counts" }, counts),
     table([
       { title: "kind", value: (r) => r.kind },
       { title: "against", value: (r) => r.what },
-      { title: "shaped requests", num: true, value: (r) => int(r.requests) },
+      { title: "requests compared", num: true, value: (r) => int(r.requests) },
       { title: "output tokens saved", num: true, value: (r) => r.saved },
       { title: "band", num: true, value: (r) => r.band },
       { title: "share of unshaped output", num: true, value: (r) => r.share },
@@ -286,8 +353,19 @@ async function renderRequests(view, session) {
       { title: "cache write", num: true, value: (r) => int(r.cache_write_tokens) },
       { title: "output", num: true, value: (r) => int(r.output_tokens) },
       { title: "cost", num: true, value: (r) => usd(r.cost_usd) + (r.usage_estimated ? " (est.)" : "") },
+      { title: "saved net", num: true, value: savedCell },
       { title: "what ember changed", value: (r) => injectedCell(changed(r), r.input_usd_per_mtok) },
     ], rows)));
+}
+
+// What the request saved net (compression, shaping) minus what ember added to it (its blocks,
+// its own calls), with each part in the tooltip.
+function savedCell(r) {
+  const s = r.savings;
+  if (!s) return h("span", { class: "muted" }, "—");
+  const parts = Object.entries(s.parts).filter(([, v]) => v).map(([k, v]) => `${PART_NAMES[k]} ${usd(v)}`);
+  const text = s.net_usd === null ? "unknown" : (s.net_usd < 0 ? "−" : "") + usd(Math.abs(s.net_usd));
+  return h("span", { title: parts.join(", ") || "nothing saved or spent" }, text);
 }
 
 function verbosityCell(s) {
