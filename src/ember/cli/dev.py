@@ -18,10 +18,12 @@ def dev() -> None:
 def upstream_emulator(log: TextIO | None = None, shadow_delay: float = 0.0) -> Emulator:
     """The emulator ``ember dev upstream`` serves: it answers ember's shadow question (hot and
     cold, every wire format and transport) by proposing what the user stated, so shadow memory
-    works offline, ``shadow_delay`` seconds late (a provider slow to answer it); any other
-    request gets the emulator's deterministic answer. With ``log``, one JSON line per request
-    it receives (``ember.testing.request_log``)."""
+    works offline, ``shadow_delay`` seconds late (a provider slow to answer it); an ask holding
+    ``run: `COMMAND` `` gets a call of the client's shell tool (``ember.testing.commands``);
+    any other request gets the emulator's deterministic answer. With ``log``, one JSON line per
+    request it receives (``ember.testing.request_log``)."""
     from ember.testing import Emulator
+    from ember.testing.commands import command_replies
     from ember.testing.request_log import RequestLog
     from ember.testing.shadow import shadow_replies, user_statements
 
@@ -29,7 +31,9 @@ def upstream_emulator(log: TextIO | None = None, shadow_delay: float = 0.0) -> E
 
     def reply(body: dict[str, Any], path: str) -> Reply | None:
         found = answer(body, path)
-        if found is None or shadow_delay <= 0:
+        if found is None:
+            return command_replies(body, path)
+        if shadow_delay <= 0:
             return found
         return found.replace(delay_headers=shadow_delay)
 
