@@ -102,7 +102,7 @@ def test_a_second_ask_adds_its_block_to_what_the_conversation_carries() -> None:
     rows.add(write=2_000, memory={"bytes": 300})
     rows.add(read=2_000, write=500, memory={"bytes": 300})
     rows.add(read=3_000)
-    part = build(rows.rows, PRICES, NO_RATES).total.parts["memory_blocks"]
+    part = build(rows.rows, PRICES, NO_RATES).total.part("memory_blocks")
     assert part.blocks == 2 and part.rereads == 2 and part.requests == 3
     # fresh on its ask; written by the next request (its breakpoint moved past it); then read
     first = 100 * 3.0e-6 + 100 * 3.75e-6 + 100 * 0.30e-6
@@ -167,7 +167,7 @@ def test_a_tool_definition_ember_adds_is_written_once_then_re_read() -> None:
     rows.add(write=3_000, compress={"tool_tokens": 250})
     rows.add(read=3_000, compress={"tool_tokens": 250})
     rows.add(thread="s1/sub-agent", write=2_000, compress={"tool_tokens": 250})
-    part = build(rows.rows, PRICES, NO_RATES).total.parts["tool_definitions"]
+    part = build(rows.rows, PRICES, NO_RATES).total.part("tool_definitions")
     assert part.blocks == 2 and part.rereads == 1  # each conversation writes its own prefix
     assert part.usd == pytest.approx(2 * 250 * 3.75e-6 + 250 * 0.30e-6)
 
@@ -178,7 +178,7 @@ def test_the_verbosity_block_is_written_once_per_conversation_then_re_read() -> 
     rows.add(write=3_000, shaping=shaped)
     rows.add(read=3_000, shaping=shaped)
     rows.add(read=3_000, shaping=shaped)
-    part = build(rows.rows, PRICES, NO_RATES).total.parts["verbosity_block"]
+    part = build(rows.rows, PRICES, NO_RATES).total.part("verbosity_block")
     assert part.blocks == 1 and part.requests - part.blocks == 2
     assert part.usd == pytest.approx(90 * 3.75e-6 + 2 * 90 * 0.30e-6)
 
@@ -200,7 +200,7 @@ def test_a_window_counts_re_reads_inside_it_of_blocks_written_before_it() -> Non
     rows.add(ts=T0 + 2 * DAY + 1, read=2_000)
     since = window_start(1, now=T0 + 2 * DAY + 5)
     ledger = build(rows.rows, PRICES, NO_RATES, since)
-    part = ledger.total.parts["memory_blocks"]
+    part = ledger.total.part("memory_blocks")
     assert part.blocks == 0 and part.requests == 2 and part.rereads == 2
     assert part.usd == pytest.approx(2 * 100 * 0.30e-6)
     [day] = ledger.days_json()
@@ -242,3 +242,16 @@ def test_output_rates_parse_the_views_document_and_refuse_a_bad_one() -> None:
     assert rates.block_tokens == {2: 93}
     with pytest.raises(ValueError, match="gpt-5"):
         OutputRates.from_json({"families": {"gpt-5": {"tokens_per_request": "many"}}})
+
+
+def test_a_week_out_of_a_month_is_its_days_and_their_requests() -> None:
+    rows = Rows()
+    rows.add("old", ts=T0, write=5_000, compress={"saved_new": 1_000})
+    rows.add("new", ts=T0 + 10 * DAY, write=5_000, compress={"saved_new": 2_000})
+    today = int((T0 + 10 * DAY) // DAY)
+    month = build(rows.rows, PRICES, NO_RATES, window_start(30, now=T0 + 10 * DAY))
+    week = month.span(today - 6, today)
+    assert week.client_requests == 1 and month.client_requests == 2
+    assert week.total.net == pytest.approx(2_000 * 3.75e-6)
+    assert month.total.net == pytest.approx(3_000 * 3.75e-6)
+    assert "compression" not in week.why()

@@ -36,11 +36,12 @@ it is netted against are priced alike.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import orjson
 
 from ember.prices import Price
 from ember.strata import model_family
@@ -200,8 +201,8 @@ class Row:
 
 def _json(text: str) -> Any:
     try:
-        return json.loads(text)
-    except ValueError:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
         return {}
 
 

@@ -60,6 +60,20 @@ class Part:
             self.low = (self.low or 0.0) + e.low
             self.high = (self.high or 0.0) + e.high
 
+    def merge(self, o: Part) -> None:
+        """Add another tally's part of the same name (a week out of its days)."""
+        self.usd += o.usd
+        self.unpriced += o.unpriced
+        self.tokens += o.tokens
+        self.requests += o.requests
+        self.blocks += o.blocks
+        self.rereads += o.rereads
+        self.unestimated += o.unestimated
+        self.labels |= o.labels
+        if o.low is not None and o.high is not None:
+            self.low = (self.low or 0.0) + o.low
+            self.high = (self.high or 0.0) + o.high
+
     @property
     def value(self) -> float | None:
         return None if self.unpriced else self.usd
@@ -93,13 +107,27 @@ def _label(name: str, seen: set[str]) -> str:
 class Tally:
     """What was saved and spent over some rows (a request, a session, a day, a project)."""
 
-    parts: dict[str, Part] = field(default_factory=lambda: {n: Part() for n in SAVED + SPENT})
+    #: only the parts something was added to (a tally per request and per day stays small)
+    parts: dict[str, Part] = field(default_factory=dict)
 
     def add(self, e: Entry) -> None:
-        self.parts[e.part].add(e)
+        part = self.parts.get(e.part)
+        if part is None:
+            part = self.parts[e.part] = Part()
+        part.add(e)
+
+    def part(self, name: str) -> Part:
+        return self.parts.get(name) or Part()
+
+    def merge(self, other: Tally) -> None:
+        for name, p in other.parts.items():
+            mine = self.parts.get(name)
+            if mine is None:
+                mine = self.parts[name] = Part()
+            mine.merge(p)
 
     def _sum(self, names: Iterable[str]) -> float | None:
-        values = [self.parts[n].value for n in names]
+        values = [self.part(n).value for n in names]
         return None if any(v is None for v in values) else sum(v for v in values if v)
 
     @property
@@ -125,7 +153,7 @@ class Tally:
             "saved_usd": _round(self.saved),
             "spent_usd": _round(self.spent),
         }
-        out.update({name: self.parts[name].to_json(name) for name in SAVED + SPENT})
+        out.update({name: self.part(name).to_json(name) for name in SAVED + SPENT})
         out["unpriced_requests"] = self.unpriced
         return out
 
@@ -135,7 +163,7 @@ class Tally:
             "net_usd": _round(self.net),
             "saved_usd": _round(self.saved),
             "spent_usd": _round(self.spent),
-            "parts": {n: _round(self.parts[n].value) for n in SAVED + SPENT},
+            "parts": {n: _round(self.part(n).value) for n in SAVED + SPENT},
         }
 
 
@@ -156,7 +184,9 @@ def iso_day(day: int) -> str:
 class Ledger:
     """One project's (or several projects') savings since ``since`` (None: all rows), by UTC
     day and session, and per request when asked for. ``client_requests``: the clients'
-    requests in the window (what the empty parts are explained against)."""
+    requests in the window (what the empty parts are explained against), ``client_days`` by
+    day. ``per_session`` False: no tally per session (the dashboard's overview needs none, and
+    on a busy project they were a third of its time)."""
 
     rates: OutputRates
     since: float | None = None
@@ -166,6 +196,8 @@ class Ledger:
     requests: dict[int, Tally] = field(default_factory=dict)
     last_seen: dict[str, float] = field(default_factory=dict)
     client_requests: int = 0
+    client_days: dict[int, int] = field(default_factory=dict)
+    per_session: bool = True
 
     def add_rows(
         self, rows: Iterable[Row], prices: Prices, *, key: str = "", per_request: bool = False
@@ -175,7 +207,11 @@ class Ledger:
         prefixes session ids when projects are added together."""
         rows = list(rows)
         since = self.since if self.since is not None else float("-inf")
-        self.client_requests += sum(1 for r in rows if r.origin == "client" and r.ts >= since)
+        for r in rows:
+            if r.origin == "client" and r.ts >= since:
+                self.client_requests += 1
+                d = day_of(r.ts)
+                self.client_days[d] = self.client_days.get(d, 0) + 1
         for e in entries(rows, prices, self.rates):
             if e.row.ts < since:
                 continue
@@ -183,23 +219,39 @@ class Ledger:
 
     def _add(self, e: Entry, session: str, per_request: bool) -> None:
         self.total.add(e)
-        self.days.setdefault(day_of(e.row.ts), Tally()).add(e)
-        self.sessions.setdefault(session, Tally()).add(e)
-        self.last_seen[session] = max(self.last_seen.get(session, 0.0), e.row.ts)
+        _tally(self.days, day_of(e.row.ts)).add(e)
+        if self.per_session:
+            _tally(self.sessions, session).add(e)
+            if e.row.ts > self.last_seen.get(session, 0.0):
+                self.last_seen[session] = e.row.ts
         if per_request:
-            self.requests.setdefault(e.row.id, Tally()).add(e)
+            _tally(self.requests, e.row.id).add(e)
+
+    def span(self, first_day: int, last_day: int) -> Ledger:
+        """The part of this ledger from ``first_day`` to ``last_day`` (UTC days, both in): its
+        days, their total and their clients' requests (a week out of a month, read once)."""
+        out = Ledger(self.rates, float(first_day * DAY), per_session=False)
+        for d, tally in self.days.items():
+            if first_day <= d <= last_day:
+                out.days[d] = tally
+                out.total.merge(tally)
+        for d, n in self.client_days.items():
+            if first_day <= d <= last_day:
+                out.client_days[d] = n
+                out.client_requests += n
+        return out
 
     def why(self) -> dict[str, str]:
         """Why a part is empty, or what it still lacks, in words a user can act on."""
-        parts, out = self.total.parts, {}
+        out: dict[str, str] = {}
         if not self.client_requests:
             return {"all": "no request in this window: point a client at the proxy"}
-        if not parts["compression"].requests:
+        if not self.total.part("compression").requests:
             out["compression"] = (
                 "no compression yet: no tool output in this window was long enough to shorten "
                 "(or compression is off: EMBER_COMPRESS=off, or the x-ember-compress header)"
             )
-        shaping = parts["shaping"]
+        shaping = self.total.part("shaping")
         if not shaping.requests:
             out["shaping"] = (
                 "no shaped request in this window: shaping acts on the user's own "
@@ -212,7 +264,7 @@ class Ledger:
                 "shaping: no measurement yet, an estimate against the unshaped baseline; set "
                 "output_holdout (e.g. 0.1) to measure"
             )
-        if not parts["memory_blocks"].requests:
+        if not self.total.part("memory_blocks").requests:
             out["memory_blocks"] = "no memory block injected in this window"
         return out
 
@@ -247,6 +299,13 @@ class Ledger:
             "basis": BASIS,
             "days": self.days_json(),
         }
+
+
+def _tally(tallies: dict[Any, Tally], key: Any) -> Tally:
+    found = tallies.get(key)
+    if found is None:
+        found = tallies[key] = Tally()
+    return found
 
 
 def window_start(days: int, now: float | None = None) -> float:

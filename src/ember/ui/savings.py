@@ -55,14 +55,13 @@ def overview(
     first = today - days + 1
     week_first = today - WEEK + 1
     since = float(min(first, week_first) * DAY)
-    window, week = Ledger(rates, float(first * DAY)), Ledger(rates, float(week_first * DAY))
+    ledger = Ledger(rates, since, per_session=False)
     for p in reader.projects():
         if only is not None and p.name != only:
             continue
         raw = reader.cached(p, f"savings:{since}", functools.partial(savings_rows, since=since))
-        rows = [Row.of(r) for r in raw]
-        window.add_rows(rows, prices, key=f"{p.name}/")
-        week.add_rows(rows, prices, key=f"{p.name}/")
+        ledger.add_rows((Row.of(r) for r in raw), prices, key=f"{p.name}/")
+    window, week = ledger.span(first, today), ledger.span(week_first, today)
     return {
         "days": window.days_json(first, days),
         "window": window.total.to_json() | {"days": days, "why": window.why()},

@@ -140,7 +140,8 @@ async function renderSpend(view) {
   // the panels' data at once: the first paint waits for the slowest call, not their sum
   const [spend, net, savings, budget] = await Promise.all([
     api("spend", { project: state.project, by: state.by, days: state.days }),
-    api("savings", { project: state.project, days: state.days }),
+    // a failing ledger is said in its panel; the spend below it still draws
+    api("savings", { project: state.project, days: state.days }).catch((e) => ({ error: e.message })),
     state.features.shaping ? api("f/shaping/savings", {}) : null,
     state.features.budget && state.project ? budgetStanding() : null,
   ]);
@@ -192,6 +193,8 @@ function partText(t, name) {
 // "Saved $X net this week", each lever's part, net saved per day (signed bars), and why a part
 // is empty — in words, so "$0" is never left to be guessed at.
 function netPanel(s) {
+  if (s.error) return h("div", { class: "panel", id: "net-savings" }, h("h2", { id: "net-headline" }, "What ember saved"),
+    h("p", { class: "tag warn" }, `cannot be read: ${s.error}`));
   const w = s.week;
   const spent = SPENT_PARTS.filter((n) => ["shadow", "memory_blocks", "retrievals"].includes(n) || w[n].requests);
   const whys = Object.entries(s.window.why);
