@@ -13,8 +13,8 @@ from ember.errors import StorageError
 from ember.project import project_from_cli
 from ember.store.fileguard import in_use
 from ember.store.inspect import Finding, examine, schema_for
+from ember.store.problems import note_recovery
 from ember.store.recover import RecoveryReport, recover
-from ember.store.registry import clear_problem
 
 #: The storage layer words its fixes for the proxy, which does retry on its own; the doctor
 #: is a command that runs once, and "ember retries on its own" there read as a promise that
@@ -162,8 +162,9 @@ def _recover(home: Path, findings: list[Finding], target: Path | None) -> list[R
                 f"{path} is open by a running ember process (a proxy?); stop it, then run "
                 "`ember doctor --recover` again"
             )
-        reports.append(recover(path, schema_for(path)))
-        clear_problem(home, path)
+        report = recover(path, schema_for(path))
+        reports.append(report)
+        note_recovery(home, path, report)  # earlier losses stay counted, with this one's
     return reports
 
 

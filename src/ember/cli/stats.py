@@ -13,6 +13,7 @@ from rich.text import Text
 
 from ember.cli import access, render, stats_projects, stats_savings
 from ember.cli.invocation import ember_command
+from ember.cli.losses import problem_line
 from ember.cli.options import config_option, json_option, project_options
 from ember.config import Settings, load_settings
 from ember.memory.ledger import AskCounts, ask_counts
@@ -258,31 +259,3 @@ def _own_table(own: list[dict[str, Any]]) -> Table:
             "unknown" if r["cost_usd"] is None else f"${r['cost_usd']:.4f}",
         )
     return table
-
-
-def problem_line(problem: dict[str, Any]) -> str:
-    """What a proxy reported about this database, in one line: what is held in memory to be
-    written when the file is back, what was lost (the accounting rows lost are requests
-    missing from the totals), and what to do."""
-    dropped: dict[str, int] = dict(problem.get("dropped_by") or {})
-    lost = ", ".join(f"{n} {kind}" for kind, n in sorted(dropped.items())) or "none"
-    missing = dropped.get("accounting", 0)
-    totals = f"; {missing} requests are missing from the totals below" if missing else ""
-    state = problem.get("state")
-    if state == "ok":
-        return (
-            f"warning: this database was switched off ({problem.get('was')}) and is back; "
-            f"{problem.get('dropped_writes', 0)} writes were lost while it was off ({lost})"
-            f"{totals}."
-        )
-    if state == "corrupt":
-        return (
-            f"warning: a proxy found this database damaged ({problem.get('detail')}) and stopped "
-            f"writing to it{totals}. Stop the proxy and run `ember doctor --recover`."
-        )
-    return (
-        f"warning: a proxy switched this database off ({state}: {problem.get('detail')}); "
-        f"{problem.get('held_writes', 0)} writes are held in memory and will be written when "
-        f"it is back, {problem.get('dropped_writes', 0)} were lost ({lost}){totals}. "
-        f"{problem.get('fix') or 'Run `ember doctor` for what to do.'}"
-    )

@@ -10,7 +10,9 @@ Invariants:
   written. ``ember learn --verbosity`` rewrites it; without the re-read a newly learned
   baseline would wait for a restart, and worse, a flush would write the stale in-memory
   baseline over the one just learned.
-- A flush that fails keeps its delta for the next one; nothing recorded is dropped silently.
+- A flush that fails keeps its delta for the next one, and its write is ``retried`` (not
+  counted as a lost write: the outcomes are still here); ``unwritten`` says how many outcomes
+  wait, which a stop that cannot write them counts as lost. Nothing is dropped silently.
 - ``record*`` runs on the event loop and only touches memory; ``flush`` does the database
   work and is meant to run in a worker thread.
 """
@@ -86,6 +88,9 @@ class SavingsRecorder:
         self._pending = Ledger()
         self._baseline_delta: Strata = {}
         self._count = 0
+        #: outcomes in ``_pending`` and in ``_baseline_delta`` (what a lost flush would lose)
+        self._pending_n = 0
+        self._delta_n = 0
         self.baseline: Strata = {}
         self.learned_level: int | None = None
         self.reload()
@@ -110,6 +115,7 @@ class SavingsRecorder:
         with self._mutex:
             self._pending.record(arm, stratum, output_tokens, echo, _day(self.clock()), mean)
             self._count += 1
+            self._pending_n += 1
             return self._due()
 
     def record_baseline(self, stratum: str, output_tokens: int) -> bool:
@@ -118,6 +124,7 @@ class SavingsRecorder:
         with self._mutex:
             self._baseline_delta.setdefault(stratum, RunningStats()).add(output_tokens)
             self._count += 1
+            self._delta_n += 1
             return self._due()
 
     @property
@@ -126,24 +133,33 @@ class SavingsRecorder:
         with self._mutex:
             return self._count > 0
 
+    @property
+    def unwritten(self) -> int:
+        """Outcomes recorded and not yet in the stored documents."""
+        with self._mutex:
+            return self._pending_n + self._delta_n
+
     def _due(self) -> bool:
         return (
             self._count >= self.flush_every and self.clock() - self._last_flush >= self.min_interval
         )
 
-    def _take(self) -> tuple[Ledger, Strata]:
+    def _take(self) -> tuple[Ledger, int, Strata, int]:
         with self._mutex:
-            pending, delta = self._pending, self._baseline_delta
+            taken = self._pending, self._pending_n, self._baseline_delta, self._delta_n
             self._pending, self._baseline_delta, self._count = Ledger(), {}, 0
-            return pending, delta
+            self._pending_n = self._delta_n = 0
+            return taken
 
-    def _give_back(self, pending: Ledger, delta: Strata) -> None:
+    def _give_back(self, pending: Ledger, pending_n: int, delta: Strata, delta_n: int) -> None:
         """A failed flush's outcomes back into the pending ones; still ``pending``, so the
         stage's periodic flush tries them again even when no new outcome arrives."""
         with self._mutex:
             if not pending.empty or delta:
                 self._count = max(self._count, 1)
             self._pending = pending.merged(self._pending)
+            self._pending_n += pending_n
+            self._delta_n += delta_n
             for k, v in delta.items():
                 current = self._baseline_delta.get(k, RunningStats())
                 self._baseline_delta[k] = v.merged(current)
@@ -151,21 +167,21 @@ class SavingsRecorder:
     def flush(self) -> None:
         """Merge what was recorded since the last flush into the stored documents (blocking:
         run it in a worker thread). What a failed write held is given back, and only that."""
-        pending, delta = self._take()
+        pending, pending_n, delta, delta_n = self._take()
         self._last_flush = self.clock()
         if pending.empty and not delta:
             return
         try:
             self._flush_baseline(delta)
         except (OSError, StorageError):
-            self._give_back(pending, delta)
+            self._give_back(pending, pending_n, delta, delta_n)
             raise
         if pending.empty:
             return
         try:
-            self.state.update("ledger", _adding(pending))
+            self.state.update("ledger", _adding(pending), retried=True)
         except (OSError, StorageError):
-            self._give_back(pending, {})
+            self._give_back(pending, pending_n, {}, 0)
             raise
 
     def _flush_baseline(self, delta: Strata) -> None:
@@ -175,7 +191,9 @@ class SavingsRecorder:
             self.reload()
             return
         where = self.state.where("verbosity")
-        doc = self.state.update("verbosity", lambda stored: _with_delta(stored, delta, where))
+        doc = self.state.update(
+            "verbosity", lambda stored: _with_delta(stored, delta, where), retried=True
+        )
         raw, baseline = _verbosity(doc, where)
         self.baseline, self.learned_level = baseline, learned_level(raw)
 

@@ -124,6 +124,7 @@ class ShapingStage(Stage):
         self.effort_disabled: set[str] = set()
         self._last_echo = float("-inf")
         self._flusher: asyncio.Task[None] | None = None
+        self._write_failed = _Incident()
 
     def _stats(self) -> Database | None:
         return self.storage.stats() if self.storage is not None else None
@@ -354,7 +355,9 @@ class ShapingStage(Stage):
         try:
             await asyncio.to_thread(self.recorder.flush)
         except (OSError, StorageError) as exc:
-            log.warning("could not write the savings ledger (kept for the next flush): %s", exc)
+            self._write_failed.fail(exc)
+        else:
+            self._write_failed.clear()
 
     async def _save_controller(self) -> None:
         if not self._controller_dirty or self.controller is None:
@@ -363,7 +366,10 @@ class ShapingStage(Stage):
         try:
             await asyncio.to_thread(save_controller, self.state, self.controller)
         except (OSError, StorageError) as exc:
-            log.warning("could not save the verbosity controller state: %s", exc)
+            self._controller_dirty = True  # tried again at the next periodic flush
+            self._write_failed.fail(exc)
+        else:
+            self._write_failed.clear()
 
     async def close(self) -> None:
         if self._flusher is not None:
@@ -372,3 +378,42 @@ class ShapingStage(Stage):
                 await self._flusher
         await self._flush()
         await self._save_controller()
+        self._count_unwritten()
+
+    def _count_unwritten(self) -> None:
+        """At the stop: what the last flush could not write is lost, and counted as such (by
+        the database's health) — once, never per failed flush before it."""
+        outcomes, controller = self.recorder.unwritten, int(self._controller_dirty)
+        if not outcomes + controller:
+            return
+        log.error(
+            "shaping: %d savings outcomes%s could not be written before the stop (%s); "
+            "they are lost and counted in `ember stats`",
+            outcomes,
+            " and the verbosity controller's state" if controller else "",
+            self._write_failed.cause or "the database is off",
+        )
+        with contextlib.suppress(Exception):
+            self.state.lost(outcomes + controller)
+
+
+class _Incident:
+    """Writes of shaping's state that keep failing: said once when they start failing and
+    once when a write goes through again, never at every retry (every 2 s)."""
+
+    def __init__(self) -> None:
+        self.cause: str | None = None
+
+    def fail(self, exc: BaseException) -> None:
+        if self.cause is None:
+            log.warning(
+                "shaping: could not write the savings ledger (%s); outcomes are kept in memory "
+                "and written when the database takes writes again (said once)",
+                exc,
+            )
+        self.cause = str(exc)
+
+    def clear(self) -> None:
+        if self.cause is not None:
+            log.info("shaping: the savings ledger is written again")
+        self.cause = None

@@ -116,9 +116,11 @@ class ShapingState:
                 return found
         return _read_file(self.legacy(name))
 
-    def update(self, name: Name, change: Callable[[Any], Any]) -> Any:
+    def update(self, name: Name, change: Callable[[Any], Any], *, retried: bool = False) -> Any:
         """Replace the document with ``change(current)`` in one write transaction (current:
-        None when there is none; ``change`` returning None writes nothing); returns it."""
+        None when there is none; ``change`` returning None writes nothing); returns it.
+        ``retried``: the caller keeps the change and tries again when the write is refused
+        (``Database.submit``), so a refusal is not counted as a lost write."""
         db = self._writer()
         self._adopt(db, name)
 
@@ -129,7 +131,14 @@ class ShapingState:
                 _put(conn, name, new)
             return new
 
-        return db.write(job, label="shaping")
+        return db.write(job, label="shaping", retried=retried)
+
+    def lost(self, n: int) -> None:
+        """Count ``n`` shaping writes the caller kept and now gives up (a stop while the
+        database is off) as lost, in the database's health; nothing without a database."""
+        db = self._database() if self._database is not None else None
+        if db is not None:
+            db.lost("shaping", n)
 
     def _writer(self) -> Database:
         db = self._database() if self._database is not None else None
@@ -217,4 +226,4 @@ def save_controller(state: ShapingState, controller: ControllerState) -> None:
     """Write the controller state (last writer wins: it is one user's preference, and the
     next observation corrects a lost update)."""
     doc = controller.to_json()
-    state.update("controller", lambda _: doc)
+    state.update("controller", lambda _: doc, retried=True)

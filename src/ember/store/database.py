@@ -173,6 +173,11 @@ class Database(WriterLoop):
             )
         self._report()
 
+    def found_damaged(self, cause: BaseException) -> None:
+        """A check from outside the writer found the file damaged (``startcheck``): switched
+        off as if a write had met the damage — said once, never written again."""
+        self._fail("corrupt", cause)
+
     def _gap_policy(self, state: State) -> str:
         if state not in TRANSIENT:
             return "its writes are dropped and counted, and the file is left as it is"
@@ -220,13 +225,17 @@ class Database(WriterLoop):
         on_rollback: Callable[[], None] | None = None,
         label: str = "",
         hold: bool = True,
+        retried: bool = False,
     ) -> Future[T]:
         """Queue a write; the future resolves once it is committed (or failed). Never blocks.
 
         While the file is off for a transient reason the write is held until it is back
         (``hold=False``: failed at once, for a caller that waits), unless the hold limit is
-        reached: then it fails with ``StorageUnavailable`` and is counted as dropped."""
-        job: w.Job[T] = w.Job(fn, exclusive, on_commit, on_rollback, label, hold)
+        reached: then it fails with ``StorageUnavailable`` and is counted as dropped.
+        ``retried``: the caller keeps what the write carries and tries again later (a periodic
+        flush), so a refusal is not counted as dropped — counted, each retry of one flush
+        showed up as one more lost write; the caller counts what it gives up (``lost``)."""
+        job: w.Job[T] = w.Job(fn, exclusive, on_commit, on_rollback, label, hold, retried=retried)
         with self._queue.cond:
             if self._closed:
                 job.future.set_exception(StorageError(f"{self.where} is closed"))
@@ -304,7 +313,8 @@ class Database(WriterLoop):
             return
         self._release(jobs, written=False)
         with self._state_lock:
-            self._tally.drop([j for j in jobs if j.fn is not _noop])  # flush/open: no data
+            # flush/open carry no data; a retried write's data is still with its caller
+            self._tally.drop([j for j in jobs if j.fn is not _noop and not j.retried])
         err = self._unavailable()
         for job in jobs:
             if not job.future.done():
@@ -326,6 +336,24 @@ class Database(WriterLoop):
                 len(jobs),
                 "storage-problems.json" if self._on_problem else "its health",
             )
+        self._report()
+
+    def lost(self, kind: str, n: int) -> None:
+        """Count ``n`` writes of ``kind`` as dropped: a caller that kept them through refused
+        ``retried`` writes gives them up (a stop while the file is still off)."""
+        if n <= 0:
+            return
+        with self._state_lock:
+            self._tally.dropped[kind] += n
+        self._report()
+
+    def note_lost_at_kill(self, n: int) -> None:
+        """``n`` answered requests of a proxy killed earlier have no accounting row here
+        (``store.journal``): reported with the file's health until the process stops."""
+        if n <= 0:
+            return
+        with self._state_lock:
+            self._tally.lost_at_kill += n
         self._report()
 
     def write(self, fn: Callable[[Connection], T], **kw: Any) -> T:

@@ -142,6 +142,9 @@ class Health:
     dropped_by: tuple[tuple[str, int], ...] = ()
     #: the state a database that is ``ok`` again came back from (None: never off)
     was: State | None = None
+    #: answered requests of an earlier proxy, killed before it wrote their accounting rows,
+    #: that have no row here (``store.journal``: found when this process started)
+    lost_at_kill: int = 0
 
     @property
     def ok(self) -> bool:
@@ -149,8 +152,9 @@ class Health:
 
     @property
     def reportable(self) -> bool:
-        """Switched off now, or writes were dropped earlier: listed by ``/healthz``."""
-        return not self.ok or self.dropped > 0
+        """Switched off now, or writes were dropped earlier, or a killed proxy's rows are
+        missing: listed by ``/healthz``."""
+        return not self.ok or self.dropped > 0 or self.lost_at_kill > 0
 
     def fix(self, target: str = "") -> str:
         return _FIX.get(self.state, "").format(target=target or self.path)
@@ -159,7 +163,13 @@ class Health:
         """One line: what is wrong with the file and what to do about it."""
         if self.ok:
             was = f" (was {self.was})" if self.was else ""
-            return f"{self.path} is writable again{was}; {self.dropped} writes were lost"
+            killed = (
+                f", and {self.lost_at_kill} answered requests of a killed proxy have no row"
+                if self.lost_at_kill
+                else ""
+            )
+            back = f" is writable again{was};" if self.was else ":"
+            return f"{self.path}{back} {self.dropped} writes were lost{killed}"
         what = _WHAT.get(self.state, "has a problem")
         return f"{self.path} {what} ({self.detail}); {self.fix()}"
 
@@ -174,5 +184,6 @@ class Health:
             "caught_up_writes": self.caught_up,
             "dropped_writes": self.dropped,
             "dropped_by": dict(self.dropped_by),
+            "lost_at_kill": self.lost_at_kill,
             "fix": self.fix(),
         }

@@ -6,10 +6,10 @@ is opened by its writer thread on first use. Past ``max_open`` open files the le
 used idle ones are suspended (closed, reopened on demand), so hundreds of projects never
 exhaust file handles — and no reference a feature holds ever goes stale.
 
-Failures are remembered in ``$EMBER_HOME/storage-problems.json`` (best effort), which
-``ember stats`` and ``ember doctor`` read: the proxy reports a damaged database once, in the
-log, in ``/healthz`` and to whoever looks next. A database that came back keeps its entry
-while writes were dropped in its gap (``Health.reportable``): what was lost stays visible.
+Failures are remembered in ``$EMBER_HOME/storage-problems.json`` (best effort, ``problems``),
+which ``ember stats`` and ``ember doctor`` read: the proxy reports a damaged database once, in
+the log, in ``/healthz`` and to whoever looks next. What was lost stays visible: the file adds
+each process's losses to those of the processes before it and of ``ember doctor --recover``.
 
 With a ``store_url`` (issue #24) the same paths name schemas of one PostgreSQL instead of files
 (``store.pg``): ``database(path)`` returns a ``PgDatabase`` for the schema the path maps to
@@ -23,51 +23,46 @@ count against it together, so many projects on a full disk cannot multiply the m
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ember.fsutil import write_json
 from ember.store.database import Database
 from ember.store.health import Health
 from ember.store.hold import HOLD_WRITES, HoldLimit
 from ember.store.migrations import Schema
 from ember.store.pg.url import conninfo, require_driver
+from ember.store.problems import (
+    PROBLEMS_FILE,
+    Reported,
+    clear_problem,
+    problems_path,
+    read_problems,
+)
 from ember.store.schema import PROJECT, STATS, for_postgres
 
 if TYPE_CHECKING:
     from ember.config import Settings
 
-log = logging.getLogger(__name__)
+# Read by commands through this module since before ``problems`` held them.
+__all__ = [
+    "PROBLEMS_FILE",
+    "Storage",
+    "clear_problem",
+    "problems_path",
+    "read_problems",
+    "stats_db_path",
+    "storage_for",
+]
 
-PROBLEMS_FILE = "storage-problems.json"
+log = logging.getLogger(__name__)
 
 
 def stats_db_path(home: Path) -> Path:
     """Accounting of requests whose project could not be resolved (token counts only)."""
     return home / "stats.db"
-
-
-def problems_path(home: Path) -> Path:
-    return home / PROBLEMS_FILE
-
-
-def read_problems(home: Path) -> dict[str, dict[str, Any]]:
-    """Failures recorded by proxies (db path -> health JSON); empty when none or unreadable."""
-    try:
-        data = json.loads(problems_path(home).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def clear_problem(home: Path, db: Path) -> None:
-    data = read_problems(home)
-    if data.pop(str(db), None) is not None:
-        write_json(problems_path(home), data)
 
 
 class Storage:
@@ -100,6 +95,9 @@ class Storage:
         self._dbs: dict[Path, Database] = {}
         self._lock = threading.Lock()  # guards the dict only; never held across I/O
         self._problems_lock = threading.Lock()
+        self._reported = Reported()
+        #: ``close`` was called: background work on the files stops (``startcheck``)
+        self.closing = False
 
     def database(self, path: Path, schema: Schema = PROJECT) -> Database:
         """The owner of ``path`` (created on first call, opened on first use)."""
@@ -178,12 +176,7 @@ class Storage:
         """A database changed health: keep the file other commands read up to date."""
         with self._problems_lock:
             try:
-                data = read_problems(self.home)
-                if not health.reportable:
-                    data.pop(health.path, None)
-                else:
-                    data[health.path] = health.to_json()
-                write_json(problems_path(self.home), data)
+                self._reported.record(self.home, health)
             except OSError as exc:
                 log.warning("could not record the storage problem in %s: %s", self.home, exc)
 
@@ -196,6 +189,7 @@ class Storage:
     def close(self, timeout: float = 30.0) -> None:
         """Commit what is queued everywhere, then close every file (shutdown, end of a CLI
         command)."""
+        self.closing = True
         with self._lock:
             dbs = list(self._dbs.values())
         for d in dbs:

@@ -53,6 +53,10 @@ class Job(Generic[T]):
     #: kept through a gap (held in memory until the file is back); False for a caller that
     #: waits for the answer (``write``/``awrite``): it is failed at once instead
     hold: bool = True
+    #: the caller keeps what the write carries and submits it again (a periodic flush):
+    #: refused, nothing is lost yet, so it is not counted as dropped; the caller counts what
+    #: it gives up in the end (``Database.lost``)
+    retried: bool = False
     future: Future[T] = field(default_factory=Future)
     queued_at: float = field(default_factory=time.monotonic)
     #: counted as held (it has room in the process's hold limit until written or dropped)

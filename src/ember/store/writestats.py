@@ -31,6 +31,8 @@ class Tally:
         self.caught_up = 0
         self.dropped: Counter[str] = Counter()
         self.limit_hit = False
+        #: answered requests of a killed proxy found without a row (``Health.lost_at_kill``)
+        self.lost_at_kill = 0
 
     def new_gap(self) -> None:
         self.limit_hit = False
@@ -45,6 +47,7 @@ class Tally:
             caught_up=self.caught_up,
             dropped=sum(self.dropped.values()),
             dropped_by=tuple(sorted(self.dropped.items())),
+            lost_at_kill=self.lost_at_kill,
         )
 
 
