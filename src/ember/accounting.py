@@ -13,6 +13,11 @@ then it goes to ``stats.db``). A ``kill -9`` can lose those held rows too.
 
 Each row is also counted in the app's metrics (``ember.metrics.ExchangeMetrics``) from the same
 record, when it is made: ``/metrics`` and ``ember stats`` add up the same tokens and costs.
+
+Each answer is journaled before its last byte reaches the client (``on_answered``:
+``store.journal``) and retired once its row is written or counted as dropped, so a ``kill
+-9`` loses rows with a count: the next start looks the journal's answers up
+(``store.journalcheck``) and says how many have no row.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import orjson
 
@@ -34,6 +39,8 @@ from ember.project import ProjectRef
 from ember.sessions import SessionRegistry
 from ember.store.accounting import ExchangeRecord
 from ember.store.database import Database
+from ember.store.journal import AnswerJournal, Segment, journal_dir
+from ember.store.journalcheck import recount
 from ember.store.registry import Storage
 from ember.usage_estimate import estimate_usage
 
@@ -61,12 +68,26 @@ class AccountingStage(Stage):
         self.prices = prices
         self.sessions = sessions
         self._clock = clock
-        self._held: dict[str, tuple[float, list[ExchangeRecord]]] = {}
+        self._held: dict[str, tuple[float, list[tuple[ExchangeRecord, _Ticket | None]]]] = {}
         self._sweeper: asyncio.Task[None] | None = None
         self.metrics: ExchangeMetrics | None = None
+        self.journal: AnswerJournal | None = None
 
     async def start(self, services: Services) -> None:
         self.metrics = ExchangeMetrics(services.metrics, self.prices)
+        directory = journal_dir(self.storage.home)
+        try:
+            self.journal = await asyncio.to_thread(AnswerJournal, directory)
+        except OSError as exc:
+            log.warning(
+                "the answer journal cannot be kept in %s (%s): a kill -9 may lose accounting "
+                "rows without a count",
+                directory,
+                exc,
+            )
+        services.tasks.spawn(
+            asyncio.to_thread(recount, self.storage, directory), name="accounting-recount"
+        )
         self._sweeper = asyncio.create_task(self._sweep(), name="accounting-hold")
 
     async def _sweep(self) -> None:
@@ -75,6 +96,17 @@ class AccountingStage(Stage):
             now = self._clock()
             for session_id in [s for s, (until, _) in self._held.items() if until <= now]:
                 self._release(session_id, None)
+            if self.journal is not None:
+                await asyncio.to_thread(self.journal.sync)
+
+    def on_answered(self, ex: Exchange) -> None:
+        """Journal the answer before its last byte goes out (``store.journal``)."""
+        if self.journal is None:
+            return
+        project = self.project(ex)
+        db = project.db_path(self.storage.home) if project is not None else None
+        segment = self.journal.answered(ex.wall_started, ex.session_id, db)
+        ex.state[self.name] = _Ticket(segment, named=db is not None)
 
     async def on_request(self, ex: Exchange) -> None:
         if ex.session_id in self._held and ex.project is not None:
@@ -83,27 +115,38 @@ class AccountingStage(Stage):
     def _release(self, session_id: str, project: ProjectRef | None) -> None:
         _, records = self._held.pop(session_id, (0.0, []))
         identity = project.identity if project is not None else None
-        for record in records:
-            self._write(replace(record, project=identity), project)
+        for record, ticket in records:
+            self._write(replace(record, project=identity), project, ticket)
 
-    def _hold(self, record: ExchangeRecord) -> bool:
+    def _hold(self, record: ExchangeRecord, ticket: _Ticket | None) -> bool:
         """Keep a row that names no project while its session is young (True when held)."""
         age = self.sessions.age(record.session_id) if self.sessions is not None else None
         if age is None or age >= HOLD_SECONDS:
             return False
         until, records = self._held.get(record.session_id, (0.0, []))
-        records.append(record)
+        records.append((record, ticket))
         self._held[record.session_id] = (until or self._clock() + HOLD_SECONDS - age, records)
         return True
 
-    def _write(self, record: ExchangeRecord, project: ProjectRef | None) -> None:
-        done = self.database(project).submit(record.insert, label="accounting")
+    def _write(
+        self, record: ExchangeRecord, project: ProjectRef | None, ticket: _Ticket | None = None
+    ) -> None:
+        db = self.database(project)
+        done = db.submit(record.insert, label="accounting")
         done.add_done_callback(_log_failure)
+        journal = self.journal
+        if ticket is None or journal is None:
+            return
+        if not ticket.named:  # journaled before its session named its project
+            journal.moved(record.ts, record.session_id, db.path)
+        done.add_done_callback(lambda _: journal.retire(ticket.segment))
 
     async def close(self) -> None:
         if self._sweeper is not None:
             self._sweeper.cancel()
         await self.settle()
+        if self.journal is not None:
+            self.journal.close()  # each segment goes once the databases' close wrote its rows
 
     async def settle(self) -> None:
         """Write the held rows now, where their sessions went (shutdown, tests, the demo)."""
@@ -167,10 +210,12 @@ class AccountingStage(Stage):
         if self.metrics is not None:
             for i, row in enumerate(rows):
                 self.metrics.observe(row, timed=i == 0)
-        for row in rows:
-            if project is None and self._hold(row):
+        ticket = ex.state.get(self.name)  # the client's row is the journaled one
+        for i, row in enumerate(rows):
+            mine = ticket if i == 0 else None
+            if project is None and self._hold(row, mine):
                 continue
-            self._write(row, project)
+            self._write(row, project, mine)
 
     def _hidden_rows(self, record: ExchangeRecord, outcome: Outcome) -> list[ExchangeRecord]:
         """One row per round of ember-owned tool calls the client never saw (origin
@@ -190,6 +235,14 @@ class AccountingStage(Stage):
             )
             for r in outcome.hidden
         ]
+
+
+@dataclass(frozen=True)
+class _Ticket:
+    """An answer's journal entry: its segment, and whether it named the row's database."""
+
+    segment: Segment | None
+    named: bool
 
 
 def _log_failure(done: Future[None]) -> None:

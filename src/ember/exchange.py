@@ -103,6 +103,8 @@ class Exchange:
     #: set by a request stage: ember answers with this error, the provider is never asked and
     #: the later request stages do not run
     refusal: Refusal | None = None
+    #: the stages were told the answer is complete (``Stage.on_answered``)
+    answered: bool = False
     #: what the stages did to this exchange, by stage name, kept with its accounting row
     #: (``exchanges.notes``, JSON) for the dashboard: small values, never content or keys —
     #: shaping's verbosity level, how many memories were injected and their bytes
@@ -301,6 +303,13 @@ class Stage:
         return None
 
     async def on_response(self, ex: Exchange, outcome: Outcome) -> None:
+        return None
+
+    def on_answered(self, ex: Exchange) -> None:
+        """The client is about to have its whole answer (its last byte is next), or the
+        exchange ended without one: once per exchange, before ``on_response``, on the event
+        loop and never awaited — only a few microseconds of work belong here (the answer
+        journal, ``accounting``)."""
         return None
 
     async def wind_down(self, stopping: Stopping) -> None:

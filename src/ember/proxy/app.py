@@ -46,6 +46,7 @@ from ember.proxy.relay import Receive, Send, relay, send_json
 from ember.proxy.upstream import Upstream, forward_headers
 from ember.proxy.websocket import serve as serve_websocket
 from ember.sessions import SessionRegistry
+from ember.store import startcheck
 from ember.store.registry import Storage, storage_for
 from ember.transcripts import Transcripts
 
@@ -134,6 +135,7 @@ class ProxyApp:
             self.tasks,
         )
         await self.pipeline.start(services)
+        startcheck.start(self.storage)  # a damaged file is said from the start, not at a write
         self.ready = True
 
     async def shutdown(self) -> None:
@@ -292,7 +294,7 @@ class ProxyApp:
             await self._refuse(ex, ex.refusal, send)
             return
         try:
-            relayed = await self._relay(ex, headers, receive, send)
+            relayed = await self._relay(ex, headers, receive, self.flow.announcing(ex, send))
         except BaseException:
             self.flow.abandon(ex)
             raise

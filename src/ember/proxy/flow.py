@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from ember.config import Settings
 from ember.exchange import Exchange, Outcome
@@ -33,6 +35,8 @@ from ember.proxy.verdict import judge
 from ember.sessions import SessionRegistry
 
 log = logging.getLogger(__name__)
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class ExchangeFlow:
@@ -60,9 +64,23 @@ class ExchangeFlow:
         if edit:
             await self.pipeline.run_request(ex)
 
+    def announcing(self, ex: Exchange, send: Send) -> Send:
+        """``send`` that tells the stages the answer is complete (``Pipeline.answered``) just
+        before its last message goes to the client: whatever a client has received in full,
+        the answer journal has (``store.journal``), even when the proxy is killed next."""
+
+        async def last_told(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                self.pipeline.answered(ex)
+            await send(message)
+
+        return last_told
+
     def finish(self, ex: Exchange, delivered: Delivered) -> None:
         """The client has its answer (or the exchange failed): the session is idle, and the
-        response stages run in the background."""
+        response stages run in the background (told first of the answer's end, when no
+        ``announcing`` send did)."""
+        self.pipeline.answered(ex)
         self.sessions.end(ex.session_id)
         family = "anthropic" if ex.adapter.name == "anthropic" else "openai"
         url = self.settings.provider_url(ex.adapter.name, ex.path)

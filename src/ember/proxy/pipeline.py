@@ -49,6 +49,17 @@ class Pipeline:
                 ex.doc.rollback(mark)
                 log.exception("stage %s failed on request; request continues unchanged", stage.name)
 
+    def answered(self, ex: Exchange) -> None:
+        """Tell every stage the answer is complete (``Stage.on_answered``), once."""
+        if ex.answered:
+            return
+        ex.answered = True
+        for stage in self.stages:
+            try:
+                stage.on_answered(ex)
+            except Exception:
+                log.exception("stage %s failed on an answer's end", stage.name)
+
     async def run_response(self, ex: Exchange, outcome: Outcome) -> None:
         for stage in self.stages:
             try:
