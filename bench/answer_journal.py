@@ -6,8 +6,9 @@ side by side on this machine's disk:
 
 1. **Journal an answer** (``store.journal``): one ``os.write`` of a line before the answer's last
    byte, one retire when its row is written — what each answer costs the proxy, with and
-   without an ``fsync`` per answer (the journal fsyncs once a second instead), and what that
-   once-a-second ``fsync`` takes on its worker thread.
+   without an ``fsync`` per answer (the journal fsyncs once a second instead), what that
+   once-a-second ``fsync`` takes on its worker thread, and what the ``send`` that watches for
+   the last message (``ExchangeFlow.announcing``) adds to each message of an answer.
 2. **Commit the row before the last byte**: how long an answer would wait for its own row's
    commit (``Database.submit`` to committed, one row at a time, the writer otherwise idle) —
    added to every answer's end.
@@ -20,11 +21,12 @@ Every loop is bounded by ``--answers``; nothing leaves the temporary folder.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from ember.protocols.base import Usage
@@ -87,6 +89,35 @@ def journal_rows(folder: Path, n: int) -> list[tuple[str, str, str, str]]:
     ]
 
 
+def wrapper_rows(n: int) -> list[tuple[str, str, str, str]]:
+    """What ``ExchangeFlow.announcing`` adds to each message sent to a client."""
+    from ember.proxy.flow import ExchangeFlow
+
+    class _Pipeline:
+        def answered(self, ex: object) -> None:
+            return None
+
+    async def plain(message: dict[str, object]) -> None:
+        return None
+
+    flow = ExchangeFlow.__new__(ExchangeFlow)
+    flow.pipeline = _Pipeline()  # type: ignore[assignment]
+    wrapped = flow.announcing(None, plain)  # type: ignore[arg-type]
+    chunk: dict[str, object] = {"type": "http.response.body", "body": b"x", "more_body": True}
+
+    async def run(send: Callable[[dict[str, object]], Awaitable[None]]) -> list[float]:
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            await send(chunk)
+            out.append((time.perf_counter() - t0) * 1e6)
+        return out
+
+    base, told = asyncio.run(run(plain)), asyncio.run(run(wrapped))
+    extra = [t - b for t, b in zip(sorted(told), sorted(base), strict=True)]
+    return [_row("announcing send, per message (added)", extra)]
+
+
 def commit_rows(folder: Path, n: int) -> list[tuple[str, str, str, str]]:
     db = Database(folder / "commit" / "ember.db", PROJECT)
     usage = Usage(input_tokens=1200, output_tokens=300)
@@ -109,7 +140,8 @@ def main() -> None:
     parser.add_argument("--answers", type=int, default=20000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ember-journal-bench-") as tmp:
-        rows = journal_rows(Path(tmp), args.answers) + commit_rows(Path(tmp), args.answers)
+        rows = journal_rows(Path(tmp), args.answers) + wrapper_rows(args.answers)
+        rows += commit_rows(Path(tmp), args.answers)
     print(f"{args.answers} answers (fsync'd and committed legs: at most 2000); pid {os.getpid()}")
     print(f"{'per answer':<40} {'mean':>12} {'p50':>8} {'p99':>8}")
     for label, mean, p50, p99 in rows:
