@@ -33,7 +33,11 @@ def command_replies(body: dict[str, Any], path: str) -> Reply | None:
     last = turn[-1]
     if _is_tool_result(last):
         return Reply("The command finished; its output is above.")
-    m = _RUN.search(_text(last))
+    m = None
+    for item in reversed(turn):  # the user's latest messages (Codex puts its context last)
+        if not isinstance(item, dict) or item.get("role") != "user" or _is_tool_result(item):
+            break
+        m = m or _RUN.search(_text(item))
     tool = _shell_tool(body.get("tools") or [])
     if m is None or tool is None:
         return None
