@@ -29,6 +29,8 @@ from ember.server import BackgroundServer
 from ember.testing import Emulator, Reply
 from ember.testing.agent import TOOLS, system_prompt
 from ember.testing.tool_outputs import pytest_log
+from tests.cli import realistic
+from tests.cli.test_width import P, render
 from tests.conftest import Stack, StackFactory
 from tests.memory.conftest import pg_database
 from tests.memory.test_stage_e2e import ACME, FACTS, seed
@@ -228,3 +230,18 @@ def test_stats_leads_with_the_net_sentence_and_keeps_its_other_keys(compressed: 
     assert first.startswith(f"Saved ${net:.4f} net over the last 7 days (compression $")
     assert "shaping no estimate" in first and "− spent $" in first
     assert "memory blocks $" in first and "retrievals $" in first and "shadow $" in first
+
+
+def test_an_unpriced_call_makes_the_net_unknown_and_says_how_to_price_it(tmp_path: Path) -> None:
+    """The realistic home's steward ran on a model without a price: its part is unknown, and
+    so is the net — never a net that left it out."""
+    home = tmp_path / "home"
+    realistic.build(home)
+    out = render(home, "stats", *P, columns=200)
+    first, second = out.splitlines()[:2]
+    assert first.startswith("Saved: unknown net since the first request (compression $0.0000")
+    assert "steward unknown" in first and "shadow $0.0123" in first
+    assert second.strip().startswith("1 request is of a model without a price")
+    doc = json.loads(render(home, "stats", *P, "--json"))["savings"]
+    assert doc["net_usd"] is None and doc["steward"]["usd"] is None
+    assert doc["shadow"]["usd"] == pytest.approx(0.0123)

@@ -71,10 +71,11 @@ def sentence(doc: dict[str, Any], window: str) -> list[str]:
     else:
         head = f"Cost {_usd(-net)} net {window} (ember spent more than it saved)"
     lines = [f"{head} ({saved}) − spent {_usd(doc['spent_usd'])} ({', '.join(spent_parts)})."]
-    if doc["unpriced_requests"]:
+    n = doc["unpriced_requests"]
+    if n:
         lines.append(
-            f"  {doc['unpriced_requests']} requests are of a model without a price, so the net "
-            "is unknown: add its price under [prices] in the config file."
+            f"  {n} {'request is' if n == 1 else 'requests are'} of a model without a price, so "
+            'the net is unknown: add its price as [prices."<model>"] in the config file.'
         )
     lines.extend(f"  {why}" for why in doc["why"].values())
-    return lines
+    return [*lines, ""]
