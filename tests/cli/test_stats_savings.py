@@ -182,12 +182,6 @@ def test_stats_json_says_what_ember_saved_net_within_30_percent_of_the_measured_
     assert sum(d["net_usd"] for d in savings["days"]) == pytest.approx(savings["net_usd"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the compression stage does not note ember_retrieve's definition yet "
-    "(notes.compress.tool_tokens): about 250 tokens in every request's prefix, a third of "
-    "what ember adds to a session with nothing to shorten",
-)
 def test_with_nothing_to_shorten_the_net_is_what_ember_added_within_30_percent(
     make_stack: StackFactory,
 ) -> None:

@@ -21,6 +21,8 @@ Off with ``compress = "off"`` or the request header ``x-ember-compress: off``.
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -58,6 +60,9 @@ class Done:
     #: tokens left out of outputs new in this request, and of outputs replayed
     saved_new: int = 0
     saved_replayed: int = 0
+    #: tokens of the ``ember_retrieve`` definition the request carries (what it costs: the
+    #: savings ledger counts it against compression)
+    tool_tokens: int = 0
     refs: list[str] = field(default_factory=list)
 
     def notes(self) -> dict[str, int]:
@@ -66,6 +71,7 @@ class Done:
             "replayed": self.replayed,
             "saved_new": self.saved_new,
             "saved_replayed": self.saved_replayed,
+            "tool_tokens": self.tool_tokens,
         }
 
 
@@ -107,10 +113,12 @@ class CompressStage(Stage):
         self._replay(ex, entries, done)
         await self._shorten_new(ex, db, entries, offered, done)
         if offered:
-            TOOLING[ex.adapter.name].add_definitions(ex.doc, SPECS)
+            ops = TOOLING[ex.adapter.name]
+            ops.add_definitions(ex.doc, SPECS)
+            done.tool_tokens = _definition_tokens(ex.adapter.name)
             if done.refs:
                 ex.owned_tools = with_owned(ex.owned_tools, Retrieval(self.ledger, db))
-        if done.new or done.replayed:
+        if done.new or done.replayed or done.tool_tokens:
             ex.notes[self.name] = done.notes()
             ex.state[self.name] = done
 
@@ -211,6 +219,12 @@ class CompressStage(Stage):
 
 #: Fixed bytes: the tool list is part of the cached prefix.
 SPECS: tuple[ToolSpec, ...] = (SPEC,)
+
+
+@functools.cache
+def _definition_tokens(protocol: str) -> int:
+    """The tokens ``ember_retrieve``'s definition adds to a request of ``protocol``."""
+    return count_tokens(json.dumps([TOOLING[protocol].definition(s) for s in SPECS]))
 
 
 def _ask(ex: Exchange) -> str:

@@ -69,7 +69,8 @@ def _shell_tool(tools: list[Any]) -> tuple[str, dict[str, Any]] | None:
     for t in tools:
         if not isinstance(t, dict):
             continue
-        fn = t.get("function") if isinstance(t.get("function"), dict) else t
+        inner = t.get("function")
+        fn: dict[str, Any] = inner if isinstance(inner, dict) else t
         name = fn.get("name")
         if name in SHELL_TOOLS:
             schema = fn.get("input_schema") or fn.get("parameters") or {}
@@ -78,10 +79,12 @@ def _shell_tool(tools: list[Any]) -> tuple[str, dict[str, Any]] | None:
 
 
 def _arguments(schema: dict[str, Any], command: str) -> dict[str, Any]:
-    props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    found = schema.get("properties")
+    props: dict[str, Any] = found if isinstance(found, dict) else {}
     if "cmd" in props:
         return {"cmd": command}
-    kind = props.get("command", {}).get("type") if isinstance(props.get("command"), dict) else None
+    spec = props.get("command")
+    kind = spec.get("type") if isinstance(spec, dict) else None
     if kind == "array":
         return {"command": ["bash", "-lc", command]}
     return {"command": command}

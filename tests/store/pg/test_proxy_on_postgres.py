@@ -174,7 +174,7 @@ def test_the_features_run_on_postgres_and_requests_flow(
     stack = make_stack(stages="features", store_url=pg_url)
     names = {s.name for s in stack.app.pipeline.stages}  # type: ignore[attr-defined]
     # every feature the settings turn on (shadow memory is off in these tests)
-    assert names == {"accounting", "shaping", "memory", "traffic", "toin"}
+    assert names == {"accounting", "shaping", "memory", "compress", "traffic", "toin"}
     _anthropic_turns(stack.url, "with-features", 2)
     stack.settle()
     assert _query(pg_url, f"SELECT COUNT(*) FROM {_schema(stack.home)}.exchanges") == [(2,)]
