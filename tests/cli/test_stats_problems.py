@@ -27,3 +27,25 @@ def test_back_with_losses_and_damaged_say_so() -> None:
     assert "is back" in back and "2 transcript" in back and "missing" not in back
     damaged = problem_line({"state": "corrupt", "detail": "bad WAL frame", "dropped_by": {}})
     assert "damaged (bad WAL frame)" in damaged and "ember doctor --recover" in damaged
+
+
+def test_after_a_recovery_and_a_kill_every_count_adds_to_the_missing_requests() -> None:
+    line = problem_line(
+        {
+            "state": "ok",
+            "was": "corrupt",
+            "recovered_at": 1_800_000_000.0,
+            "dropped_writes": 55,
+            "dropped_by": {"accounting": 50, "transcript": 5},
+            "unrecovered_rows": 9,
+            "unrecovered_by": {"exchanges": 7, "memories": 2},
+            "lost_at_kill": 2,
+        }
+    )
+    assert "rebuilt by `ember doctor --recover`" in line
+    assert "55 writes were lost (50 accounting, 5 transcript)" in line
+    assert "2 answered requests have no accounting row" in line
+    assert "9 rows could not be recovered (7 exchanges, 2 memories)" in line
+    assert "59 requests are missing from the totals" in line  # 50 + 2 + 7
+    killed = problem_line({"state": "ok", "lost_at_kill": 3})
+    assert killed.startswith("warning: 3 answered requests have no accounting row")

@@ -63,7 +63,10 @@ def problem_line(problem: dict[str, Any]) -> str:
     totals = f"; {missing} requests are missing from the totals below" if missing else ""
     state = problem.get("state")
     if state == "ok":
-        return f"warning: {_history(problem)}; {'; '.join(lost) or 'nothing was lost'}{totals}."
+        history = _history(problem)
+        said = [history] if history else []
+        said.append("; ".join(lost) or "nothing was lost")
+        return f"warning: {'; '.join(said)}{totals}."
     told = f"; {'; '.join(lost)}" if lost else ""
     if state == "corrupt":
         return (
@@ -78,10 +81,11 @@ def problem_line(problem: dict[str, Any]) -> str:
 
 
 def _history(problem: dict[str, Any]) -> str:
-    """How a database that is fine now got its losses."""
+    """How a database that is fine now got its losses ("": it was never off, only a killed
+    proxy's rows are missing)."""
     if problem.get("recovered_at"):
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(problem["recovered_at"])))
         return f"this database was damaged and rebuilt by `ember doctor --recover` ({when})"
     if problem.get("was"):
         return f"this database was switched off ({problem.get('was')}) and is back"
-    return "rows of this database were lost"
+    return ""
