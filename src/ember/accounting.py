@@ -51,6 +51,10 @@ log = logging.getLogger(__name__)
 HOLD_SECONDS = 10.0
 #: Outcomes in which the provider generated nothing: with no usage reported they cost $0
 #: (a priced model), where any other failure without usage costs "unknown".
+#: Outcomes whose answer the provider began, so it billed the prompt: without the usage it
+#: reports (a Chat stream without include_usage, a stream cut or left before its end) the row
+#: is estimated (``usage_estimate``), marked as such, never of unknown cost.
+_ESTIMATED = frozenset({"ok", "cut", "cancelled"})
 _NOTHING_BILLED = ("upstream_error", "unreachable", "timeout", "refused")
 
 
@@ -171,9 +175,11 @@ class AccountingStage(Stage):
         msg = outcome.message
         usage = msg.usage if msg is not None else None
         estimated = False
-        if usage is None and msg is not None and outcome.kind == "ok":
+        if usage is None and msg is not None and outcome.kind in _ESTIMATED:
             # A whole answer without usage (an OpenAI Chat stream requested without
-            # stream_options.include_usage): estimated, and the row says so (usage_estimate).
+            # stream_options.include_usage), or one the provider began and that broke off or
+            # that its client left before the usage came: the provider read the prompt and
+            # bills it, so the row is estimated (and says so) rather than of unknown cost.
             usage, estimated = estimate_usage(outcome.conversation(ex), msg), True
         model = (msg.model if msg is not None and msg.model else None) or ex.model
         cost = self.prices.cost(model, usage)

@@ -198,3 +198,21 @@ def test_session_totals_count_the_estimated_requests(stack: Stack) -> None:
     stack.settle()
     [total] = session_totals(stack.home / "stats.db")
     assert (total["requests"], total["estimated_requests"]) == (2, 1)
+
+
+def test_a_stream_the_client_leaves_before_its_usage_is_estimated_not_unknown(
+    stack: Stack,
+) -> None:
+    """The provider read the prompt and began answering (and bills it); the client went away
+    before any usage came: the row is estimated, and marked so, rather than of unknown cost
+    (which would turn a project's budget to weighted tokens for a week)."""
+    stack.emulator.script(Reply(" ".join(f"w{i}" for i in range(400)), delay=0.02))
+    with gpt(stack) as c:
+        stream = c.chat.completions.create(**CHAT, stream=True)
+        next(iter(stream))  # the answer has begun
+        stream.close()  # and the client leaves
+    stack.settle()
+    [row] = rows(stack)
+    assert row["outcome"] == "cancelled"
+    assert row["usage_estimated"] == 1 and row["input_tokens"] > 0
+    assert row["cost_usd"] is not None and row["cost_usd"] > 0
