@@ -34,6 +34,7 @@ def ui(host: str, port: int, config_file: Path | None) -> None:
     The running proxy serves the same page at http://127.0.0.1:8787/ui .
     Loopback only; changing data needs the token of the page this process served.
     """
+    from ember import logs
     from ember.config import load_settings
     from ember.hosts import is_loopback_name
     from ember.server import serve_forever
@@ -48,6 +49,7 @@ def ui(host: str, port: int, config_file: Path | None) -> None:
             param_hint="--host",
         )
     settings = load_settings(config_file)
+    logs.configure(settings.log_level)  # its handlers mask credentials, uvicorn's lines too
     check_home(settings.home)
     storage = storage_for(settings)
     shown = f"[{host}]" if ":" in host else host
