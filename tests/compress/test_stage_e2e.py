@@ -176,3 +176,22 @@ def test_compression_is_off_by_header(stack: Stack) -> None:
     loop.send(loop.result(first, log.text))
     assert sent_outputs(upstream_body(stack)) == [log.text]
     assert all(k.lower() != "x-ember-compress" for k, _ in stack.emulator.requests[-1].headers)
+
+
+def test_ember_doctor_says_what_originals_are_kept(stack: Stack) -> None:
+    from click.testing import CliRunner
+
+    from ember.cli import cli
+
+    log = pytest_log()
+    loop = Loop(stack)
+    stack.emulator.script(Reply.tool_use("Bash", {"command": "pytest -v"}), Reply("Fails."))
+    first = loop.send("Run the tests.")
+    loop.send(loop.result(first, log.text))
+    stack.settle()
+    env = {"EMBER_HOME": str(stack.home)}
+    out = CliRunner().invoke(cli, ["doctor", "--json"], env=env)
+    details = [f["detail"] for f in json.loads(out.stdout)["findings"]]
+    [line] = [d for d in details if d.startswith("compression:")]
+    assert "1 original(s) kept for ember_retrieve" in line
+    assert "kept 30 days, at most 200 MB" in line

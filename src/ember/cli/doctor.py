@@ -80,6 +80,7 @@ def doctor(
     if do_recover:
         recovered = _recover(settings.home, findings, target)
         findings = _examine(settings.home, target)
+    findings += _kept(settings, findings)
     problems = [f for f in findings if not f.ok]
     if as_json:
         out = {
@@ -147,6 +148,15 @@ def _examine(home: Path, target: Path | None) -> list[Finding]:
             "lock file to tell whether a proxy has it open; run it as the user who owns "
             "EMBER_HOME, or fix the permissions of EMBER_HOME's files"
         ) from exc
+
+
+def _kept(settings: Settings, findings: list[Finding]) -> list[Finding]:
+    """What the healthy project databases keep for features with bounds (compression's
+    originals), as findings that are not problems."""
+    from ember.compress.doctor import originals
+
+    healthy = [Path(f.subject) for f in findings if f.ok and f.subject.endswith(".db")]
+    return [Finding(str(db), True, line) for db, line in originals(settings, healthy)]
 
 
 def _recover(home: Path, findings: list[Finding], target: Path | None) -> list[RecoveryReport]:
