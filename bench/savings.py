@@ -19,7 +19,11 @@ byte for byte (the failing test and its assertion, the order asked about, every 
 record, the read file), the reported net (``ember stats --json`` ``savings``, when the ledger is
 there) against the measured one, and the CPU one shortening takes on a 50 KB output.
 
-    python bench/savings.py [--keep]
+    python bench/savings.py [--fixtures] [--keep]
+
+``--fixtures`` also replays each Claude Code session recorded in ``tests/fixtures/clients``
+(real request bodies: short sessions with small tool outputs) direct and through ember, to show
+what ember costs where there is little to shorten.
 """
 
 from __future__ import annotations
@@ -305,6 +309,11 @@ async def _healthy(url: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep", action="store_true", help="keep the ember home (printed)")
+    parser.add_argument(
+        "--fixtures",
+        action="store_true",
+        help="also replay the Claude Code sessions recorded in tests/fixtures/clients",
+    )
     args = parser.parse_args()
     prices = PriceTable()
     model = Model()
@@ -322,6 +331,8 @@ def main() -> None:
             model.retrieved = False
             through = run_session(url, "ember-0001")
             time.sleep(8)  # the shadow read after the session goes quiet
+            if args.fixtures:
+                fixtures_table(up.url, url, prices)
         stats = subprocess.run(
             [EMBER, "stats", "--cwd", CWD, "--json"], env=env, capture_output=True, text=True
         )
@@ -329,6 +340,67 @@ def main() -> None:
     print(f"compression CPU, 50 KB log: {shorten_cpu():.2f} ms p50")
     if args.keep:
         print(f"ember home kept: {home}")
+
+
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "clients"
+
+
+def recorded(client: str = "claude-code") -> list[tuple[str, list[tuple[str, str, bytes]]]]:
+    """The recorded sessions of ``client``: (scenario, [(path, query, body)]) of each main
+    turn, in the order the client sent them."""
+    out = []
+    for scenario in sorted((FIXTURES / client).iterdir()):
+        turns = []
+        for meta in sorted(scenario.glob("*-main.json")):
+            head = json.loads(meta.read_text())
+            turns.append((head["path"], head["query"], meta.with_suffix(".body").read_bytes()))
+        if turns:
+            out.append((scenario.name, turns))
+    return out
+
+
+def replay(url: str, turns: list[tuple[str, str, bytes]]) -> list[Usage]:
+    """Each recorded request sent as the client sent it; the usage of each answer."""
+    import urllib.request
+
+    out = []
+    for path, query, body in turns:
+        target = url + path + (f"?{query}" if query else "")
+        headers = {"content-type": "application/json", "x-api-key": "sk-bench"}
+        headers["anthropic-version"] = "2023-06-01"
+        request = urllib.request.Request(target, data=body, headers=headers, method="POST")
+        with urllib.request.urlopen(request, timeout=60) as r:
+            out.append(_usage_of(r.read().decode()))
+    return out
+
+
+def _usage_of(text: str) -> Usage:
+    from ember.protocols import ANTHROPIC
+    from ember.protocols.assemble import assemble
+
+    msg = assemble(ANTHROPIC, [text.encode()], text.lstrip().startswith("event:"))
+    return msg.usage if msg is not None and msg.usage is not None else Usage()
+
+
+def fixtures_table(up_url: str, ember_url: str, prices: PriceTable) -> None:
+    """Recorded Claude Code sessions replayed direct and through ember, side by side."""
+    print(
+        f"\n{'recorded session':34s} {'turns':>5s} {'direct $':>9s} {'ember $':>9s} "
+        f"{'ratio':>6s} {'read d':>7s} {'read e':>7s}"
+    )
+    for name, turns in recorded():
+        d = replay(up_url, turns)
+        e = replay(ember_url, turns)
+        (dc, ds), (ec, es) = _priced(d, prices), _priced(e, prices)
+        ratio = ec / dc if dc else float("nan")
+        print(f"{name:34s} {len(turns):5d} {dc:9.4f} {ec:9.4f} {ratio:6.3f} {ds:7.3f} {es:7.3f}")
+
+
+def _priced(usages: list[Usage], prices: PriceTable) -> tuple[float, float]:
+    cost = sum(prices.cost(MODEL, u) or 0.0 for u in usages)
+    read = sum(u.cache_read_tokens for u in usages)
+    total = sum(u.total_input_tokens for u in usages)
+    return cost, read / total if total else 0.0
 
 
 def seed(env: dict[str, str]) -> None:
