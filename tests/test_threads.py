@@ -51,6 +51,44 @@ def test_another_agent_under_the_session_is_a_subagent_with_its_own_thread() -> 
     assert a.id != b.id != "s"
 
 
+def test_a_title_generator_sent_before_the_first_turn_leaves_it_the_main_thread() -> None:
+    """OpenCode asks for a title first, tool-less and without a JSON schema; the turn after it
+    is the user's thread, not a sub-agent of the title."""
+    title = RequestShape.of(
+        "You are a title generator. You output ONLY a thread title.",
+        (),
+        "Generate a title for this conversation:\nfix it",
+        structured=False,
+        subagent_marker=False,
+    )
+    assert run(title, MAIN, MAIN) == ["side", "main", "main"]
+
+
+def test_a_side_request_repeating_the_main_history_with_tools_stays_side() -> None:
+    """Qwen Code's managed-memory extraction resends the main thread's first message with
+    tools of its own: it must not take the main thread's memory block."""
+    extraction = RequestShape.of(
+        "You are now acting as the managed memory extraction subagent for an AI coding agent.",
+        ("read_file", "glob"),
+        "fix it",
+        structured=False,
+        subagent_marker=False,
+    )
+    assert run(MAIN, extraction, MAIN) == ["main", "side", "main"]
+    assert run(extraction, MAIN) == ["side", "main"]
+
+
+def test_a_side_prompt_is_only_a_side_request_when_it_opens_the_system_prompt() -> None:
+    quoted = RequestShape.of(
+        "main prompt. Never say: You are a title generator.",
+        (),
+        "hi",
+        structured=False,
+        subagent_marker=False,
+    )
+    assert run(quoted) == ["main"]
+
+
 def test_a_plain_chat_without_tools_is_the_main_thread() -> None:
     chat = RequestShape.of("be nice", (), "hello", structured=False, subagent_marker=False)
     assert run(chat, chat) == ["main", "main"]

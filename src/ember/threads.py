@@ -11,6 +11,9 @@ A request's thread follows from its shape (``RequestShape``) and what the sessio
 far (``SessionThreads``):
 - the client says it is a sub-agent (Claude Code's ``x-claude-code-agent-id`` header):
   ``subagent``, one thread per first message (its task);
+- the system prompt opens as one of the clients' own side requests does (``SIDE_PROMPTS``:
+  OpenCode's title generator, Qwen Code's managed-memory extraction, aider's commit message and
+  chat summary): ``side``, whatever it offers and whenever it comes;
 - no tools while asking for a JSON-schema answer, or no tools while the session's main thread
   has tools: ``side`` (title generation, classifiers, summaries);
 - the same system prompt and tools as the main thread (its *lineage*), or the same first
@@ -42,6 +45,26 @@ _COMPACTION_MARKERS = (
 #: Claude Code 2.1 opens it with a billing header whose ``cc_version`` suffix changes when the
 #: conversation restarts (after a compaction), though the agent is the same.
 _VOLATILE = "x-anthropic-billing-header:"
+
+
+#: How the clients' side requests open their system prompt (recorded in
+#: ``tests/fixtures/clients``). Their shape alone does not tell them apart: OpenCode sends its
+#: title request before the session's first turn, without tools and without a JSON schema, so it
+#: became the session's main thread and the real first turn a sub-agent; Qwen Code's managed
+#: memory extraction repeats the main thread's history (its first message too) with tools of its
+#: own, so it counted as the main thread and got the user's memory block. aider's commit message
+#: and chat summary carry no session id: each would be the main thread of a session of its own.
+SIDE_PROMPTS = (
+    "You are a title generator.",  # OpenCode 1.18 (Anthropic and OpenAI providers)
+    "You are now acting as the managed memory extraction subagent",  # Qwen Code 0.15
+    "You are an expert software engineer that generates concise, one-line Git commit",  # aider
+    "*Briefly* summarize this partial conversation about programming.",  # aider 0.86
+)
+
+
+def is_side_prompt(system: str) -> bool:
+    """Whether ``system`` is one of the clients' own side requests (``SIDE_PROMPTS``)."""
+    return system.lstrip().startswith(SIDE_PROMPTS)
 
 
 def stable_system(system: str) -> str:
@@ -94,6 +117,7 @@ class RequestShape:
     has_tools: bool
     structured: bool  # asks for a JSON-schema answer
     subagent_marker: bool  # the client says it is a sub-agent
+    side_marker: bool = False  # the system prompt is a client's own side request
 
     @staticmethod
     def of(
@@ -110,6 +134,7 @@ class RequestShape:
             has_tools=bool(tools),
             structured=structured,
             subagent_marker=subagent_marker,
+            side_marker=is_side_prompt(system),
         )
 
 
@@ -138,8 +163,9 @@ def classify(
     """The request's thread, and the session's state after it."""
     if shape.subagent_marker:
         return Thread(f"{session_id}/agent/{shape.opener}", "subagent"), state
-    side_like = not shape.has_tools and (
-        shape.structured or (state.main_has_tools and shape.lineage != state.main_lineage)
+    side_like = shape.side_marker or (
+        not shape.has_tools
+        and (shape.structured or (state.main_has_tools and shape.lineage != state.main_lineage))
     )
     if side_like:
         return Thread(f"{session_id}/side/{shape.lineage}", "side"), state
