@@ -83,3 +83,13 @@ def test_a_named_session_keeps_its_name_whatever_the_key() -> None:
         assert derive_session_id(key, {"prompt_cache_key": "c1"}, None, None, "hi", tag) == "c1"
         named = {**key, "x-ember-session-id": "mine"}
         assert derive_session_id(named, {}, None, None, "hi", tag) == "mine"
+
+
+def test_opencodes_session_header_names_the_session_of_every_request() -> None:
+    """OpenCode's title request on Responses has no ``prompt_cache_key``; its turns do: both
+    are one session, the one its ``x-session-id`` names."""
+    headers = {"x-session-id": "ses_abc"}
+    title = derive_session_id(headers, {"input": []}, "/p", "m", "Generate a title")
+    turn = derive_session_id(headers, {"prompt_cache_key": "ses_abc"}, "/p", "m", "say hi")
+    assert title == turn == "ses_abc"
+    assert derive_session_id({"x-session-id": " "}, {}, "/p", "m", "hi").startswith("s-")

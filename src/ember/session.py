@@ -4,6 +4,8 @@
 2. the client's own session id: Claude Code puts it in ``metadata.user_id`` — either
    ``user_<hash>_account_<uuid>_session_<uuid>`` or, in newer versions, a JSON string with a
    ``session_id`` field; Codex sends ``prompt_cache_key`` (its conversation id) on Responses;
+   OpenCode sends its session (``ses_...``) in an ``x-session-id`` header with every request,
+   its title request included (which has no ``prompt_cache_key`` on Responses);
 3. otherwise a digest of project + model + the first user message + the client's credential:
    every request of one conversation repeats its first user message, so they share a session
    without any header.
@@ -34,6 +36,8 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
+#: The header OpenCode names its session in.
+CLIENT_SESSION_HEADER = "x-session-id"
 _CLAUDE_SESSION = re.compile(r"_session_([0-9a-fA-F-]{8,})")
 #: Where clients put the provider credential: Anthropic's ``x-api-key``, OpenAI's (and Claude
 #: Code's OAuth) ``authorization: Bearer``, Azure OpenAI's ``api-key``.
@@ -112,6 +116,9 @@ def derive_session_id(
     key = body.get("prompt_cache_key") if isinstance(body, dict) else None
     if isinstance(key, str) and key:
         return key
+    named = headers.get(CLIENT_SESSION_HEADER, "").strip()
+    if named:
+        return named
     parts = [project or "", model or "", first_user_text or ""]
     if credential_tag:  # without a credential the digest is what it always was
         parts.append(credential_tag)
