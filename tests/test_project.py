@@ -57,3 +57,20 @@ def test_a_remembered_system_prompt_never_names_another_prompts_project() -> Non
         for where in ("/work/a", "/work/b", "/work/a"):
             ref = resolve_project({}, None, prompt.format(where))
             assert ref is not None and ref.identity == where
+
+
+def test_qwen_codes_first_message_names_its_directory() -> None:
+    first = (
+        "This is the Qwen Code. We are setting up the context for our chat.\n"
+        "My operating system is: linux\n"
+        "I'm currently working in the directory: /work/proj\n"
+        "Here is the folder structure of the current working directories:\n"
+    )
+    ref = resolve_project({}, None, "You are Qwen Code.", [first, "say hi"])
+    assert ref is not None and (ref.identity, ref.source) == ("/work/proj", "messages")
+    assert cwd_from_text("Tell me why I'm currently working in the directory: /etc") is None
+
+
+def test_opencodes_env_block_names_its_directory() -> None:
+    system = "<env>\n  Working directory: /work/proj\n  Workspace root folder: /\n</env>"
+    assert cwd_from_text(system) == "/work/proj"

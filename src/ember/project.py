@@ -6,9 +6,12 @@ Order of evidence, first match wins:
 3. ``--project-root`` / ``EMBER_PROJECT_ROOT``,
 4. the working directory named in the system prompt (Claude Code 2.1's ``# Environment``
    list: `` - Primary working directory: /path``; its sub-agents' and older versions' ``<env>``
-   block: ``Working directory: /path``; Codex's ``<environment_context><cwd>/path</cwd>``),
+   block: ``Working directory: /path``, which OpenCode's ``<env>`` block has too; Codex's
+   ``<environment_context><cwd>/path</cwd>``),
 5. the same inside the messages (some Claude Code versions send the environment in a
-   ``<system-reminder>`` block of a user message; Codex sends ``<environment_context>`` as one).
+   ``<system-reminder>`` block of a user message; Codex sends ``<environment_context>`` as one;
+   Qwen Code opens its first user message with ``I'm currently working in the directory:
+   /path``).
 
 With ``project_identity = "git-remote"`` a path inside a git checkout then names the project by
 the checkout's remote (``ember.gitremote``: ``github.com/acme/api`` on every machine, so a team's
@@ -40,6 +43,8 @@ _CWD_PATTERNS = (
     # A line of its own, maybe a list item ("- " or "* "): never a mention inside a sentence.
     re.compile(r"(?im)^\s*(?:[-*]\s+)?(?:primary\s+)?working directory:\s*(\S[^\n\r]*?)\s*$"),
     re.compile(r"<cwd>\s*([^<\n]+?)\s*</cwd>"),
+    # Qwen Code 0.15's first user message, a line of its own.
+    re.compile(r"(?m)^I'm currently working in the directory:\s*(\S[^\n\r]*?)\s*$"),
 )
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
