@@ -2,4 +2,5 @@
 
 from ember.cli import main
 
-main()
+if __name__ == "__main__":  # imported on its own (a tool listing modules), it runs nothing
+    main()
