@@ -71,6 +71,21 @@ def test_qwen_codes_first_message_names_its_directory() -> None:
     assert cwd_from_text("Tell me why I'm currently working in the directory: /etc") is None
 
 
+def test_gemini_clis_session_context_names_the_first_workspace_directory() -> None:
+    first = (
+        "<session_context>\nThis is the Gemini CLI. We are setting up the context for our chat.\n"
+        "The project's temporary directory is: /home/user/.gemini/tmp/proj\n"
+        "- **Workspace Directories:**\n  - /work/proj\n  - /work/shared\n"
+        "- **Directory Structure:**\n\n/work/proj/\n\u251c\u2500\u2500\u2500a.py\n"
+        "</session_context>"
+    )
+    ref = resolve_project({}, None, "You are Gemini CLI.", [first, "say hi"])
+    assert ref is not None and (ref.identity, ref.source) == ("/work/proj", "messages")
+    windows = "- **Workspace Directories:**\r\n  - C:\\Users\\dev\\proj\r\n"
+    assert cwd_from_text(windows) == "C:/Users/dev/proj"
+    assert cwd_from_text("the workspace directories: are listed below") is None
+
+
 def test_opencodes_env_block_names_its_directory() -> None:
     system = "<env>\n  Working directory: /work/proj\n  Workspace root folder: /\n</env>"
     assert cwd_from_text(system) == "/work/proj"

@@ -60,6 +60,8 @@ class Settings(BaseModel):
     port: int = Field(default=8787, ge=0, le=65535)
     anthropic_url: str = "https://api.anthropic.com"
     openai_url: str = "https://api.openai.com/v1"
+    #: Google's Gemini API, without a version (clients' paths carry ``/v1beta``)
+    gemini_url: str = "https://generativelanguage.googleapis.com"
     project_root: Path | None = None
     #: How a working directory names its project: "path" (the directory itself), or
     #: "git-remote" (inside a git checkout, its remote's URL: the same project on every
@@ -185,7 +187,7 @@ class Settings(BaseModel):
     #: 10 minutes; on: always try the provider; off: answer every upgrade with 426.
     openai_websocket: Literal["auto", "on", "off"] = "auto"
 
-    @field_validator("anthropic_url", "openai_url")
+    @field_validator("anthropic_url", "openai_url", "gemini_url")
     @classmethod
     def _url(cls, v: str) -> str:
         if not v.startswith(("http://", "https://")):
@@ -242,10 +244,13 @@ class Settings(BaseModel):
 
     def provider_url(self, protocol: str, path: str, query: str = "") -> str:
         """The provider URL for a client's ``path`` in wire format ``protocol``: Anthropic's
-        under ``anthropic_url``; OpenAI's under ``openai_url``, which already ends in ``/v1``
-        as ``OPENAI_BASE_URL`` does (so the client's ``/v1`` is not doubled)."""
+        under ``anthropic_url``, Gemini's under ``gemini_url`` (both as the client sent it);
+        OpenAI's under ``openai_url``, which already ends in ``/v1`` as ``OPENAI_BASE_URL``
+        does (so the client's ``/v1`` is not doubled)."""
         if protocol == "anthropic":
             url = self.anthropic_url + path
+        elif protocol == "gemini":
+            url = self.gemini_url + path
         else:
             url = self.openai_url + (path[3:] if path.startswith("/v1/") else path)
         return f"{url}?{query}" if query else url

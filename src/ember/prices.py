@@ -70,6 +70,14 @@ BUILTIN_PRICES: dict[str, Price] = {
     "gpt-4.1-mini": Price(0.4, 1.6, 0.1),
     "gpt-4o": Price(2.5, 10.0, 1.25),
     "gpt-4o-mini": Price(0.15, 0.6, 0.075),
+    # Google, from ai.google.dev/gemini-api/docs/pricing (Standard tier, text input): the
+    # "context caching" price is what an implicit cache read costs; there is no write price.
+    # The Pro models cost more for prompts over 200k tokens, which this table does not model.
+    "gemini-2.5-pro": Price(1.25, 10.0, 0.125),
+    "gemini-2.5-flash": Price(0.30, 2.50, 0.03),
+    "gemini-2.5-flash-lite": Price(0.10, 0.40, 0.01),
+    "gemini-3-pro-preview": Price(2.0, 12.0, 0.20),
+    "gemini-3-flash-preview": Price(0.50, 3.0, 0.05),
 }
 
 

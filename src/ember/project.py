@@ -11,7 +11,8 @@ Order of evidence, first match wins:
 5. the same inside the messages (some Claude Code versions send the environment in a
    ``<system-reminder>`` block of a user message; Codex sends ``<environment_context>`` as one;
    Qwen Code opens its first user message with ``I'm currently working in the directory:
-   /path``).
+   /path``; Gemini CLI's first user part is its ``<session_context>``, whose ``Workspace
+   Directories:`` list names the directory it runs in first).
 
 With ``project_identity = "git-remote"`` a path inside a git checkout then names the project by
 the checkout's remote (``ember.gitremote``: ``github.com/acme/api`` on every machine, so a team's
@@ -43,6 +44,12 @@ _CWD_PATTERNS = (
     # A line of its own, maybe a list item ("- " or "* "): never a mention inside a sentence.
     re.compile(r"(?im)^\s*(?:[-*]\s+)?(?:primary\s+)?working directory:\s*(\S[^\n\r]*?)\s*$"),
     re.compile(r"<cwd>\s*([^<\n]+?)\s*</cwd>"),
+    # Gemini CLI's <session_context>: "- **Workspace Directories:**", then a "  - /path" line
+    # per directory, the one it runs in first.
+    re.compile(
+        r"(?im)^[ \t]*(?:[-*][ \t]+)?\**workspace directories:\**[ \t]*\r?\n"
+        r"[ \t]*[-*][ \t]+(\S[^\n\r]*?)\s*$"
+    ),
     # Qwen Code 0.15's first user message, a line of its own.
     re.compile(r"(?m)^I'm currently working in the directory:\s*(\S[^\n\r]*?)\s*$"),
 )

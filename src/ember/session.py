@@ -40,8 +40,9 @@ from typing import Any
 CLIENT_SESSION_HEADER = "x-session-id"
 _CLAUDE_SESSION = re.compile(r"_session_([0-9a-fA-F-]{8,})")
 #: Where clients put the provider credential: Anthropic's ``x-api-key``, OpenAI's (and Claude
-#: Code's OAuth) ``authorization: Bearer``, Azure OpenAI's ``api-key``.
-CREDENTIAL_HEADERS = ("x-api-key", "authorization", "api-key")
+#: Code's OAuth) ``authorization: Bearer``, Azure OpenAI's ``api-key``, Google's
+#: ``x-goog-api-key``.
+CREDENTIAL_HEADERS = ("x-api-key", "authorization", "api-key", "x-goog-api-key")
 #: Hex digits of a credential tag: 64 bits, so two keys of one proxy never share a tag.
 _TAG_HEX = 16
 

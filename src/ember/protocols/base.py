@@ -213,15 +213,17 @@ class TextSlot:
 
     ``value`` is what is at ``path``: a string, a list of parts, or None (absent: an edit may
     create it there). ``part_type`` is the type of a text part in such a list (``text``,
-    ``input_text``). ``joins``: a string gets more text after a blank line and stays a string
-    (OpenAI instructions and system messages: some compatible servers refuse part lists
-    there); otherwise it becomes a list of parts, the client's text first, unchanged.
+    ``input_text``); None: a text part has no type field (Gemini's ``{"text": ...}``, where a
+    ``type`` is an unknown field the API refuses with a 400). ``joins``: a string gets more
+    text after a blank line and stays a string (OpenAI instructions and system messages: some
+    compatible servers refuse part lists there); otherwise it becomes a list of parts, the
+    client's text first, unchanged.
     ``message_role``: the string is a whole input (Responses ``input: "..."``), so its parts
     become one message of this role."""
 
     path: tuple[str | int, ...]
     value: Any
-    part_type: str = "text"
+    part_type: str | None = "text"
     joins: bool = False
     message_role: str | None = None
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ember.protocols import gemini_parts
 from ember.protocols.base import ProtocolAdapter
 
 #: (call id, tool name, the arguments as sent)
@@ -29,9 +30,12 @@ class Call:
 
 
 def conversation(adapter: ProtocolAdapter, body: Any) -> list[Any]:
-    """The messages (Anthropic, Chat) or input items (Responses) of ``body``."""
+    """The messages (Anthropic, Chat), input items (Responses) or contents (Gemini) of
+    ``body``."""
     if not isinstance(body, dict):
         return []
+    if adapter.name == "gemini":
+        return gemini_parts.contents(body)
     if adapter.name == "openai_responses":
         items = body.get("input")
         if isinstance(items, str):
@@ -75,10 +79,20 @@ def _responses(items: list[Any]) -> Iterator[RawCall]:
             yield str(item["call_id"]), name, raw
 
 
+def _gemini(contents: list[Any]) -> Iterator[RawCall]:
+    """``functionCall`` parts of model contents, keyed as ``gemini_parts.call_keys`` says
+    (a call without an ``id`` is ``name#k``)."""
+    for c in contents:
+        if gemini_parts.is_model(c):
+            for key, name, call in gemini_parts.call_keys(c):
+                yield key, name, call.get("args")
+
+
 WALKS: dict[str, Callable[[list[Any]], Iterator[RawCall]]] = {
     "anthropic": _anthropic,
     "openai_chat": _chat,
     "openai_responses": _responses,
+    "gemini": _gemini,
 }
 
 

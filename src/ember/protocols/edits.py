@@ -135,7 +135,7 @@ def _at(value: Any, path: list[str | int]) -> Any:
 
 
 def _part(slot: TextSlot, text: str) -> dict[str, str]:
-    return {"type": slot.part_type, "text": text}
+    return {"text": text} if slot.part_type is None else {"type": slot.part_type, "text": text}
 
 
 def _parts(slot: TextSlot, first: str, then: str) -> Any:

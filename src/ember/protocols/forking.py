@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ember.errors import EmberError, ProtocolError
-from ember.protocols import ANTHROPIC
+from ember.protocols import ANTHROPIC, gemini_parts
 from ember.protocols.base import AssembledMessage, ProtocolAdapter
 from ember.protocols.breakpoints import caches_anything, mark_prefix_end
 from ember.protocols.jsonedit import JsonDoc
@@ -153,10 +153,28 @@ def _responses_eligibility(body: dict[str, Any]) -> str | None:
     return None
 
 
+def _gemini_eligibility(body: dict[str, Any]) -> str | None:
+    """Gemini caches implicitly (no breakpoint to check): the conversation must end on the
+    user's side, and the function calling mode must let the model answer in text (``ANY``
+    forces a call)."""
+    contents = gemini_parts.contents(body)
+    if not contents:
+        return "the recorded request has no contents"
+    if gemini_parts.role(contents[-1]) not in gemini_parts.USER_ROLES:
+        return _PREFILL
+    config = gemini_parts.field(body, "toolConfig", "tool_config")
+    calling = gemini_parts.field(config, "functionCallingConfig", "function_calling_config")
+    mode = calling.get("mode") if isinstance(calling, dict) else None
+    if isinstance(mode, str) and mode.upper() == "ANY":
+        return _FORCED
+    return None
+
+
 _ELIGIBILITY: dict[str, Callable[[dict[str, Any]], str | None]] = {
     "anthropic": _anthropic_eligibility,
     "openai_chat": _chat_eligibility,
     "openai_responses": _responses_eligibility,
+    "gemini": _gemini_eligibility,
 }
 
 
@@ -240,10 +258,18 @@ def _fork_responses(doc: JsonDoc, answer: AssembledMessage, question: str) -> No
         _append(doc, "input", items)
 
 
+def _fork_gemini(doc: JsonDoc, answer: AssembledMessage, question: str) -> None:
+    """The answer as a model content, then the placeholders and the question as one user
+    content; the implicit cache reads the recorded prefix as it was sent."""
+    replay = REPLAYS["gemini"]
+    _append(doc, "contents", replay.turn(answer) + replay.tail(answer, question))
+
+
 _FORKS: dict[str, Callable[[JsonDoc, AssembledMessage, str], None]] = {
     "anthropic": _fork_anthropic,
     "openai_chat": _fork_chat,
     "openai_responses": _fork_responses,
+    "gemini": _fork_gemini,
 }
 
 

@@ -12,6 +12,9 @@ that value and nothing around it (an Anthropic ``tool_result``'s ``cache_control
 - OpenAI Chat: ``role: "tool"`` messages; ``content`` a string or text parts.
 - OpenAI Responses: ``function_call_output`` (and ``custom_tool_call_output``) items;
   ``output`` a string or a list of ``input_text`` parts.
+- Gemini: ``functionResponse`` parts of user contents; ``response`` an object, whose
+  ``output`` (or ``error``...) string is the text (``gemini_parts.output_of``): any other
+  object is not text.
 
 ``live_outputs`` are the outputs that reach the provider for the first time in this request:
 those after the conversation's last assistant turn (its own calls' results). Everything
@@ -25,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ember.protocols import gemini_parts as gp
 from ember.protocols.base import ProtocolAdapter
 from ember.protocols.calls import Call, conversation, tool_calls_of
 
@@ -68,7 +72,7 @@ def outputs_in(adapter: ProtocolAdapter, body: Any, message: int) -> list[ToolOu
     messages = conversation(adapter, body)
     if not 0 <= message < len(messages):
         return []
-    found = _walk(adapter.name, messages[message : message + 1], 0)
+    found = _walk(adapter.name, messages, message, message + 1)
     return [
         _output(adapter, message, sub, call_id, value, is_error, {}, live=False)
         for _, sub, call_id, value, is_error in found
@@ -87,7 +91,7 @@ def _output(
     live: bool,
 ) -> ToolOutput:
     call = calls.get(call_id) if call_id is not None else None
-    top = "input" if adapter.name == "openai_responses" else "messages"
+    top = _TOP.get(adapter.name, "messages")
     return ToolOutput(
         message=index,
         call_id=call_id,
@@ -100,6 +104,10 @@ def _output(
     )
 
 
+#: The key of the conversation in a body, where it is not ``messages``.
+_TOP = {"openai_responses": "input", "gemini": "contents"}
+
+
 def opens_conversation(adapter: ProtocolAdapter, body: Any) -> bool:
     """Whether ``body`` is the first request of its conversation: nothing in it was said by
     the model, and it continues no stored response (Responses' ``previous_response_id`` or
@@ -110,26 +118,31 @@ def opens_conversation(adapter: ProtocolAdapter, body: Any) -> bool:
 
 
 def _said_by_model(m: Any) -> bool:
-    """A message (or Responses item) the model produced: an assistant message, a call."""
+    """A message (or Responses item) the model produced: an assistant message (Gemini's
+    role ``model``), a call."""
     if not isinstance(m, dict):
         return False
     kind = m.get("type")
     if isinstance(kind, str) and (kind.endswith("_call") or kind == "reasoning"):
         return True
-    return m.get("role") == "assistant"
+    return m.get("role") in ("assistant", "model")
 
 
 Found = tuple[int, tuple[str | int, ...], str | None, Any, bool]
 
 
-def _walk(protocol: str, messages: list[Any], start: int) -> Iterator[Found]:
+def _walk(
+    protocol: str, messages: list[Any], start: int, stop: int | None = None
+) -> Iterator[Found]:
     """(message index, path inside the message, call id, value, is_error) per output of the
-    messages from ``start`` on."""
-    for i in range(start, len(messages)):
+    messages from ``start`` to ``stop`` (the end when None)."""
+    for i in range(start, len(messages) if stop is None else min(stop, len(messages))):
         m = messages[i]
         if not isinstance(m, dict):
             continue
-        if protocol == "anthropic":
+        if protocol == "gemini":
+            yield from _gemini_outputs(messages, i)
+        elif protocol == "anthropic":
             content = m.get("content") if m.get("role") == "user" else None
             for j, b in enumerate(content if isinstance(content, list) else []):
                 if isinstance(b, dict) and b.get("type") == "tool_result" and "content" in b:
@@ -147,6 +160,25 @@ def _walk(protocol: str, messages: list[Any], start: int) -> Iterator[Found]:
             kind = m.get("type")
             if isinstance(kind, str) and kind.endswith("_call_output") and "output" in m:
                 yield i, ("output",), _id(m.get("call_id")), m["output"], False
+
+
+def _gemini_outputs(contents: list[Any], i: int) -> Iterator[Found]:
+    """A user content's function responses, each keyed as the call it answers in the content
+    before (``gemini_parts.responses``), so an output is the same one whether the request
+    is read whole or one content at a time."""
+    content = contents[i]
+    if gp.role(content) not in gp.USER_ROLES:
+        return
+    previous = contents[i - 1] if i > 0 else None
+    items = gp.parts(content)
+    for j, key, _, response in gp.responses(previous, content):
+        name = gp.field_key(items[j], "functionResponse", "function_response")
+        inner, text = gp.output_of(response)
+        failed = gp.response_failed(response)
+        if inner is None:
+            yield i, ("parts", j, name, "response"), key, response, failed
+        else:
+            yield i, ("parts", j, name, "response", inner), key, text, failed
 
 
 def _id(value: Any) -> str | None:

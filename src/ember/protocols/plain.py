@@ -13,6 +13,15 @@ PATHS = {
 }
 
 
+def plain_path(protocol: str, model: str) -> str:
+    """Where the plain request of ``protocol`` is sent: ``PATHS``, or for Gemini the model's
+    own ``:generateContent`` (its path names the model); ``KeyError`` for a protocol ember
+    does not speak."""
+    if protocol == "gemini":
+        return f"/v1beta/models/{model}:generateContent"
+    return PATHS[protocol]
+
+
 def plain_request(protocol: str, model: str, system: str, user: str, max_tokens: int) -> bytes:
     """The body; raises ``KeyError`` for a protocol ember does not speak."""
     if protocol == "anthropic":
@@ -35,6 +44,12 @@ def plain_request(protocol: str, model: str, system: str, user: str, max_tokens:
             "instructions": system,
             "input": [{"role": "user", "content": user}],
             "store": False,
+        }
+    elif protocol == "gemini":  # the model is in the path (``plain_path``)
+        body = {
+            "systemInstruction": {"parts": [{"text": system}]},
+            "contents": [{"role": "user", "parts": [{"text": user}]}],
+            "generationConfig": {"maxOutputTokens": max_tokens},
         }
     else:
         raise KeyError(protocol)

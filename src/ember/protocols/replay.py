@@ -227,8 +227,57 @@ class ResponsesReplay:
         return [*results, question_item]
 
 
+# -- Gemini -------------------------------------------------------------------------------
+
+
+def _gemini_parts(answer: AssembledMessage) -> list[dict[str, Any]]:
+    """The answer's parts as the API gave them (``thoughtSignature`` and all), without parts
+    that carry nothing: empty unsigned text, and thinking without a signature (a summary of
+    the model's thoughts, which is no part of the turn the API expects back)."""
+    out: list[dict[str, Any]] = []
+    for b in answer.blocks:
+        unsigned = b.type in ("text", "thinking") and not b.signature
+        if unsigned and (b.type == "thinking" or not b.text):
+            continue
+        out.append(b.raw if b.raw is not None else _gemini_part(b))
+    return out
+
+
+def _gemini_part(b: Block) -> dict[str, Any]:
+    if b.type == "tool_use":
+        call: dict[str, Any] = {"name": b.name, "args": b.input if b.input is not None else {}}
+        if b.id:
+            call["id"] = b.id
+        return {"functionCall": call}
+    return {"text": b.text}
+
+
+class GeminiReplay:
+    def refusal(self, body: dict[str, Any], answer: AssembledMessage) -> str | None:
+        if not answer.text and not answer.tool_calls:
+            return "the answer has neither text nor function calls"
+        if any(not b.name for b in answer.tool_calls):
+            return "a function call has no name"
+        return None
+
+    def turn(self, answer: AssembledMessage) -> list[Message]:
+        return [{"role": "model", "parts": _gemini_parts(answer)}]
+
+    def tail(self, answer: AssembledMessage, question: str) -> list[Message]:
+        """One user content: a response to each function call (by name, and by its ``id``
+        when it had one), then the question."""
+        results: list[dict[str, Any]] = []
+        for b in answer.tool_calls:
+            response: dict[str, Any] = {"name": b.name, "response": {"output": PLACEHOLDER}}
+            if b.id:
+                response["id"] = b.id
+            results.append({"functionResponse": response})
+        return [{"role": "user", "parts": [*results, {"text": question}]}]
+
+
 REPLAYS: dict[str, Replay] = {
     "anthropic": AnthropicReplay(),
     "openai_chat": ChatReplay(),
     "openai_responses": ResponsesReplay(),
+    "gemini": GeminiReplay(),
 }

@@ -18,6 +18,8 @@ One ``Splice`` per answer, per wire format:
 - OpenAI Responses: ``response.output_item.added`` of an owned ``function_call`` trips it; a
   continuation drops ``response.created``/``in_progress``, shifts ``output_index`` and
   ``sequence_number``, and its ``response.completed`` lists every item the client got.
+- Gemini: a chunk calling an owned function trips it (its text still goes out); nothing is
+  numbered, so a continuation's chunks go out as they are.
 
 Events are relayed as the provider wrote them, except those a continuation renumbers.
 """
@@ -28,6 +30,8 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 import orjson
+
+from ember.protocols import gemini_parts
 
 _SEP = b"\n\n"
 
@@ -241,12 +245,58 @@ class ResponsesSplice(_Held):
         self.held = []
 
 
+class GeminiSplice(_Held):
+    """Gemini's events are whole chunks with nothing to renumber: a chunk whose candidate
+    calls an owned function trips the splice. Its text (what the model said before the call)
+    still goes out, as a chunk of its own without the calls, the finish reason or the usage;
+    the chunk itself, and the rest of the round, are held back. A continuation's chunks go
+    out as they come."""
+
+    def __init__(self, owned: Iterable[str]) -> None:
+        self.owned = frozenset(owned)
+        self.held = []
+        self.tripped = False
+
+    def event(self, name: str | None, data: str, raw: bytes) -> bytes | None:
+        if self.tripped:
+            return self._hold(raw)
+        if '"functionCall"' not in data and '"function_call"' not in data:
+            return raw + _SEP
+        p = _data(data)
+        candidate = _gemini_candidate(p)
+        parts = gemini_parts.parts(candidate.get("content")) if candidate is not None else []
+        calls = [gemini_parts.call_of(part) for part in parts]
+        if not any(c is not None and c.get("name") in self.owned for c in calls):
+            return raw + _SEP
+        self.tripped = True
+        held = self._hold(raw)
+        said = [part for part, call in zip(parts, calls, strict=True) if call is None]
+        if not said or not isinstance(p, dict) or candidate is None:
+            return held
+        content = {**candidate.get("content", {}), "parts": said}
+        trimmed = {k: v for k, v in candidate.items() if k in ("index", "content")}
+        kept = {k: v for k, v in p.items() if k in ("responseId", "modelVersion")}
+        return _event(name, {"candidates": [{**trimmed, "content": content}], **kept})
+
+    def next_round(self) -> None:
+        self.tripped = False
+        self.held = []
+
+
+def _gemini_candidate(p: Any) -> dict[str, Any] | None:
+    candidates = p.get("candidates") if isinstance(p, dict) else None
+    if not isinstance(candidates, list):
+        return None
+    return next((c for c in candidates if isinstance(c, dict) and not c.get("index")), None)
+
+
 def splice_for(protocol: str, owned: Iterable[str]) -> Splice:
     """The splice for a wire format's answers (``ValueError`` for one ember does not speak)."""
-    kinds: dict[str, type[AnthropicSplice] | type[ChatSplice] | type[ResponsesSplice]] = {
+    kinds: dict[str, type[AnthropicSplice | ChatSplice | ResponsesSplice | GeminiSplice]] = {
         "anthropic": AnthropicSplice,
         "openai_chat": ChatSplice,
         "openai_responses": ResponsesSplice,
+        "gemini": GeminiSplice,
     }
     if protocol not in kinds:
         raise ValueError(f"no stream splice for wire format {protocol!r}")

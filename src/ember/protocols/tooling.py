@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from ember.protocols import gemini_parts
 from ember.protocols.base import AssembledMessage, Block
 from ember.protocols.jsonedit import JsonDoc, dumps
+from ember.protocols.replay import REPLAYS
 
 
 @dataclass(frozen=True)
@@ -220,10 +222,68 @@ class ResponsesTooling(_Tooling):
             doc.replace(["input"], [first, *items])
 
 
+class GeminiTooling(_Tooling):
+    """Gemini declares functions inside tool objects (``{"functionDeclarations": [...]}``):
+    ember's go in one tool object of their own, after the client's. Their schemas are JSON
+    Schema, so they go in ``parametersJsonSchema`` (``parameters`` takes only Google's OpenAPI
+    subset, and refuses keys such as ``additionalProperties``)."""
+
+    def definition(self, spec: ToolSpec) -> dict[str, Any]:
+        return {
+            "name": spec.name,
+            "description": spec.description,
+            "parametersJsonSchema": spec.input_schema,
+        }
+
+    def add_definitions(self, doc: JsonDoc, specs: Sequence[ToolSpec]) -> None:
+        _append_tools(doc, [{"functionDeclarations": [self.definition(s) for s in specs]}])
+
+    def tool_names(self, body: Any) -> set[str]:
+        tools = body.get("tools") if isinstance(body, dict) else None
+        out: set[str] = set()
+        for tool in tools if isinstance(tools, list) else []:
+            declared = gemini_parts.field(tool, "functionDeclarations", "function_declarations")
+            for d in declared if isinstance(declared, list) else []:
+                if isinstance(d, dict) and isinstance(d.get("name"), str):
+                    out.add(d["name"])
+        return out
+
+    def continue_with(
+        self, doc: JsonDoc, answer: AssembledMessage, owned: set[str], results: list[ToolOutcome]
+    ) -> None:
+        """The model's turn as it gave it (signatures kept), minus the client's calls, then a
+        user content answering each of ember's calls by name (and ``id``, when it had one)."""
+        turn = REPLAYS["gemini"].turn(replace(answer, blocks=_kept(answer, owned)))
+        doc.append(["contents"], turn[0])
+        parts = []
+        for r in results:
+            key = "error" if r.is_error else "output"
+            response: dict[str, Any] = {"name": r.call.name, "response": {key: r.content}}
+            if r.call.id:
+                response["id"] = r.call.id
+            parts.append({"functionResponse": response})
+        doc.append(["contents"], {"role": "user", "parts": parts})
+
+    def forbid_tools(self, doc: JsonDoc) -> None:
+        """``toolConfig.functionCallingConfig.mode: NONE``, the rest of ``toolConfig`` kept."""
+        body = doc.value
+        key = gemini_parts.field_key(body, "toolConfig", "tool_config")
+        config = body.get(key)
+        if not isinstance(config, dict):
+            doc.set_key([], key, {"functionCallingConfig": {"mode": "NONE"}})
+            return
+        inner = gemini_parts.field_key(config, "functionCallingConfig", "function_calling_config")
+        if isinstance(config.get(inner), dict):
+            doc.set_key([key, inner], "mode", "NONE")
+        else:
+            doc.set_key([key], inner, {"mode": "NONE"})
+
+
 TOOLING: dict[str, ToolingOps] = {
     "anthropic": AnthropicTooling(),
     "openai_chat": ChatTooling(),
     "openai_responses": ResponsesTooling(),
+    "gemini": GeminiTooling(),
 }
 
 

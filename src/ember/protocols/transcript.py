@@ -8,14 +8,15 @@ Decisions:
 - System and developer messages (Chat) and items (Responses) are the prompt, not the
   conversation: no items.
 - Client context inside a user message (Claude Code's ``<system-reminder>`` blocks, Codex's
-  ``<environment_context>`` and ``AGENTS.md`` instructions) is not the user's words: it is
+  ``<environment_context>`` and ``AGENTS.md`` instructions, Gemini CLI's
+  ``<session_context>``) is not the user's words: it is
   taken out, and a message that held nothing else yields no user item. Otherwise a reminder
   would be cited as something the user stated.
 - A user message holding both tool results and text (Claude Code sends reminders, and text the
   user typed while tools ran, beside the results) yields one ``tool`` item per result, at its
   block index, and then one ``user`` item with the remaining text, at the index of its first
   text block. The results stay evidence of what the tools returned; the text stays the
-  user's.
+  user's. A Gemini content is read the same way, part by part.
 - Thinking and Responses reasoning items are private to the model: no items. A tool call is a
   ``called name(args)`` line of its assistant item, arguments truncated.
 - ``answer_items`` builds the items from the answer *as replayed* (``replay``), so they are the
@@ -29,6 +30,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ember.protocols import gemini_parts as gp
 from ember.protocols.base import (
     AssembledMessage,
     ProtocolAdapter,
@@ -44,7 +46,7 @@ from ember.protocols.replay import REPLAYS
 #: Not the user's words: the client's context blocks, and ember's own memory block (recorded
 #: as the user's, a remembered fact would come back as "user-stated" evidence for itself).
 _CLIENT_CONTEXT = re.compile(
-    r"<(system-reminder|environment_context|ember-memory)>.*?</\1>"
+    r"<(system-reminder|environment_context|session_context|ember-memory)>.*?</\1>"
     r"|#[ \t]*AGENTS\.md instructions for [^\n]*\s*<INSTRUCTIONS>.*?</INSTRUCTIONS>",
     re.DOTALL | re.IGNORECASE,
 )
@@ -224,10 +226,54 @@ def _responses_items(items: list[Any], start: int, names: dict[str, str]) -> Ite
     return out
 
 
+# -- Gemini ---------------------------------------------------------------------------------
+
+
+def _gemini_model(position: int, content: Any) -> Items:
+    texts = [t for p in gp.parts(content) if (t := gp.visible_text(p)) is not None]
+    calls = [(key, call_line(name, call.get("args"))) for key, name, call in gp.call_keys(content)]
+    return _assistant(position, texts, calls)
+
+
+def _gemini_user(position: int, previous: Any, content: Any) -> Items:
+    out: Items = []
+    for j, key, name, response in gp.responses(previous, content):
+        text = gp.response_text(response)
+        out += _tool(position, j, text, gp.response_failed(response), key, name)
+    texts = [
+        (j, t)
+        for j, p in enumerate(gp.parts(content))
+        if (t := gp.visible_text(p)) is not None and own_words(t)
+    ]
+    if texts:
+        out += _user(position, texts[0][0], "\n\n".join(t for _, t in texts))
+    return out
+
+
+def _gemini_items(contents: list[Any], start: int, names: dict[str, str]) -> Items:
+    """Each content read with the one before it (a function response is keyed by the call it
+    answers there); a slice's first content has its previous one only when the slice starts
+    the conversation, else its responses keep their own ids (their names are their own)."""
+    out: Items = []
+    for offset, c in enumerate(contents):
+        if not isinstance(c, dict):
+            continue
+        previous = contents[offset - 1] if offset > 0 else None
+        if gp.is_model(c):
+            out += _gemini_model(start + offset, c)
+        elif gp.role(c) in gp.USER_ROLES:
+            out += _gemini_user(start + offset, previous, c)
+    return out
+
+
+#: Wire formats whose content is read with the one before it (``_gemini_items``).
+_READ_WITH_PREVIOUS = frozenset({"gemini"})
+
 _ITEMS: dict[str, Callable[[list[Any], int, dict[str, str]], Items]] = {
     "anthropic": _anthropic_items,
     "openai_chat": _chat_items,
     "openai_responses": _responses_items,
+    "gemini": _gemini_items,
 }
 
 
@@ -270,6 +316,9 @@ def transcript_items(
         return items(messages, 0, names)
     head = items(messages[:1], 0, names)
     later = NamesBefore(walk, messages[1:from_position], fallback=names)
+    if adapter.name in _READ_WITH_PREVIOUS:  # read from the content before, which is dropped
+        tail = items(messages[from_position - 1 :], from_position - 1, later)
+        return head + [item for item in tail if item.position >= from_position]
     return head + items(messages[from_position:], from_position, later)
 
 

@@ -6,7 +6,8 @@ a peer on another machine without ``proxy_token`` is refused in the protocol's e
 before anything is read, forwarded or recorded.
 
 Routes: ``POST /v1/messages`` (Anthropic), ``POST /v1/chat/completions`` and
-``POST /v1/responses`` (OpenAI) go through the pipeline, and so does each request on a
+``POST /v1/responses`` (OpenAI), ``POST /v1beta/models/{model}:generateContent`` and
+``:streamGenerateContent`` (Gemini) go through the pipeline, and so does each request on a
 WebSocket to ``/v1/responses`` (``proxy/websocket.py``); ``GET /healthz`` answers once the app
 is started, ``GET /metrics`` with the app's registry in Prometheus' text format (the kernel's
 metrics and what each stage registered); any other path is passed through untouched to the
@@ -34,7 +35,7 @@ from ember.errors import ProtocolError, RequestTooLarge
 from ember.exchange import Exchange, Refusal, Services, Stage, Stopping, TaskSet
 from ember.hosts import Refused
 from ember.metrics import StorageCollector, new_registry
-from ember.protocols import ADAPTERS, ANTHROPIC, OPENAI_CHAT
+from ember.protocols import adapter_for_path, guess_adapter
 from ember.protocols.base import ProtocolAdapter
 from ember.proxy import limits
 from ember.proxy.delivery import Delivered, answered_refusal
@@ -103,7 +104,7 @@ class ProxyApp:
                 return
             except Exception:
                 log.exception("unexpected error handling %s %s", scope["method"], scope["path"])
-                adapter = ADAPTERS.get(scope["path"], ANTHROPIC)
+                adapter = guess_adapter(scope["path"], dict(_headers(scope)))
                 # If the answer had already started, the connection is simply closed.
                 with contextlib.suppress(Exception):
                     await send_json(send, 500, adapter.error_body(500, "ember: internal error"))
@@ -185,7 +186,7 @@ class ProxyApp:
         headers = _headers(scope)
         hmap = dict(headers)
         query = scope.get("query_string", b"").decode("latin-1")
-        adapter = ADAPTERS.get(path) if method == "POST" else None
+        adapter = adapter_for_path(path) if method == "POST" else None
         try:
             body = await limits.read_body(
                 receive, hmap, limits.body_limit(self.settings), limits.body_timing(self.settings)
@@ -193,17 +194,17 @@ class ProxyApp:
         except RequestTooLarge:
             log.warning("refused a request body over max_body_mb on %s %s", method, path)
             message = f"ember: {limits.too_large_message(self.settings)}"
-            error = (adapter or self._guess_adapter(hmap)).error_body(413, message)
+            error = (adapter or guess_adapter(path, hmap)).error_body(413, message)
             await send_json(send, 413, error)
             return
         except limits.BodyTimedOut as exc:
             log.warning("gave up on a request body on %s %s: %s", method, path, exc)
             message = f"ember: {limits.timed_out_message(exc)}"
-            error = (adapter or self._guess_adapter(hmap)).error_body(408, message)
+            error = (adapter or guess_adapter(path, hmap)).error_body(408, message)
             await send_json(send, 408, error, close=True)
             return
         if adapter is None or hmap.get("x-ember-bypass", "").strip() == "1":
-            target = adapter or self._guess_adapter(hmap)
+            target = adapter or guess_adapter(path, hmap)
             url = self._url(target, path, query)
             await relay(
                 self.upstream,
@@ -228,7 +229,7 @@ class ProxyApp:
         its body is read: nothing forwarded, nothing recorded. The connection is closed
         (the unread body is never read on), and the SDKs are told not to retry."""
         hmap = dict(_headers(scope))
-        adapter = ADAPTERS.get(scope["path"]) or self._guess_adapter(hmap)
+        adapter = guess_adapter(scope["path"], hmap)
         body = adapter.error_body(refused.status, f"ember: {refused.message}")
         extra = [(b"x-should-retry", b"false")]
         await send_json(send, refused.status, body, close=True, extra=extra)
@@ -273,13 +274,6 @@ class ProxyApp:
         if unreached:
             detail["upstream"] = [u.to_json() for u in unreached]
         return json.dumps(detail).encode()
-
-    def _guess_adapter(self, hmap: dict[str, str]) -> ProtocolAdapter:
-        """Unknown paths (``/v1/models``, ``/v1/messages/count_tokens``...) go to Anthropic
-        when the client speaks Anthropic (its SDK always sends ``anthropic-version``)."""
-        if "anthropic-version" in hmap or "x-api-key" in hmap:
-            return ANTHROPIC
-        return OPENAI_CHAT
 
     def _url(self, adapter: ProtocolAdapter, path: str, query: str) -> str:
         return self.settings.provider_url(adapter.name, path, query)

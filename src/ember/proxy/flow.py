@@ -82,7 +82,7 @@ class ExchangeFlow:
         ``announcing`` send did)."""
         self.pipeline.answered(ex)
         self.sessions.end(ex.session_id)
-        family = "anthropic" if ex.adapter.name == "anthropic" else "openai"
+        family = ex.adapter.name.split("_")[0]  # anthropic, openai (both APIs), gemini
         url = self.settings.provider_url(ex.adapter.name, ex.path)
         self.reach.record(family, url, delivered.kind, delivered.error)
         latency = (time.perf_counter() - ex.started) * 1000

@@ -20,7 +20,7 @@ _UNREACHED = frozenset({"unreachable", "timeout"})
 
 @dataclass(frozen=True)
 class Unreached:
-    provider: str  # "anthropic" | "openai"
+    provider: str  # "anthropic" | "openai" | "gemini"
     url: str
     error: str
     since: float

@@ -28,6 +28,7 @@ CREDENTIAL_HEADERS = frozenset(
         "openai-organization",
         "openai-project",
         "openai-beta",
+        "x-goog-api-key",
     }
 )
 

@@ -23,10 +23,10 @@ from ember.exchange import UpstreamClient, UrlFor
 from ember.facts import NewMemory, provenance
 from ember.prices import PriceTable
 from ember.project import ProjectRef
-from ember.protocols import ADAPTERS
+from ember.protocols import ANTHROPIC, BY_NAME
 from ember.protocols.base import ProtocolAdapter, Usage
 from ember.protocols.forking import ForkRefused, answer_refusal, fork_eligibility, fork_request
-from ember.protocols.plain import PATHS, plain_request
+from ember.protocols.plain import plain_path, plain_request
 from ember.shadow import cursors, evidence, question, runs, spend
 from ember.shadow.budget import EXPECTED_OUTPUT_TOKENS, Budget, Spend, weighted_tokens
 from ember.shadow.calls import CallCut, CallResult, account, call
@@ -53,7 +53,11 @@ from ember.tokens import count_tokens
 log = logging.getLogger(__name__)
 
 #: The light model when none is configured, by the session's provider.
-DEFAULT_LIGHT = {"anthropic": "claude-haiku-4-5", "openai": "gpt-5-mini"}
+DEFAULT_LIGHT = {
+    "anthropic": "claude-haiku-4-5",
+    "openai": "gpt-5-mini",
+    "gemini": "gemini-2.5-flash-lite",
+}
 #: Output allowed for one cold page's answer.
 COLD_MAX_TOKENS = 2000
 
@@ -319,10 +323,8 @@ class ShadowRunner:
         )
 
     async def _cold(self, db: Database, req: RunRequest, plan: Plan) -> list[CallResult]:
-        adapter = (
-            ADAPTERS[PATHS[plan.protocol]] if plan.protocol in PATHS else ADAPTERS["/v1/messages"]
-        )
-        url = self.url_for(adapter, PATHS[adapter.name], "")
+        adapter = BY_NAME.get(plan.protocol, ANTHROPIC)
+        url = self.url_for(adapter, plain_path(adapter.name, plan.model or ""), "")
         out = []
         for page in question.cold_pages(plan.messages, self.page_tokens):
             system, user = question.cold_prompt(page, req.session_id, plan.known)
@@ -480,6 +482,8 @@ def _body(sent: bytes) -> Any:
 def _key_headers(family: str, key: str) -> list[tuple[str, str]]:
     if family == "anthropic":
         return [("x-api-key", key), ("anthropic-version", "2023-06-01")]
+    if family == "gemini":
+        return [("x-goog-api-key", key)]
     return [("authorization", f"Bearer {key}")]
 
 
