@@ -218,3 +218,18 @@ def test_codex_tools_sent_in_an_input_item_count_as_offered_tools() -> None:
     assert OPENAI_RESPONSES.has_tools(body)
     assert "exec" in OPENAI_RESPONSES.tool_names(body)
     assert not OPENAI_RESPONSES.has_tools({"input": [{"role": "user", "content": "hi"}]})
+
+
+def test_a_chat_ask_followed_by_a_system_reminder_is_still_the_turn_the_model_answers() -> None:
+    """aider sends its edit-format rules as a system message after the user's ask: the ask
+    is the latest turn (memory treats it as new), the reminder is not a turn of its own."""
+    body = {
+        "messages": [
+            {"role": "system", "content": "Act as an expert software developer."},
+            {"role": "user", "content": "Where do we deploy?"},
+            {"role": "system", "content": "# *SEARCH/REPLACE block* Rules:"},
+        ]
+    }
+    assert OPENAI_CHAT.turn_end(body) == 2
+    assert OPENAI_CHAT.latest_user_index(body) == 1
+    assert OPENAI_CHAT.turn_end({"messages": [{"role": "user", "content": "hi"}]}) == 1

@@ -177,6 +177,18 @@ class OpenAIChatAdapter(OpenAIAdapterBase):
     def message_count(self, body: Any) -> int:
         return len(_messages(body))
 
+    def turn_end(self, body: Any) -> int:
+        """``message_count`` without trailing system/developer messages: aider 0.86 sends its
+        edit-format reminder as a system message after the user's ask, which is still the
+        turn the model answers (counted with it, no ask of aider's was ever new)."""
+        msgs = _messages(body)
+        end = len(msgs)
+        while (
+            end and isinstance(msgs[end - 1], dict) and msgs[end - 1].get("role") in _SYSTEM_ROLES
+        ):
+            end -= 1
+        return end
+
     def latest_user_index(self, body: Any) -> int | None:
         msgs = _messages(body)
         for i in range(len(msgs) - 1, -1, -1):
