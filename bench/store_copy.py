@@ -1,5 +1,6 @@
 """``ember store copy`` timed: an ember home with N memories (with vectors) to PostgreSQL, again
-(nothing new), and back into a fresh home (issue #24, item 4).
+(nothing new), a second developer's home of the same project into that store in use (a
+merge: every row renumbered), and the store back into a fresh home.
 
 For each size in ``--sizes``: one project of N ~10-word facts (``memory_data.short_memories``)
 with 384-dimension unit vectors (seeded random: the copy moves bytes, it never embeds) and N
@@ -8,7 +9,9 @@ throwaway PostgreSQL 16 with pgvector (``ember.testing.postgres``, on a unix soc
 
 * home -> PostgreSQL (rows COPYed in batches, keyword postings rebuilt, HNSW built once);
 * the same again (every row found already there, nothing written);
-* PostgreSQL -> a fresh home (FTS5 and sqlite-vec rebuilt from the rows).
+* a second home of the same project -> the same store (its numbers all taken: each row
+  gets a new one, its vectors follow it, the keyword postings and HNSW graph grow);
+* PostgreSQL -> a fresh home (FTS5 and sqlite-vec rebuilt from the rows of both homes).
 
 Prints seconds and memories per second per step, and checks the counts of each step.
 
@@ -55,13 +58,16 @@ class SeededEmbedder:
         return out
 
 
-def make_home(home: Path, n: int) -> Path:
+def make_home(home: Path, n: int, second: bool = False) -> Path:
+    """One developer's home: N exchanges and N memories (``second``: another developer's,
+    the same project, other times and facts under the same numbers)."""
     path = home / "projects" / project_dir_name("/src/bench", is_path=True) / "ember.db"
+    shift = 0.5 if second else 0.0
     db = Database(path, PROJECT, log_failures=False)
     try:
         rows = [
-            ExchangeRecord(1.79e9 + i, f"s{i % 50}", "/src/bench", "anthropic", "m", 200, "ok",
-                           False, None, 0.001, "p", 100.0, None).row()
+            ExchangeRecord(1.79e9 + i + shift, f"s{i % 50}", "/src/bench", "anthropic", "m", 200,
+                           "ok", False, None, 0.001, "p", 100.0, None).row()
             for i in range(n)
         ]  # fmt: skip
         db.write(
@@ -78,7 +84,7 @@ def make_home(home: Path, n: int) -> Path:
         db.close()
     store = HierarchicalMemory(path, SeededEmbedder())
     try:
-        facts = short_memories(n)
+        facts = [("their " if second else "") + f for f in short_memories(n)]
         for start in range(0, n, 1000):
             chunk = facts[start : start + 1000]
             store.add_many([NewMemory(f, category="fact") for f in chunk], dedup=False)
@@ -115,19 +121,21 @@ def main() -> None:
     with postgres_server() as server:
         for n in sizes:
             with tempfile.TemporaryDirectory() as tmp, server.fresh_database() as url:
-                home = Path(tmp) / "home"
+                home, other = Path(tmp) / "home", Path(tmp) / "other"
                 make_home(home, n)
+                make_home(other, n, second=True)
                 steps = [
-                    ("home -> postgres", str(home), url),
-                    ("again (nothing new)", str(home), url),
-                    ("postgres -> new home", url, str(Path(tmp) / "back")),
+                    ("home -> postgres", str(home), url, n),
+                    ("again (nothing new)", str(home), url, n),
+                    ("2nd home -> in use", str(other), url, n),
+                    ("postgres -> new home", url, str(Path(tmp) / "back"), 2 * n),
                 ]
-                for label, src, dst in steps:
+                for label, src, dst, rows in steps:
                     seconds, report = timed(src, dst)
                     copied, already = memories(report)
-                    assert copied + already == n, (copied, already)
+                    assert copied + already == rows, (copied, already)
                     print(
-                        f"{n:>9} {label:<22} {seconds:>8.2f} {n / seconds:>11.0f} "
+                        f"{n:>9} {label:<22} {seconds:>8.2f} {rows / seconds:>11.0f} "
                         f"{copied:>8} {already:>8}",
                         flush=True,
                     )

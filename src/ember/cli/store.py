@@ -18,8 +18,13 @@ def store() -> None:
 @store.command("copy")
 @click.option("--from", "source", required=True, metavar="SRC", help="An ember home or a URL.")
 @click.option("--to", "target", required=True, metavar="DST", help="An ember home or a URL.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Do the whole copy, count it, and write nothing: what would be copied and skipped.",
+)
 @json_option
-def copy(source: str, target: str, as_json: bool) -> None:
+def copy(source: str, target: str, dry_run: bool, as_json: bool) -> None:
     """Copy every project, the global store and stats from SRC to DST.
 
     SRC and DST are each an ember home (a folder such as ~/.ember) or a PostgreSQL store
@@ -29,14 +34,27 @@ def copy(source: str, target: str, as_json: bool) -> None:
     pgvector's HNSW, the keyword tables) are rebuilt from the copied rows, never copied.
     Tables of features that do not run on PostgreSQL yet are listed as skipped, with why.
 
-    Idempotent: a row already in the target under its key is kept, so a second run copies
+    Merges: DST may already be in use (a team's server, another developer's home). Rows the
+    store numbers itself (requests, memories, transcript messages, evidence) are found by
+    what identifies them (a memory's id, a request's session and time), never by number: a
+    new one gets a free number in DST and everything pointing at it follows, so each
+    developer's home can be copied into one store, one after the other.
+
+    Idempotent: a row already in the target is kept, so copying the same home again copies
     nothing and says so; a target row that differs is reported as a conflict, never
-    overwritten. The source is only read. Each database is copied in one transaction
-    (holding its write lock: stop the proxies writing to DST first); after a failure, run
-    it again to finish. Exit 0 when every table is verified, 1 otherwise.
+    overwritten (where two homes legitimately differ — one entity per name, learned
+    statistics — the target's row is kept and counted as such). The source is only read.
+    Each database is copied in one transaction (holding its write lock: stop the proxies
+    writing to DST first); after a failure, run it again to finish. Exit 0 when every
+    table is verified, 1 otherwise.
+
+    --dry-run does the same work in the same transactions and rolls them back: per table,
+    how many rows would be copied, are already there, kept or in conflict. A database DST
+    lacks is rehearsed in a throwaway place, never created.
 
     \b
     Examples:
+      ember store copy --from ~/.ember --to postgresql://ember@db:5432/ember --dry-run
       ember store copy --from ~/.ember --to postgresql://ember@db:5432/ember
       ember store copy --from postgresql://ember@db:5432/ember --to ~/ember-backup --json
     """
@@ -44,17 +62,17 @@ def copy(source: str, target: str, as_json: bool) -> None:
 
     src, dst = parse(source), parse(target)
     if as_json:
-        report = copy_store(src, dst)
+        report = copy_store(src, dst, dry_run=dry_run)
         click.echo(json.dumps(report.to_json(), indent=2, default=str))
     else:
-        report = _with_progress(src, dst)
+        report = _with_progress(src, dst, dry_run)
         for line in report.lines():
             click.echo(line)
     if not report.ok:
         raise click.exceptions.Exit(1)
 
 
-def _with_progress(src: Any, dst: Any) -> Any:
+def _with_progress(src: Any, dst: Any, dry_run: bool) -> Any:
     """The copy with a progress bar per table on a terminal (none when piped)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
@@ -72,4 +90,4 @@ def _with_progress(src: Any, dst: Any) -> Any:
                 tasks[key] = bar.add_task(f"{database} {table}", total=total)
             bar.update(tasks[key], completed=done)
 
-        return copy_store(src, dst, progress)
+        return copy_store(src, dst, progress, dry_run=dry_run)

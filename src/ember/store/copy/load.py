@@ -13,8 +13,12 @@ Invariants, and what each prevents:
   is equal, column by column, ``IS NOT DISTINCT FROM``: NULLs equal) or in conflict (the
   target holds another row under its key, or under another unique key): a conflict is
   reported with sample keys, never resolved silently.
-- Identity values are the source's (``OVERRIDING SYSTEM VALUE``): memories keep their seq, so
-  the vectors, evidence and links that point at them stay attached.
+- Keys are the source's (``OVERRIDING SYSTEM VALUE``), except in a table the store numbers
+  itself (``renumber``): there a row found by its natural key keeps the target's number and
+  a new one gets a free one, and every row pointing at it follows, so the vectors, evidence
+  and links of a memory stay attached to it.
+- A row the target holds under its key, different, of a table the target keeps
+  (``policy.TARGET_KEEPS``) is counted as kept, not as a conflict.
 - The source is only read: SQLite in a read-only connection, PostgreSQL in a read-only
   transaction, both one snapshot per database.
 - A NUL character in SQLite text goes to PostgreSQL as U+FFFD, as ember writes it there
@@ -29,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ember.store.copy.catalog import Table, ident
+from ember.store.copy.renumber import Maps, Plan
 from ember.store.pg.connection import Dialect
 
 #: Rows per batch (one COPY, one INSERT ... SELECT, one comparison).
@@ -43,6 +48,8 @@ class Counts:
     copied: int = 0
     already: int = 0
     conflicts: int = 0
+    #: rows the target holds under their key, different, kept (``policy.TARGET_KEEPS``)
+    kept: int = 0
     samples: list[list[Any]] = field(default_factory=list)
 
 
@@ -99,9 +106,17 @@ def source_count(
 
 class Loader:
     """Adds batches to one table of the target, inside the caller's transaction. ``conn``:
-    the raw psycopg connection (PostgreSQL) or the SQLite writer's connection."""
+    the raw psycopg connection (PostgreSQL) or the SQLite writer's connection. ``maps``: the
+    numbers given so far in this database (``renumber``); None copies every key as it is."""
 
-    def __init__(self, conn: Any, dialect: Dialect, table: Table, columns: Sequence[str]) -> None:
+    def __init__(
+        self,
+        conn: Any,
+        dialect: Dialect,
+        table: Table,
+        columns: Sequence[str],
+        maps: Maps | None = None,
+    ) -> None:
         self.conn, self.dialect, self.table = conn, dialect, table
         self.columns = tuple(columns)
         self.counts = Counts()
@@ -109,6 +124,11 @@ class Loader:
         self._name = ident(table.name)
         self._stage = _STAGE if dialect == "postgres" else f"temp.{_STAGE}"
         self._target = self._name if dialect == "postgres" else f"main.{self._name}"
+        self.plan = (
+            None
+            if maps is None
+            else Plan(maps, table, self.columns, stage=self._stage, ref=_STAGE, target=self._target)
+        )
         self._run(f"DROP TABLE IF EXISTS {self._stage}")
         if dialect == "postgres":
             self._run(
@@ -119,6 +139,8 @@ class Loader:
             self._run(
                 f"CREATE TEMP TABLE {_STAGE} AS SELECT {self._cols} FROM {self._target} WHERE 0"
             )
+        for extra in self.plan.extra_columns() if self.plan is not None else ():
+            self._run(f"ALTER TABLE {self._stage} ADD COLUMN {extra} BIGINT")
 
     def _run(self, sql: str) -> Any:
         return self.conn.execute(sql)
@@ -128,13 +150,20 @@ class Loader:
         if not rows:
             return
         self._stage_rows(rows)
+        if self.plan is not None:
+            _, keys = self.plan.prepare(self._run, SAMPLES - len(self.counts.samples))
+            self.counts.samples += keys
         inserted = self._insert()
         same = self._same()
+        kept = self._present() - same if self.plan is not None and self.plan.keeps else 0
         self.counts.copied += inserted
         self.counts.already += same - inserted
-        self.counts.conflicts += len(rows) - same
-        if len(rows) > same and len(self.counts.samples) < SAMPLES:
+        self.counts.kept += kept
+        self.counts.conflicts += len(rows) - same - kept
+        if len(rows) > same + kept and len(self.counts.samples) < SAMPLES:
             self.counts.samples += self._conflicting(SAMPLES - len(self.counts.samples))
+        if self.plan is not None:
+            self.plan.settle(self._run)
         self._run(f"DELETE FROM {self._stage}")
 
     def _stage_rows(self, rows: Sequence[tuple[Any, ...]]) -> None:
@@ -147,7 +176,7 @@ class Loader:
                     copy.write_row(tuple(_pg_value(v) for v in row))
             return
         marks = ", ".join("?" for _ in self.columns)
-        self.conn.executemany(f"INSERT INTO {self._stage} VALUES ({marks})", rows)
+        self.conn.executemany(f"INSERT INTO {self._stage} ({self._cols}) VALUES ({marks})", rows)
 
     def _insert(self) -> int:
         order = ", ".join(ident(c) for c in self.table.key)
@@ -160,6 +189,9 @@ class Loader:
             return int(cur.rowcount)
         self._run(f"INSERT OR IGNORE INTO {self._target} ({self._cols}) {select}")
         return int(self._run("SELECT changes()").fetchone()[0])
+
+    def _on(self) -> str:
+        return " AND ".join(f"s.{ident(c)} = t.{ident(c)}" for c in self.table.key)
 
     def _matched(self) -> str:
         """``FROM stage s JOIN table t`` on the key, with every column equal."""
@@ -174,12 +206,22 @@ class Loader:
         row = self._run(f"SELECT count(*) {self._matched()}").fetchone()
         return int(row[0])
 
+    def _present(self) -> int:
+        """Staged rows whose key the target has (equal or not)."""
+        on = self._on()
+        row = self._run(f"SELECT count(*) FROM {self._stage} s JOIN {self._target} t ON {on}")
+        return int(row.fetchone()[0])
+
     def _conflicting(self, limit: int) -> list[list[Any]]:
-        key = ", ".join(f"s.{ident(c)}" for c in self.table.key)
+        shown = self.plan.shown_key() if self.plan is not None else None
+        key = ", ".join(shown or [f"s.{ident(c)}" for c in self.table.key])
         on = " AND ".join(f"m.{ident(c)} = s.{ident(c)}" for c in self.table.key)
+        present = ""
+        if self.plan is not None and self.plan.keeps:
+            present = f" AND NOT EXISTS (SELECT 1 FROM {self._target} t WHERE {self._on()})"
         found = self._run(
             f"SELECT {key} FROM {self._stage} s WHERE NOT EXISTS (SELECT 1 FROM "
-            f"(SELECT s.* {self._matched()}) m WHERE {on}) LIMIT {int(limit)}"
+            f"(SELECT s.* {self._matched()}) m WHERE {on}){present} LIMIT {int(limit)}"
         ).fetchall()
         return [list(r) for r in found]
 

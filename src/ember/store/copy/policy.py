@@ -16,6 +16,22 @@ Every ordinary table both sides have is copied (``catalog``), except the few nam
   reloads; copying the source's numbers could set them back to a value that process has
   already seen.
 
+And for a merge (a second home into a store already in use), how rows are told apart:
+
+- ``RENUMBERED``: tables whose key is a number the store hands out (``exchanges.id``,
+  ``memories.seq``, ``transcript_messages.seq``...). Two homes each count from 1, so their
+  numbers say nothing about which rows are the same: a row is found by its ``natural`` key
+  (a memory by its id, an exchange by its session and time) and keeps the number it has in
+  the target; a new row gets a number past the target's (``renumber``), and every column
+  that points at it (foreign keys, from the catalog) follows.
+- ``WATERMARKS``: columns that hold a position in a renumbered table with no foreign key to
+  say so (shadow memory's cursors: "read up to transcript seq N"). Mapped to the same place
+  among the copied rows: a session read up to its 40th message stays read up to it.
+- ``TARGET_KEEPS``: tables whose row under a key the target already has stays the target's
+  when the source's differs (one entity per name, a project's shadow activation written
+  once, learned statistics): counted as kept, not as a conflict, since two homes legitimately
+  hold different rows there.
+
 A feature that joins PostgreSQL adds nothing anywhere unless one of its tables is kept by
 a trigger or is an index: ``tests/store/copy/test_policy.py`` fails for a table a trigger
 writes that is not named here or by its feature, and for a table of the PostgreSQL schemas
@@ -25,6 +41,8 @@ that the copy would neither copy nor name.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Literal
 
 from ember.store.migrations import Migration
 
@@ -40,6 +58,66 @@ DERIVED: dict[str, str] = {
 OWNED_ROWS: dict[str, tuple[str, frozenset[str]]] = {
     "memory_meta": ("key", frozenset({"vector_changes", "vector_added", "vector_generation"})),
 }
+
+
+@dataclass(frozen=True)
+class Renumbered:
+    """A table whose ``key`` the store hands out; ``natural``: the columns that say which
+    row it is in any store (empty: every column but the key); ``nocase``: those of them
+    compared without case (as their unique index does)."""
+
+    key: str
+    natural: tuple[str, ...] = ()
+    nocase: tuple[str, ...] = ()
+
+
+RENUMBERED: dict[str, Renumbered] = {
+    "exchanges": Renumbered("id", ("session_id", "ts")),
+    "memories": Renumbered("seq", ("id",)),
+    "transcript_messages": Renumbered("seq", ("id",)),
+    "memory_entities": Renumbered("id", ("name",), nocase=("name",)),
+    "memory_relationships": Renumbered("id", ("source_id", "relation", "target_id")),
+    "memory_evidence": Renumbered("id"),
+    "shadow_proposal_evidence": Renumbered("id"),
+    "steward_fact_evidence": Renumbered("id"),
+}
+
+#: "through": the last position read (inclusive); "from": the first one of a range
+Edge = Literal["through", "from"]
+
+#: table -> column -> (the renumbered table it is a position in, which edge)
+WATERMARKS: dict[str, dict[str, tuple[str, Edge]]] = {
+    "shadow_activation": {"through_seq": ("transcript_messages", "through")},
+    "shadow_cursors": {"baseline_seq": ("transcript_messages", "through")},
+    "shadow_starts": {"through_seq": ("transcript_messages", "through")},
+    "steward_digested": {"through_seq": ("transcript_messages", "through")},
+    "shadow_memory_runs": {
+        "from_seq": ("transcript_messages", "from"),
+        "through_seq": ("transcript_messages", "through"),
+    },
+    "steward_runs": {
+        "from_seq": ("transcript_messages", "from"),
+        "through_seq": ("transcript_messages", "through"),
+    },
+}
+
+#: table -> why the target's row under a key stays when the source's differs
+TARGET_KEEPS: dict[str, str] = {
+    "memory_entities": "one entity per name: the target's, which its links point at",
+    "shadow_activation": "written once per project: the target's watermark stays",
+    "shaping_state": "learned shaping state: the target's stays",
+    "toin_meta": "this store's own identity and marks",
+    "toin_patterns": "learned statistics: the target's stay",
+    "traffic_sightings": "a fact seen in both homes: the target's count stays",
+}
+
+#: tables keyed by a fixed number that is not handed out (one row per database)
+FIXED_KEYS = frozenset({"shadow_activation"})
+
+
+def after() -> dict[str, frozenset[str]]:
+    """The tables each table must be copied after for its watermarks to be mapped."""
+    return {t: frozenset(p for p, _ in cols.values()) for t, cols in WATERMARKS.items()}
 
 
 def copied(name: str) -> bool:

@@ -16,10 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ember.features import registered
-from ember.store.copy import catalog, policy
+from ember.store.copy import catalog, policy, rehearsal
 from ember.store.copy.catalog import Table, ident
 from ember.store.copy.ends import (
-    PG_HOME,
     CopyError,
     End,
     Unit,
@@ -28,28 +27,29 @@ from ember.store.copy.ends import (
     target_schema,
 )
 from ember.store.copy.load import Loader, source_count, source_rows
+from ember.store.copy.renumber import Maps
 from ember.store.copy.report import CopyReport, TableReport, UnitReport
 from ember.store.copy.source import Source, unreachable
-from ember.store.database import Database
-from ember.store.migrations import Schema
 from ember.store.pg.catalog import COMMENT
 from ember.store.pg.connection import Dialect
-from ember.store.schema import PROJECT, STATS, for_postgres
 
 #: (database, table, rows done, rows in all): called as batches land.
 Progress = Callable[[str, str, int, int], None]
 
 
-def copy_store(src: End, dst: End, progress: Progress | None = None) -> CopyReport:
+def copy_store(
+    src: End, dst: End, progress: Progress | None = None, *, dry_run: bool = False
+) -> CopyReport:
     """Copy every database of ``src`` into ``dst``. ``CopyError`` for ends that cannot be
     used (the same end twice, not an ember home, a server that cannot be reached); a
-    database that fails is reported (``UnitReport.error``) and the others still copied."""
+    database that fails is reported (``UnitReport.error``) and the others still copied.
+    ``dry_run``: the same work, counted, then rolled back (``rehearsal``)."""
     if same(src, dst):
         raise CopyError(f"--from and --to are the same store ({src}): nothing to copy")
     if dst.home is not None:
         check_target_home(dst.home)
     started = time.monotonic()
-    report = CopyReport(str(src), str(dst))
+    report = CopyReport(str(src), str(dst), dry_run=dry_run)
     with Source(src) as source:
         units = source.units()
         if not units:
@@ -60,7 +60,7 @@ def copy_store(src: End, dst: End, progress: Progress | None = None) -> CopyRepo
         if dst.url is not None:
             _probe(dst.url)
         for unit in units:
-            report.units.append(_copy_unit(source, unit, dst, progress))
+            report.units.append(_copy_unit(source, unit, dst, progress, dry_run))
     report.seconds = time.monotonic() - started
     return report
 
@@ -78,41 +78,30 @@ def _probe(url: str) -> None:
         raise unreachable(url, exc) from None
 
 
-def _owner(unit: Unit, dst: End) -> Database:
-    schema: Schema = STATS if unit.kind == "stats" else PROJECT
-    if dst.url is not None:
-        from ember.store.pg.database import PgDatabase
-
-        return PgDatabase(
-            PG_HOME / unit.rel,
-            for_postgres(schema),
-            url=dst.url,
-            schema_name=target_schema(unit),
-            log_failures=False,
-        )
-    assert dst.home is not None
-    return Database(dst.home / unit.rel, schema, vec=True, log_failures=False)
-
-
-def _copy_unit(source: Source, unit: Unit, dst: End, progress: Progress | None) -> UnitReport:
+def _copy_unit(
+    source: Source, unit: Unit, dst: End, progress: Progress | None, dry_run: bool
+) -> UnitReport:
     target = target_schema(unit) if dst.url is not None else str(dst.home) + "/" + str(unit.rel)
     out = UnitReport(unit.name, unit.kind, str(unit.schema or unit.rel), target)
     started = time.monotonic()
-    db = _owner(unit, dst)
     try:
-        with source.snapshot(unit) as (src_conn, src_schema):
+        with (
+            rehearsal.target(unit, dst, dry_run) as (db, schema),
+            source.snapshot(unit) as (src_conn, src_schema),
+        ):
 
             def job(conn: Any) -> tuple[list[TableReport], dict[str, int]]:
-                copier = _Copier(source.dialect, src_conn, src_schema, unit, progress)
-                return copier.run(conn, dst.url is not None)
+                copier = _Copier(source.dialect, src_conn, src_schema, unit, progress, schema)
+                done = copier.run(conn, dst.url is not None, dry_run)
+                if dry_run:
+                    raise rehearsal.Rehearsed(done)
+                return done
 
-            out.tables, out.rebuilt = db.write(job, exclusive=True, label="store copy")
+            out.tables, out.rebuilt = rehearsal.written(db, job)
     except CopyError:
         raise
     except Exception as exc:
         out.error = f"{type(exc).__name__}: {exc}"
-    finally:
-        db.close()
     out.seconds = time.monotonic() - started
     return out
 
@@ -127,9 +116,11 @@ class _Copier:
         src_schema: str | None,
         unit: Unit,
         progress: Progress | None,
+        schema: str | None,
     ) -> None:
+        """``schema``: the target's schema (PostgreSQL), else None."""
         self.src, self.src_dialect, self.src_schema = src, dialect, src_schema
-        self.unit, self.progress = unit, progress
+        self.unit, self.progress, self.schema = unit, progress, schema
         features = registered()
         self.derived = dict(policy.DERIVED)
         for f in features:
@@ -139,24 +130,28 @@ class _Copier:
             (f.name, f.postgres, (*f.project_migrations(), *f.stats_migrations())) for f in features
         )
 
-    def run(self, conn: Any, postgres: bool) -> tuple[list[TableReport], dict[str, int]]:
+    def run(
+        self, conn: Any, postgres: bool, dry_run: bool = False
+    ) -> tuple[list[TableReport], dict[str, int]]:
         raw = conn.raw if postgres else conn
         dialect: Dialect = "postgres" if postgres else "sqlite"
         if postgres:
             raw.execute("SET LOCAL statement_timeout = 0")  # an index build may take a while
             self._name_schema(raw)
-        mine = catalog.tables(raw, dialect, target_schema(self.unit) if postgres else None)
+        mine = catalog.tables(raw, dialect, self.schema)
         theirs = catalog.tables(self.src, self.src_dialect, self.src_schema)
         reports = self._skipped(mine, theirs)
         both = [mine[n] for n in mine.keys() & theirs.keys() if policy.copied(n)]
         both = [t for t in both if t.name not in self.derived]
-        for table in catalog.ordered(both):
-            reports.append(self._table(raw, dialect, table, theirs[table.name]))
+        maps = Maps(raw.execute, dialect)
+        for table in catalog.ordered(both, policy.after()):
+            reports.append(self._table(raw, dialect, table, theirs[table.name], maps, dry_run))
+        maps.drop()
         copied = {r.table: r.copied for r in reports}
         rebuilt: dict[str, int] = {}
         for rebuild in self.rebuilds:
             rebuilt.update(rebuild(conn, copied))
-        made = catalog.tables(raw, dialect, target_schema(self.unit) if postgres else None)
+        made = catalog.tables(raw, dialect, self.schema)
         said = {r.table for r in reports}
         reports += [
             TableReport(n, skipped=self.derived[n])
@@ -184,16 +179,19 @@ class _Copier:
     def _name_schema(self, raw: Any) -> None:
         """Record the project's folder on its schema (``pg.catalog.project_folder`` reads it)."""
         if self.unit.kind == "project":
+            assert self.schema is not None
             text = (COMMENT + self.unit.rel.parent.name).replace("'", "''")
-            raw.execute(f"COMMENT ON SCHEMA {ident(target_schema(self.unit))} IS '{text}'")
+            raw.execute(f"COMMENT ON SCHEMA {ident(self.schema)} IS '{text}'")
 
-    def _table(self, raw: Any, dialect: Dialect, table: Table, theirs: Table) -> TableReport:
+    def _table(
+        self, raw: Any, dialect: Dialect, table: Table, theirs: Table, maps: Maps, dry_run: bool
+    ) -> TableReport:
         owned = policy.OWNED_ROWS.get(table.name)
         columns = [c for c in table.columns if c in theirs.columns]
         out = TableReport(table.name)
         out.unmatched_columns = [c for c in theirs.columns if c not in table.columns]
         out.source = source_count(self.src, self.src_dialect, theirs, owned, self.src_schema)
-        loader = Loader(raw, dialect, table, columns)
+        loader = Loader(raw, dialect, table, columns, maps)
         for batch in source_rows(
             self.src, self.src_dialect, theirs, columns, owned, self.src_schema
         ):
@@ -204,8 +202,8 @@ class _Copier:
         loader.close()
         counts = loader.counts
         out.copied, out.already, out.conflicts = counts.copied, counts.already, counts.conflicts
-        out.conflict_keys = counts.samples
-        if dialect == "postgres" and counts.copied:
+        out.kept, out.conflict_keys = counts.kept, counts.samples
+        if dialect == "postgres" and counts.copied and not dry_run:
             _move_identity(raw, table)
         row = raw.execute(f"SELECT count(*) FROM {ident(table.name)}").fetchone()
         out.target_after = int(row[0])
