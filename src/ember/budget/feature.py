@@ -54,5 +54,6 @@ FEATURE = Feature(
     flat_settings=True,
     banner=_banner,
     views=later("ember.budget.views:views"),
+    project_migrations=later("ember.budget.schema:migrations"),
     postgres=True,
 )

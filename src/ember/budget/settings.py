@@ -36,6 +36,10 @@ class BudgetSettings(BaseModel):
     #: 429 saying which limit, told not to retry) instead of only warning. Off by default: a
     #: limit should never stop someone's work unless they asked for that.
     budget_refuse: bool = False
+    #: With ``budget_refuse``, what each request holds of its project's limits while it runs
+    #: (dollars), so proxies sharing a store never admit the same room twice. Unset: an
+    #: estimate of the request (``ember.budget.estimate``).
+    budget_reserve_usd: float | None = Field(default=None, ge=0)
     #: Limits of named projects, e.g. ``[budget_projects."/home/me/api"]`` then
     #: ``daily_usd = 5``; in the environment, a JSON object.
     budget_projects: dict[str, ProjectLimits] = Field(default_factory=dict)

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.text import Text
 
+from ember.budget import report as spend_limits
+from ember.budget.settings import BudgetSettings
 from ember.cli import access, render, stats_projects, stats_savings
 from ember.cli.invocation import ember_command
 from ember.cli.losses import problem_line
@@ -77,14 +79,16 @@ def stats(
     memory tool rounds, learn) are listed apart, by origin, never in a session's totals.
     Shadow memory may spend, over the last 7 days, EMBER_SHADOW_MAX_SHARE of what the
     project's clients spent plus a small allowance (in weighted tokens when a model has no
-    price); the last line says how much of that is spent.
+    price); a line at the end says how much of that is spent. With a spend limit
+    (budget_daily_usd, budget_monthly_usd), a line per limit says what was spent, what
+    requests in flight on any proxy hold of it, and the limit; --json has it as "budget".
     """
     settings = load_settings(config_file)
     ref = project_from_cli(project_id, str(cwd) if cwd else None, settings.project_identity)
     path = ref.db_path(settings.home) if ref else stats_db_path(settings.home)
     gather = _from_postgres if settings.store_url is not None else _from_file
     since = window_start(days) if days is not None else None
-    report = gather(settings, path, ref is not None, limit, since)
+    report = gather(settings, path, ref.identity if ref else None, limit, since)
     if report.found:
         report.savings = build(
             report.savings_rows, settings.price_table(), stats_savings.output_rates(settings), since
@@ -98,6 +102,8 @@ def stats(
         out["ember_spend"] = report.own
         if report.budget is not None:
             out["shadow_budget"] = spend.describe(report.budget)
+        if report.limits is not None:
+            out["budget"] = report.limits
         if report.asks is not None:
             out["memory_asks"] = dataclasses.asdict(report.asks)
         if problem is not None:
@@ -114,6 +120,8 @@ def stats(
         render.say(*stats_savings.sentence(report.savings.to_json(days), window))
     missing = None if report.found else report.missing
     _print(report.where, missing, report.rows, report.own, report.budget, problem)
+    for line in spend_limits.sentences(report.limits) if report.limits else ():
+        render.say(line, out=render.console())
     if not report.rows:
         for line in stats_projects.listing(others):
             click.echo(line)
@@ -131,6 +139,8 @@ class _Report:
     rows: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     own: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     budget: Budget | None = None
+    #: where the project stands against its spend limits (``ember.budget.report``), if any
+    limits: dict[str, Any] | None = None
     asks: AskCounts | None = None
     savings_rows: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     savings: Ledger | None = None
@@ -148,8 +158,9 @@ def _shown(rows: list[dict[str, Any]], since: float | None, limit: int) -> list[
 
 
 def _from_file(
-    settings: Settings, path: Path, project: bool, limit: int, since: float | None
+    settings: Settings, path: Path, identity: str | None, limit: int, since: float | None
 ) -> _Report:
+    project = identity is not None
     missing = (
         access.no_data(path)
         if project
@@ -162,6 +173,7 @@ def _from_file(
         with access.database(path, PROJECT if project else STATS) as db:
             report.budget = _budget(db, settings) if project else db.read(lambda c: None)
             report.asks = db.read(ask_counts) if project else None
+            report.limits = _limits(db, settings, identity)
             report.savings_rows = db.read(lambda c: savings_rows(c, since))
         with access.one_shot(path):
             report.rows = _shown(session_totals(path), since, limit)
@@ -170,10 +182,11 @@ def _from_file(
 
 
 def _from_postgres(
-    settings: Settings, path: Path, project: bool, limit: int, since: float | None
+    settings: Settings, path: Path, identity: str | None, limit: int, since: float | None
 ) -> _Report:
     """The same report from the project's schema on PostgreSQL (``store_url``), memory's
-    asks and the shadow budget included (both features run there)."""
+    asks, the shadow budget and the spend limits included (those features run there)."""
+    project = identity is not None
     with access.pg_database(settings, path, PROJECT if project else STATS) as db:
         report = _Report(db.where, db.exists(), "")
         report.missing = f"No sessions recorded: {report.where} does not exist yet."
@@ -183,6 +196,7 @@ def _from_postgres(
             report.savings_rows = db.read(lambda c: savings_rows(c, since))
             report.asks = db.read(ask_counts) if project else None
             report.budget = _budget(db, settings) if project else None
+            report.limits = _limits(db, settings, identity)
     return report
 
 
@@ -218,6 +232,14 @@ def _budget(db: Database, settings: Settings) -> Budget:
         float(settings.section("shadow").shadow_allowance_tokens),
     )
     return db.read(lambda c: spend.project_budget(c, share, allowance, settings.price_table()))
+
+
+def _limits(db: Database, settings: Settings, identity: str | None) -> dict[str, Any] | None:
+    """The project's standing against its spend limits: spent, held by requests in flight
+    on any proxy, each limit; None without a project or a limit."""
+    if identity is None:
+        return None
+    return spend_limits.read(db, settings.section(BudgetSettings), identity)
 
 
 _TOKENS = ("input", "cache\nread", "cache\nwrite", "output")

@@ -239,11 +239,12 @@ function budgetStanding() {
 }
 
 function renderBudget(view, b) {
-  const rows = b.limits.map((l) => ({ ...l, share: l.limit_usd ? l.spent_usd / l.limit_usd : 1 }));
+  const rows = b.limits.map((l) => ({ ...l, share: l.limit_usd ? (l.spent_usd + (l.reserved_usd || 0)) / l.limit_usd : 1 }));
   view.prepend(h("div", { class: "panel", id: "budget" }, h("h2", {}, "Budget"),
     rows.length ? table([
       { title: "limit", value: (r) => `${r.period === "day" ? "daily" : "monthly"} (${r.setting})` },
       { title: "spent", num: true, value: (r) => usd(r.spent_usd) },
+      { title: "held in flight", num: true, value: (r) => (r.reserved_usd ? `${usd(r.reserved_usd)} (${int(b.in_flight)} req.)` : "—") },
       { title: "of", num: true, value: (r) => usd(r.limit_usd) },
       { title: "share", num: true, value: (r) => pct(r.share) },
       { title: "state", value: (r) => h("span", { class: "tag" + (r.state === "ok" ? " good" : " warn") },
