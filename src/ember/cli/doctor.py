@@ -145,8 +145,8 @@ def _examine(home: Path, target: Path | None) -> list[Finding]:
     except OSError as exc:
         raise StorageError(
             f"the doctor cannot open {exc.filename} ({exc.strerror}): it opens each database's "
-            "lock file to tell whether a proxy has it open; run it as the user who owns "
-            "EMBER_HOME, or fix the permissions of EMBER_HOME's files"
+            "lock file to tell whether a proxy has it open; run `ember doctor` as the user who "
+            "owns EMBER_HOME, or fix the permissions of EMBER_HOME's files first"
         ) from exc
 
 

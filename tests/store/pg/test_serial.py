@@ -4,6 +4,7 @@ a TOIN pattern lose nothing when two proxies write them at the same moment."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -113,7 +114,13 @@ def test_a_lessons_sightings_add_up(
 ) -> None:
     dbs = owners(tmp_path / "projects" / "acme-0123456789abcdef" / "ember.db")
     book = Sightings(min_evidence={c: 10**6 for c in MIN_EVIDENCE})  # never handed out
-    obs = Observation(Category.ENVIRONMENT, "k", "fact", (Evidence("tool-verified", "m"),))
-    _race(dbs, lambda c: book.record(c, [obs], 1000.0))
+    seen = itertools.count()
+
+    def sighting(conn: Any) -> object:
+        # each sighting rests on a message of its own: one message counts once
+        evidence = (Evidence("tool-verified", f"m{next(seen)}"),)
+        return book.record(conn, [Observation(Category.ENVIRONMENT, "k", "fact", evidence)], 1000.0)
+
+    _race(dbs, sighting)
     entry = dbs[0].read(lambda c: load(c, "k"))
     assert entry is not None and entry.count == PROXIES * EACH
