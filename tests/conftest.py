@@ -81,6 +81,7 @@ def make_stack(tmp_path: Path) -> Iterator[StackFactory]:
                 env={"EMBER_HOME": str(tmp_path / "home")},
                 anthropic_url=upstream,
                 openai_url=upstream + "/v1",
+                gemini_url=overrides.pop("gemini_url", upstream),
                 **overrides,
             )
             features = None if stages == "features" else stages

@@ -105,7 +105,7 @@ def test_an_unbound_adapter_reads_the_model_from_the_body() -> None:
 def test_reads_system_asks_and_function_responses() -> None:
     assert GEMINI.system_text(BODY) == "You are a coding agent."
     assert GEMINI.message_count(BODY) == 4
-    assert GEMINI.first_user_text(BODY) == SESSION_CONTEXT
+    assert GEMINI.first_user_text(BODY) == "list the files"  # the context is not the ask
     assert GEMINI.leading_user_texts(BODY, 3) == [SESSION_CONTEXT, "list the files", ""]
     assert GEMINI.latest_user_index(BODY) == 1  # responses alone continue the model's turn
     assert GEMINI.user_text(BODY, 1) == "list the files"

@@ -211,10 +211,20 @@ class GeminiAdapter(AdapterBase):
         return gp.text_of(items[index]) if 0 <= index < len(items) else ""
 
     def first_user_text(self, body: Any) -> str | None:
+        """The user's first words: the first user text left once Gemini CLI's
+        ``<session_context>`` is taken out (that block is the same for every session begun in
+        a directory on a day, so as the first words it made all of them one session); the
+        first user text as it is when no user content holds anything else."""
+        first: str | None = None
         for c in gp.contents(body):
-            if isinstance(c, dict) and gp.role(c) == "user":
-                return gp.text_of(c)
-        return None
+            if not (isinstance(c, dict) and gp.role(c) == "user"):
+                continue
+            text = gp.text_of(c)
+            words = gp.SESSION_CONTEXT.sub("", text).strip()
+            if words:
+                return words
+            first = text if first is None else first
+        return first
 
     def leading_user_texts(self, body: Any, count: int) -> list[str]:
         users = (c for c in gp.contents(body) if isinstance(c, dict) and gp.role(c) == "user")

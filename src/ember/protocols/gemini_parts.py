@@ -19,12 +19,17 @@ numbered them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
 from ember.protocols.base import structured_error
 from ember.protocols.jsonedit import dumps
 
+#: Gemini CLI's context block, which opens a session's first user content: the date, the
+#: system, the workspace and its file tree -- the same for every session begun in a directory
+#: on one day, and never the user's words.
+SESSION_CONTEXT = re.compile(r"<session_context>.*?</session_context>", re.DOTALL)
 #: The roles a user-side turn has: an ask, or the results of the model's calls.
 USER_ROLES = ("user", "function")
 #: Keys of a function response's ``response`` that hold its output as a string, in the order

@@ -24,7 +24,7 @@ SHELL_TOOLS = ("Bash", "shell", "exec_command", "run_shell_command", "local_shel
 def command_replies(body: dict[str, Any], path: str) -> Reply | None:
     """The call of the shell tool for a ``run: `...` `` ask; a sentence once its result is
     back; None for any other request."""
-    conversation = body.get("messages") or body.get("input") or []
+    conversation = body.get("messages") or body.get("input") or body.get("contents") or []
     if not isinstance(conversation, list) or not conversation:
         return None
     turn = [m for m in conversation if not (isinstance(m, dict) and m.get("role") == "system")]
@@ -49,14 +49,15 @@ def _is_tool_result(item: Any) -> bool:
         return False
     if item.get("role") == "tool" or str(item.get("type", "")).endswith("_call_output"):
         return True
-    content = item.get("content")
+    content = item.get("content", item.get("parts"))  # a Gemini content has parts
     return isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+        isinstance(b, dict) and (b.get("type") == "tool_result" or "functionResponse" in b)
+        for b in content
     )
 
 
 def _text(item: Any) -> str:
-    content = item.get("content") if isinstance(item, dict) else item
+    content = item.get("content", item.get("parts")) if isinstance(item, dict) else item
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -70,11 +71,18 @@ def _shell_tool(tools: list[Any]) -> tuple[str, dict[str, Any]] | None:
         if not isinstance(t, dict):
             continue
         inner = t.get("function")
-        fn: dict[str, Any] = inner if isinstance(inner, dict) else t
-        name = fn.get("name")
-        if name in SHELL_TOOLS:
-            schema = fn.get("input_schema") or fn.get("parameters") or {}
-            return name, schema if isinstance(schema, dict) else {}
+        declared = t.get("functionDeclarations")  # Gemini: several functions a tool
+        fns = declared if isinstance(declared, list) else [inner if isinstance(inner, dict) else t]
+        for fn in fns:
+            name = fn.get("name") if isinstance(fn, dict) else None
+            if name in SHELL_TOOLS:
+                schema = (
+                    fn.get("input_schema")
+                    or fn.get("parameters")
+                    or fn.get("parametersJsonSchema")
+                    or {}
+                )
+                return name, schema if isinstance(schema, dict) else {}
     return None
 
 

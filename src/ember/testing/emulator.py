@@ -1,5 +1,6 @@
 """The provider emulator: one ASGI app speaking Anthropic Messages, OpenAI Chat and Responses
-(over HTTP, and Responses over WebSocket too: ``ws_endpoint``).
+(over HTTP, and Responses over WebSocket too: ``ws_endpoint``) and Google's Gemini
+(``endpoints_gemini``).
 
 Point the official SDKs (directly, or through the proxy under test) at it, script what the
 "model" answers, then assert on :attr:`Emulator.requests` (the exact bytes that arrived) and on
@@ -24,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ember.testing import endpoints, ws_endpoint
+from ember.testing import endpoints, endpoints_gemini, ws_endpoint
 from ember.testing.asgi_io import (
     Receive,
     Scope,
@@ -86,7 +87,9 @@ class Emulator:
 
     ``anthropic_min_tokens`` overrides the per-model minimum cacheable prefix (an int for every
     model, or a mapping of model-name prefixes merged into the default table);
-    ``openai_min_tokens`` / ``openai_step`` set OpenAI's automatic caching thresholds.
+    ``openai_min_tokens`` / ``openai_step`` set OpenAI's automatic caching thresholds,
+    ``gemini_min_tokens`` / ``gemini_step`` Gemini's implicit ones (1024: Gemini 2.5 Flash's
+    documented minimum).
     ``latency`` is a fixed delay before every model answer (0 for benchmarks).
     ``verify_thinking_signatures`` makes a modified thinking block in the latest assistant turn
     a 400, as on the real API.
@@ -99,6 +102,8 @@ class Emulator:
         anthropic_min_tokens: Mapping[str, int] | int | None = None,
         openai_min_tokens: int = 1024,
         openai_step: int = 128,
+        gemini_min_tokens: int = 1024,
+        gemini_step: int = 128,
         latency: float = 0.0,
         verify_thinking_signatures: bool = True,
     ) -> None:
@@ -119,6 +124,7 @@ class Emulator:
         self.log: RequestLog | None = None
         self.anthropic_cache = AnthropicCache(anthropic_min_tokens)
         self.openai_cache = OpenAICache(openai_min_tokens, openai_step)
+        self.gemini_cache = OpenAICache(gemini_min_tokens, gemini_step)
 
     # -- recordings -------------------------------------------------------------------------
 
@@ -202,6 +208,7 @@ class Emulator:
         with self._lock:
             self.anthropic_cache.clear()
             self.openai_cache.clear()
+            self.gemini_cache.clear()
 
     def commit_anthropic(self, prompt: AnthropicPrompt, api_key: str) -> AnthropicUsage:
         with self._lock:
@@ -213,6 +220,11 @@ class Emulator:
             return self.openai_cache.evaluate(
                 str(body["model"]), tokens, self.now(), str(key or ""), api_key
             )
+
+    def commit_gemini(self, model: str, tokens: Sequence[str], api_key: str) -> int:
+        """``cachedContentTokenCount`` for a Gemini prompt; commits its prefixes."""
+        with self._lock:
+            return self.gemini_cache.evaluate(model, tokens, self.now(), "", api_key)
 
     def turn(self, model: str, reply: Reply, body: dict[str, Any]) -> Turn:
         return Turn(next(self._serial), model, reply, int(time.time()), body)
@@ -246,8 +258,9 @@ class Emulator:
         if request.method == "GET" and request.path == "/healthz":
             pending = endpoints.Pending(None, lambda: (json_response(200, {"status": "ok"}), None))
         else:
-            handler = _ROUTES.get((request.method, request.path), endpoints.not_found)
-            pending = handler(self, request)
+            handler = _ROUTES.get((request.method, request.path))
+            handler = handler or endpoints_gemini.route(request.method, request.path)
+            pending = (handler or endpoints.not_found)(self, request)
         try:
             await self._answer(pending, receive, send)
         finally:

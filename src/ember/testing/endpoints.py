@@ -31,6 +31,7 @@ from ember.testing.render_common import (
     openai_error,
     reply_headers,
 )
+from ember.testing.render_gemini import gemini_error
 from ember.testing.replies import Reply, default_thinking, signature_is_valid
 
 if TYPE_CHECKING:
@@ -343,6 +344,8 @@ def responses_socket(emu: Emulator, request: RecordedRequest) -> Pending:
 def not_found(emu: Emulator, request: RecordedRequest) -> Pending:
     """Any other route: 404 in the shape of whichever protocol the caller seems to speak."""
     message = f"Not found: {request.method} {request.path}"
+    if request.header("x-goog-api-key") is not None or request.path.startswith("/v1beta/"):
+        return _now(gemini_error(404, message))
     if request.header("x-api-key") is not None or request.header("anthropic-version") is not None:
         return _now(anthropic_error(404, message, "not_found_error"))
     return _now(openai_error(404, message, "invalid_request_error"))

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
+from ember.testing.endpoints_gemini import path_model
 from ember.testing.shadow import facts_in, shadow_path
 
 if TYPE_CHECKING:
@@ -52,7 +53,8 @@ def entry(
 ) -> dict[str, Any]:
     """The log line of one request (see the module docstring for its fields)."""
     body = _body(request)
-    model = body.get("model")
+    in_path, streams = path_model(request.path)  # Gemini names both in the path
+    model = body.get("model", in_path)
     path = shadow_path(body)
     reply = pending.reply if pending is not None else None
     facts = facts_in(reply) if reply is not None and not reply.is_error and path else 0
@@ -64,7 +66,7 @@ def entry(
         "method": request.method,
         "path": request.path,
         "model": model if isinstance(model, str) else None,
-        "stream": stream or body.get("stream") is True,
+        "stream": stream or streams or body.get("stream") is True,
         "shadow": path or "none",
         "facts": facts,
         "usage": dataclasses.asdict(usage) if usage is not None else None,

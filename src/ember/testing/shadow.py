@@ -58,13 +58,14 @@ def _text(content: Any) -> str:
 
 def question_of(body: dict[str, Any]) -> str | None:
     """The shadow question of a request, or None when it is not one."""
-    conversation = body.get("messages") or body.get("input") or []
+    conversation = body.get("messages") or body.get("input") or body.get("contents") or []
     if isinstance(conversation, str):  # Responses' input may be a bare string
         conversation = [{"role": "user", "content": conversation}]
     if not isinstance(conversation, list) or not conversation:
         return None
     last = conversation[-1]
-    text = _text(last.get("content")) if isinstance(last, dict) else ""
+    # a message's content, or a Gemini content's parts
+    text = _text(last.get("content", last.get("parts"))) if isinstance(last, dict) else ""
     return text if any(m in text for m in _MARKERS) else None
 
 
@@ -95,11 +96,16 @@ def facts_in(reply: Reply) -> int:
 def _tool_names(body: dict[str, Any]) -> set[str]:
     names = set()
     for tool in body.get("tools") or []:
-        if isinstance(tool, dict):
-            fn = tool.get("function")
-            name = fn.get("name") if isinstance(fn, dict) else tool.get("name")
-            if isinstance(name, str):
-                names.add(name)
+        if not isinstance(tool, dict):
+            continue
+        declared = tool.get("functionDeclarations")  # Gemini: several functions a tool
+        for d in declared if isinstance(declared, list) else []:
+            if isinstance(d, dict) and isinstance(d.get("name"), str):
+                names.add(d["name"])
+        fn = tool.get("function")
+        name = fn.get("name") if isinstance(fn, dict) else tool.get("name")
+        if isinstance(name, str):
+            names.add(name)
     return names
 
 
