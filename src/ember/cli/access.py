@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from ember.errors import EmberError, StorageError
 from ember.store.database import Database
-from ember.store.health import Health, State, classify
+from ember.store.health import ON_POSTGRES, Health, State, classify
 from ember.store.home import check_folders, check_readable, check_writable
 from ember.store.migrations import Schema
 
@@ -146,7 +146,8 @@ def _reworded(exc: BaseException, path: Path | str, health: Health | None) -> St
     if found is None:
         return None
     state, detail = found
-    return StorageError(f"{path} {_ONE_SHOT[state].format(detail=detail, path=path)}")
+    words = _PG_ONE_SHOT if str(path).startswith(ON_POSTGRES) else _ONE_SHOT
+    return StorageError(f"{path} {words[state].format(detail=detail, path=path)}")
 
 
 def _file_failure(exc: BaseException) -> tuple[State, str] | None:
@@ -180,4 +181,20 @@ _ONE_SHOT: dict[State, str] = {
     "unreachable": "cannot be reached ({detail}); check that the PostgreSQL server of store_url "
     "is running and reachable from here, then run the command again (`ember doctor` checks "
     "the server)",
+}
+
+#: The same for a schema of a PostgreSQL store: the server's and the role's problems, never
+#: a file's (there is none to make writable).
+_PG_ONE_SHOT: dict[State, str] = {
+    **_ONE_SHOT,
+    "corrupt": "failed ({detail}); `ember doctor` checks the server",
+    "unwritable": "may not be written by the role of store_url ({detail}); `ember store init "
+    "URL` prints the SQL a database administrator runs to grant it, or point store_url at "
+    "the primary if this server is a read-only standby, then run the command again",
+    "full": "cannot grow: the server's disk is full ({detail}); its administrator must free "
+    "space, then run the command again",
+    "ioerr": "hit an I/O error on the server ({detail}); see the server's log, then run the "
+    "command again (`ember doctor` checks the server)",
+    "busy": "is busy on the server ({detail}: too many connections, or a lock held); run the "
+    "command again once it is free",
 }

@@ -1,18 +1,64 @@
-"""``ember store``: the store as a whole (``copy`` between an ember home and PostgreSQL)."""
+"""``ember store``: the store as a whole — ``init`` (a PostgreSQL database made ready),
+``copy`` (between ember homes and PostgreSQL, merging), ``prune`` (retention)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import click
 
-from ember.cli.options import json_option
+from ember.cli.options import config_option, json_option
 
 
 @click.group()
 def store() -> None:
-    """The store as a whole: move it between SQLite files and PostgreSQL."""
+    """The store as a whole: set up PostgreSQL, copy and merge stores, prune old rows."""
+
+
+@store.command("init")
+@click.argument("url", required=False, metavar="[URL]")
+@config_option
+def init(url: str | None, config_file: Path | None) -> None:
+    """Make a PostgreSQL database ready for ember: the second of two setup steps.
+
+    URL is the store's postgresql://user:password@host:5432/database (default: store_url,
+    EMBER_STORE_URL). A password may be written as it is, '@', ':' and '/' included. The
+    command checks, and makes what the URL's role may make: the server, pgvector in the
+    database, the right to create a schema per project, ember's home schema.
+
+    What the role may not do (create the extension, be granted a right, a database or a
+    role that is missing) is printed as the exact SQL a database administrator runs, and
+    the command exits 1. The output is a psql script: pipe it to `psql` as an
+    administrator, then run `ember store init` again. The password is never printed.
+
+    \b
+    Examples:
+      ember store init 'postgresql://ember:p@ss:w/rd@db.internal:5432/ember'
+      ember store init | sudo -u postgres psql -d ember
+    """
+    from ember.config import load_settings
+    from ember.store.pg.setup import init_store
+    from ember.store.pg.url import check_store_url, require_driver
+
+    chosen = url if url is not None else load_settings(config_file).store_url
+    if not chosen:
+        raise click.UsageError(
+            "give the URL (ember store init postgresql://user:password@host:5432/db) or set "
+            "store_url (EMBER_STORE_URL)"
+        )
+    try:
+        checked = check_store_url(chosen)
+    except ValueError as exc:
+        raise click.UsageError(f"the URL {exc}") from None
+    assert checked is not None
+    require_driver()
+    setup = init_store(checked)
+    for line in setup.lines():
+        click.echo(line)
+    if not setup.ok:
+        raise click.exceptions.Exit(1)
 
 
 @store.command("copy")

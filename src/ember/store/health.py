@@ -97,12 +97,39 @@ _FIX: dict[State, str] = {
 }
 
 
+#: How a database on a PostgreSQL store is named (``pg.url.where``): its failures are the
+#: server's and the role's, and the advice for a file (make it writable, free the disk of
+#: EMBER_HOME) would send the user to a file that does not exist.
+ON_POSTGRES = "PostgreSQL schema "
+
+_PG_FIX: dict[State, str] = {
+    "unwritable": "the role of store_url may not write there (or the server is a read-only "
+    "standby): `ember store init URL` prints the SQL a database administrator runs to grant "
+    "it; ember retries on its own (`ember doctor` checks the server)",
+    "full": "the server's disk is full: its administrator must free space; ember retries on "
+    "its own (`ember doctor` checks the server)",
+    "ioerr": "the server hit an I/O error: see its log; ember retries on its own (`ember "
+    "doctor` checks the server)",
+    "busy": "the server is busy (too many connections, or a lock held for long); ember "
+    "retries on its own (`ember doctor` checks the server)",
+    "unreachable": _FIX["unreachable"],
+}
+
 _WHAT: dict[State, str] = {
     "corrupt": "is damaged",
     "unwritable": "cannot be written",
     "full": "cannot grow: the disk is full",
     "ioerr": "hit a disk I/O error",
     "busy": "stayed locked by another process",
+    "unreachable": "cannot be reached",
+}
+
+
+_PG_WHAT: dict[State, str] = {
+    "unwritable": "cannot be written",
+    "full": "cannot grow: the server's disk is full",
+    "ioerr": "hit an I/O error on the server",
+    "busy": "stayed busy",
     "unreachable": "cannot be reached",
 }
 
@@ -156,8 +183,13 @@ class Health:
         missing: listed by ``/healthz``."""
         return not self.ok or self.dropped > 0 or self.lost_at_kill > 0
 
+    @property
+    def on_postgres(self) -> bool:
+        return self.path.startswith(ON_POSTGRES)
+
     def fix(self, target: str = "") -> str:
-        return _FIX.get(self.state, "").format(target=target or self.path)
+        fixes = _PG_FIX if self.on_postgres else _FIX
+        return fixes.get(self.state, "").format(target=target or self.path)
 
     def describe(self) -> str:
         """One line: what is wrong with the file and what to do about it."""
@@ -170,7 +202,7 @@ class Health:
             )
             back = f" is writable again{was};" if self.was else ":"
             return f"{self.path}{back} {self.dropped} writes were lost{killed}"
-        what = _WHAT.get(self.state, "has a problem")
+        what = (_PG_WHAT if self.on_postgres else _WHAT).get(self.state, "has a problem")
         return f"{self.path} {what} ({self.detail}); {self.fix()}"
 
     def to_json(self) -> dict[str, object]:

@@ -71,13 +71,45 @@ def test_a_good_url_is_kept_whole_and_shown_without_its_password() -> None:
 
 
 def test_a_url_libpq_cannot_read_is_refused_when_the_storage_is_built() -> None:
-    """A stray '%' in the password: libpq's own message quotes the token, so it is not
+    """An unknown parameter after '?': libpq's own message quotes the token, so it is not
     passed on."""
-    url = f"postgresql://ember:{PASSWORD}%zz@db/ember"
+    url = f"postgresql://ember:{PASSWORD}@db/ember?sslmod=require"
     settings = load_settings(env={"EMBER_STORE_URL": url})
-    with pytest.raises(ConfigError, match="percent-encoding") as raised:
+    with pytest.raises(ConfigError, match="cannot be read by libpq") as raised:
         Storage(settings.home, store_url=settings.store_url)
     assert PASSWORD not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "password", ["p@ss:w/rd", "50%off", "a?b#c", "[x]@@y", "plain-Pa55", "p%41ss"]
+)
+def test_a_password_is_read_as_it_was_typed(password: str) -> None:
+    """'@', ':', '/', '?', '#' and a stray '%' in a password need no encoding by hand: the
+    user part ends at the last '@' before the host, libpq gets the password as typed (a
+    '%' before two hex digits is read as an encoding made already), and nothing shows it."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from ember.store.pg.url import conninfo, scrubbed
+
+    typed = f"postgresql://ember:{password}@db.internal:6543/team?sslmode=require"
+    settings = load_settings(env={"EMBER_STORE_URL": typed})
+    assert settings.store_url is not None
+    given = conninfo_to_dict(conninfo(settings.store_url))
+    expected = "pAss" if password == "p%41ss" else password
+    assert given["password"] == expected and given["host"] == "db.internal"
+    assert given["port"] == "6543" and given["dbname"] == "team"
+    assert redacted(settings.store_url) == "ember@db.internal:6543/team"
+    said = f"connection to {settings.store_url} failed for {expected}"
+    assert expected not in scrubbed(said, settings.store_url)
+
+
+def test_a_url_with_an_at_sign_after_the_host_keeps_its_meaning() -> None:
+    """An '@' in a parameter of a URL that already reads the usual way stays the
+    parameter's: only a URL that cannot be read so is taken apart at its last '@'."""
+    from ember.store.pg.url import normalized
+
+    url = "postgresql://ember:pw@db/ember?application_name=me@laptop"
+    assert normalized(url) == url
 
 
 def test_without_psycopg_the_error_says_which_extra_to_install(
