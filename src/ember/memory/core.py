@@ -90,7 +90,7 @@ class HierarchicalMemory:
             self._data_version = self._db.data_version()
         except store_errors() as exc:
             self._close_db()
-            raise MemoryStoreError(f"cannot open memory database {self.path}: {exc}") from exc
+            raise MemoryStoreError(f"cannot open memory database {self.where}: {exc}") from exc
         postgres = isinstance(self._db, PgDatabase)
         use_vec = False if postgres else self._check_vec(vector_index)
         self._fts = PgTextIndex() if postgres else FtsIndex()
@@ -120,7 +120,7 @@ class HierarchicalMemory:
                 "install sqlite-vec and sqlean.py, or set EMBER_MEMORY_VECTOR_INDEX=auto"
             )
         if problem:
-            log.warning("sqlite-vec unavailable (%s); hnswlib index for %s", problem, self.path)
+            log.warning("sqlite-vec unavailable (%s); hnswlib index for %s", problem, self.where)
         return problem is None
 
     def _close_db(self) -> None:
@@ -132,6 +132,12 @@ class HierarchicalMemory:
     @property
     def path(self) -> Path:
         return self._db.path
+
+    @property
+    def where(self) -> str:
+        """The store as messages name it: its file, or its schema and server on PostgreSQL
+        (where ``path`` names a file that does not exist)."""
+        return self._db.where
 
     @property
     def embedder_error(self) -> Exception | None:

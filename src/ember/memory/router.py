@@ -80,7 +80,7 @@ class MemoryRouter:
         try:
             scrub(store)
         except failures as exc:  # the store still serves; the next open tries again
-            log.warning("memory: could not mask stored secrets in %s: %s", path, exc)
+            log.warning("memory: could not mask stored secrets in %s: %s", store.where, exc)
         return store
 
     def path_for(self, project: ProjectRef | None) -> Path | None:

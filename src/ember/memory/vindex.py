@@ -123,7 +123,7 @@ class IndexSlot:
 
         def reset(conn: Connection, index: VectorIndex | None) -> None:
             if rows.meta_get(conn, "embedder") is not None:
-                log.warning("embedder changed to %s: re-embedding %s", key, self._db.path)
+                log.warning("embedder changed to %s: re-embedding %s", key, self._db.where)
             conn.execute("DELETE FROM memory_vectors")
             conn.execute("UPDATE memories SET embedder=NULL WHERE embedder IS NOT NULL")
             if index is not None:
@@ -186,7 +186,7 @@ class IndexSlot:
             if progress is not None:
                 progress(len(seqs))
         if done:
-            log.info("embedded %d memories that had no vector (%s)", done, self._db.path)
+            log.info("embedded %d memories that had no vector (%s)", done, self._db.where)
         return done
 
     def external_change(self) -> None:

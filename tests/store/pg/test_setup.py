@@ -219,3 +219,28 @@ def test_a_role_that_may_not_write_is_told_about_rights_not_files(
     health = db.health
     assert health.state == "unwritable"
     assert "ember store init" in health.describe() and "file" not in health.describe()
+
+
+def test_memory_on_an_unreachable_server_names_the_server_not_a_file(tmp_path: Path) -> None:
+    from ember.memory import HierarchicalMemory
+    from ember.memory.errors import MemoryStoreError
+    from ember.server import free_port
+    from ember.store.pg.database import PgDatabase
+    from ember.store.pg.url import check_store_url
+    from ember.store.schema import PROJECT, for_postgres
+
+    url = check_store_url(f"postgresql://ember:{PASSWORD}@127.0.0.1:{free_port()}/ember")
+    assert url is not None
+    path = tmp_path / "projects" / "x-0123456789abcdef" / "ember.db"
+    db = PgDatabase(
+        path, for_postgres(PROJECT), url=url, schema_name="ember_p_x_0123456789abcdef",
+        log_failures=False,
+    )  # fmt: skip
+    try:
+        with pytest.raises(MemoryStoreError) as raised:
+            HierarchicalMemory(db, None)
+    finally:
+        db.close()
+    said = str(raised.value)
+    assert "PostgreSQL schema ember_p_x_0123456789abcdef on ember@127.0.0.1:" in said
+    assert str(path) not in said and "p@ss" not in said and not path.exists()
