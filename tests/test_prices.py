@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from ember.prices import Price, PriceTable
+from ember.protocols import adapter_for_path
 from ember.protocols.base import Usage
 
 
@@ -52,7 +53,11 @@ def test_every_model_the_real_clients_send_has_a_price() -> None:
     them is reported, and budgeted, in dollars."""
     from tests.client_fixtures import all_requests
 
-    sent = {str(r.json().get("model")) for r in all_requests() if r.is_model_call}
+    sent = {
+        str(adapter.model(r.json()))  # Gemini names the model in the path, not the body
+        for r in all_requests()
+        if r.is_model_call and (adapter := adapter_for_path(r.path)) is not None
+    }
     table = PriceTable()
     assert {m for m in sent | {"claude-opus-4-8"} if table.lookup(m) is None} == set()
 

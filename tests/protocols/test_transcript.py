@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ember.protocols import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES
+from ember.protocols import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, adapter_for_path
 from ember.protocols.base import AssembledMessage, Block, ProtocolAdapter, TranscriptItem
 from ember.protocols.calls import WALKS, NamesBefore, RawCall
 from ember.protocols.forking import fork_request
@@ -81,7 +81,8 @@ def test_codex_conversation_skips_the_prompt_and_the_environment() -> None:
     ids=lambda r: r.name,
 )
 def test_every_recorded_result_answers_a_call_made_before_it(request_: ClientRequest) -> None:
-    adapter = ANTHROPIC if request_.client == "claude-code" else OPENAI_RESPONSES
+    adapter = adapter_for_path(request_.path)  # each client's wire format, by where it sent
+    assert adapter is not None
     items = transcript_items(adapter, request_.json())
     called: set[str] = set()
     for item in items:

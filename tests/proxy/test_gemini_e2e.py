@@ -167,3 +167,20 @@ def test_memory_goes_in_a_new_part_of_the_ask_and_stays_there(make_stack: StackF
     assert again["contents"][3]["parts"] == [{"text": "Thanks."}]
     needle = json.dumps(block["text"], ensure_ascii=False).encode()
     assert needle in stack.emulator.requests[-1].body
+
+
+def test_shaping_adds_a_part_to_the_system_instruction_and_the_cache_still_reads(
+    make_stack: StackFactory,
+) -> None:
+    stack = make_stack(stages="features", memory_mode="off")
+    gemini = client(stack)
+    history: list[Any] = [user(CONTEXT), user("Fix the failing test.")]
+    first = gemini.models.generate_content(model=MODEL, contents=history, config=CONFIG)
+    history += [{"role": "model", "parts": [{"text": first.text}]}, user("And the next one.")]
+    second = gemini.models.generate_content(model=MODEL, contents=history, config=CONFIG)
+    bodies = [json.loads(r.body) for r in stack.emulator.requests]
+    parts = [b["systemInstruction"]["parts"] for b in bodies]
+    assert parts[0][0] == {"text": SYSTEM}  # the client's part, first and unchanged
+    assert set(parts[0][1]) == {"text"} and parts[0][1]["text"].startswith("<ember_output_shaping>")
+    assert parts[1] == parts[0]  # the same block every turn: the prefix the cache keys on
+    assert second.usage_metadata and second.usage_metadata.cached_content_token_count

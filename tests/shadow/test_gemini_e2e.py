@@ -6,14 +6,26 @@ cache), the fact becomes a memory; session 2, in the same workspace, gets it inj
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from google import genai
 from google.genai import types
 
+from ember.compose import build_storage
+from ember.config import load_settings
 from ember.memory import HierarchicalMemory
 from ember.models import get_embedder
+from ember.project import ProjectRef
+from ember.proxy.upstream import Upstream
+from ember.server import BackgroundServer
+from ember.shadow import cursors
+from ember.shadow.prefix import PrefixBook
+from ember.shadow.runner import RunRequest, ShadowRunner
+from ember.store.transcript import Row, insert_rows
+from ember.testing import Emulator
 from ember.testing.shadow import shadow_replies
 from tests.conftest import Stack, StackFactory
 from tests.proxy.test_gemini_e2e import CONTEXT, MODEL, SYSTEM, db_path, user
@@ -71,3 +83,66 @@ def test_a_gemini_session_is_read_hot_and_its_fact_injected_in_the_next(shadowed
         assert [e.kind for e in mem.evidence(memory_id)] == ["user-stated"]
     ask(gemini, [user(CONTEXT)], "Where does this project deploy to?")
     assert f"[{memory_id}]".encode() in stack.emulator.requests[-1].body
+
+
+async def test_a_gemini_backlog_is_read_cold_by_geminis_light_model_with_a_google_key(
+    tmp_path: Path,
+) -> None:
+    """No prefix to fork (after a restart, say): the light model reads the backlog, asked in
+    Gemini's wire format, at Google's URL, with a Google key -- never another provider's."""
+    project = ProjectRef("/home/dev/gemini-cold", "header:x-ember-cwd")
+    emulator = Emulator()
+    emulator.reply_fn = shadow_replies()
+    with BackgroundServer(emulator) as up:
+        settings = load_settings(
+            env={}, home=tmp_path, gemini_url=up.url, light_api_key="google-light-key"
+        )
+        storage = build_storage(settings)
+        db = storage.database(project.db_path(tmp_path))
+        lines = ["Remember: the API listens on port 8080.", "Remember: CI runs on every push."]
+        db.write(cursors.activate)
+        db.write(
+            lambda c: insert_rows(
+                c,
+                [
+                    Row(f"m{i:012x}", "s", 1, i, 0, "user", "user", f"d{i}", t)
+                    for i, t in enumerate(lines)
+                ],
+            )
+        )
+        db.write(
+            lambda c: c.execute(
+                "INSERT INTO exchanges (ts, session_id, protocol, model, status, outcome, stream, "
+                "usage_known, cost_usd, price_snapshot, latency_ms) "
+                "VALUES (0, 's', 'gemini', 'gemini-2.5-pro', 200, 'ok', 1, 1, 100.0, 'x', 1)"
+            )
+        )
+        upstream = Upstream.from_settings(settings)
+        runner = ShadowRunner(
+            settings,
+            storage,
+            upstream,
+            lambda adapter, path, query: settings.provider_url(adapter.name, path, query),
+            PrefixBook(),
+            settings.price_table(),
+        )
+        record = await runner.run(RunRequest("s", 1, project, "idle", "gemini"))
+        await upstream.close()
+        assert record is not None and record.status == "completed"
+        [request] = emulator.requests
+        assert request.path == "/v1beta/models/gemini-2.5-flash-lite:generateContent"
+        assert request.header("x-goog-api-key") == "google-light-key"
+        assert request.header("x-api-key") is None and request.header("authorization") is None
+        assert "m:m000000000000" in json.loads(request.body)["contents"][0]["parts"][0]["text"]
+        [(path, model, cost)] = db.read(
+            lambda c: [
+                tuple(r)
+                for r in c.execute("SELECT path, model, estimated_usd FROM shadow_memory_runs")
+            ]
+        )
+        assert (path, model) == ("cold", "gemini-2.5-flash-lite") and cost and cost > 0
+        proposals = db.read(
+            lambda c: c.execute("SELECT COUNT(*) FROM shadow_fact_proposals").fetchone()[0]
+        )
+        assert proposals == 2
+        storage.close()

@@ -75,8 +75,9 @@ def upstream_emulator(log: TextIO | None = None, shadow_delay: float = 0.0) -> E
 )
 def upstream(host: str, port: int, log: TextIO | None, backlog: int, shadow_delay: float) -> None:
     """Run the provider emulator: Anthropic Messages, OpenAI Chat Completions and Responses
-    (over HTTP, and Responses over WebSocket), with prompt caching modelled, deterministic
-    answers and no network, so ember can be tried without an API key.
+    (over HTTP, and Responses over WebSocket) and Gemini's generateContent and
+    streamGenerateContent, with prompt caching modelled (Gemini's implicit prefix caching
+    too), deterministic answers and no network, so ember can be tried without an API key.
 
     It plays the model for shadow memory too: a shadow question (hot or cold) is answered by
     proposing what the user stated in the listed messages (declarative sentences such as "The
@@ -86,6 +87,7 @@ def upstream(host: str, port: int, log: TextIO | None, backlog: int, shadow_dela
 
     \b
     Then:  ember proxy --anthropic-url http://127.0.0.1:8788 --openai-url http://127.0.0.1:8788/v1
+    (and EMBER_GEMINI_URL=http://127.0.0.1:8788 for Gemini)
     """
     from ember import logs
     from ember.server import serve_forever

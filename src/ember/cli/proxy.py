@@ -54,12 +54,13 @@ def proxy(
     log_file: Path | None,
     config_file: Path | None,
 ) -> None:
-    """Run the local proxy in front of Anthropic and OpenAI.
+    """Run the local proxy in front of Anthropic, OpenAI and Google's Gemini.
 
     \b
     Point your agent at it:
       Claude Code / Anthropic SDK:  ANTHROPIC_BASE_URL=http://127.0.0.1:8787
       Codex / OpenAI SDK:           OPENAI_BASE_URL=http://127.0.0.1:8787/v1
+      Gemini CLI:                   GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:8787
 
     API keys are forwarded to the provider and never stored or logged.
     Send `x-ember-bypass: 1` to forward a request untouched.
@@ -93,8 +94,9 @@ def proxy(
     url = f"http://{settings.host}:{settings.port}"
     click.echo(
         f"ember proxy on {url}  (anthropic -> {settings.anthropic_url}, "
-        f"openai -> {settings.openai_url})\n"
+        f"openai -> {settings.openai_url}, gemini -> {settings.gemini_url})\n"
         f"  export ANTHROPIC_BASE_URL={url}\n  export OPENAI_BASE_URL={url}/v1\n"
+        f"  export GOOGLE_GEMINI_BASE_URL={url}\n"
         + "\n".join([*_storage_banner(settings), *banners(settings)]),
         err=True,
     )

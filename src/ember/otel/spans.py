@@ -14,7 +14,12 @@ from typing import Any
 from ember.exchange import Exchange, Outcome
 from ember.prices import PriceTable
 
-SYSTEMS = {"anthropic": "anthropic", "openai_chat": "openai", "openai_responses": "openai"}
+SYSTEMS = {
+    "anthropic": "anthropic",
+    "openai_chat": "openai",
+    "openai_responses": "openai",
+    "gemini": "gcp.gemini",
+}
 
 
 def attributes(ex: Exchange, outcome: Outcome, prices: PriceTable) -> dict[str, Any]:
