@@ -38,6 +38,7 @@ CASES: dict[str, dict[str, str]] = {
     "shaping off": {"EMBER_OUTPUT_SHAPING": "false"},
     "toin off": {"EMBER_TOIN": "false"},
     "memory off": {"EMBER_MEMORY_MODE": "off"},
+    "compress off": {"EMBER_COMPRESS": "off"},
     "accounting off": {"EMBER_ACCOUNTING": "false"},
 }
 
