@@ -120,6 +120,7 @@ def test_the_builtin_features_come_in_pipeline_order() -> None:
         "shadow",
         "traffic",
         "learn",
+        "retention",  # nothing per request: the store's daily prune (store_retention_days)
         "otel",  # last: its span carries what the others noted
     ]
 
@@ -261,7 +262,8 @@ def test_ember_features_lists_an_installed_feature_with_its_source(tmp_path: Pat
     assert listed.returncode == 0, listed.stderr
     found = {f["name"]: f for f in json.loads(listed.stdout)["features"]}
     assert list(found)[: len(BUILTIN)] == [
-        "budget", "shaping", "memory", "compress", "shadow", "traffic", "learn", "otel"
+        "budget", "shaping", "memory", "compress", "shadow", "traffic", "learn", "retention",
+        "otel",
     ]  # fmt: skip
     hello = found["hello"]
     assert (hello["source"], hello["reference"]) == ("ember-hello", "ember_hello:FEATURE")

@@ -57,6 +57,7 @@ BUILTIN: tuple[str, ...] = (
     "ember.shadow.feature:FEATURE",
     "ember.traffic.feature:FEATURE",
     "ember.learn.feature:FEATURE",
+    "ember.store.retention:FEATURE",
     "ember.otel.feature:FEATURE",
 )
 

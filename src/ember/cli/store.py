@@ -137,3 +137,55 @@ def _with_progress(src: Any, dst: Any, dry_run: bool) -> Any:
             bar.update(tasks[key], completed=done)
 
         return copy_store(src, dst, progress, dry_run=dry_run)
+
+
+@store.command("prune")
+@click.option(
+    "--older-than",
+    "older_than",
+    required=True,
+    metavar="AGE",
+    help="Delete what is older than this: 90d (days) or 12w (weeks); 32d at least.",
+)
+@click.option("--dry-run", is_flag=True, help="Count what would be deleted, delete nothing.")
+@config_option
+@json_option
+def prune(older_than: str, dry_run: bool, config_file: Path | None, as_json: bool) -> None:
+    """Delete old rows from every database of the store (EMBER_HOME's files, or store_url's
+    PostgreSQL schemas).
+
+    Goes: accounting rows older than AGE (and their hourly sums, so every total still adds
+    up), the transcript and the memory injection ledger of sessions quiet for longer than
+    AGE, shadow memory's and the steward's old runs (each session keeps its last one: where
+    its reading stopped), compression's originals older than AGE.
+
+    Kept: every memory with its evidence, vectors and entities, and every transcript
+    message that evidence points at. Each database is pruned in one transaction.
+    store_retention_days makes the proxy do this once a day.
+
+    \b
+    Examples:
+      ember store prune --older-than 90d --dry-run
+      ember store prune --older-than 26w --json
+    """
+    from ember.config import load_settings
+    from ember.store.prune import parse_days
+    from ember.store.pruning import prune_store
+
+    try:
+        days = parse_days(older_than)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--older-than") from None
+    settings = load_settings(config_file)
+    if settings.store_url is not None:
+        from ember.store.pg.url import require_driver
+
+        require_driver()
+    report = prune_store(settings.home, settings.store_url, days, dry_run=dry_run)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        for line in report.lines():
+            click.echo(line)
+    if not report.ok:
+        raise click.exceptions.Exit(1)
