@@ -99,7 +99,8 @@ def test_function_calls_and_thought_signatures(gemini: genai.Client, emulator: E
     assert r.function_calls and r.function_calls[0].name == "ls"
     assert r.function_calls[0].args == {"path": "."}
     parts = r.candidates[0].content.parts  # type: ignore[index, union-attr]
-    assert parts and parts[0].text == "Looking." and parts[0].thought_signature
+    assert parts and parts[0].text == "Looking." and not parts[0].thought_signature
+    assert parts[1].function_call and parts[1].thought_signature  # on the first call
     assert r.usage_metadata and r.usage_metadata.thoughts_token_count
     raw = json.loads(emulator.requests[-1].body)
     assert raw["contents"][0]["parts"] == [{"text": "what is here?"}]
@@ -112,8 +113,7 @@ def test_thoughts_are_shown_when_asked_for(gemini: genai.Client) -> None:
     r = gemini.models.generate_content(model=MODEL, contents="hi", config=config)
     parts = r.candidates[0].content.parts  # type: ignore[index, union-attr]
     assert parts and parts[0].thought is True and parts[0].text
-    signed = next(p for p in parts if p.thought_signature)
-    assert signed.thought is not True  # the signature goes on the answer's first part
+    assert parts[-1].thought_signature and parts[-1].thought is not True  # on the last part
 
 
 def test_mode_none_forbids_calls(gemini: genai.Client, emulator: Emulator) -> None:
@@ -224,3 +224,22 @@ def test_the_request_log_names_the_model_and_stream_from_the_path(
         True,
     )
     assert "SECRET-KEY" not in stream.getvalue()
+
+
+def test_gemini_3_refuses_a_function_call_sent_back_without_its_signature(
+    gemini: genai.Client, emulator: Emulator
+) -> None:
+    emulator.script(Reply.tool_use("ls", {}))
+    first = gemini.models.generate_content(model="gemini-3-pro-preview", contents="look")
+    turn = first.candidates[0].content  # type: ignore[index]
+    assert turn and turn.parts and turn.parts[0].thought_signature
+    result = types.Part.from_function_response(name="ls", response={"output": "a.py"})
+    history: list[Any] = ["look", turn, types.Content(role="user", parts=[result])]
+    assert gemini.models.generate_content(model="gemini-3-pro-preview", contents=history).text
+    unsigned = types.Content(
+        role="model", parts=[types.Part(function_call=turn.parts[0].function_call)]
+    )
+    with pytest.raises(errors.ClientError, match="thought_signature"):
+        gemini.models.generate_content(
+            model="gemini-3-pro-preview", contents=["look", unsigned, history[2]]
+        )

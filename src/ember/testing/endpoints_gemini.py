@@ -1,6 +1,10 @@
 """The emulator's Gemini endpoints: ``/v1beta/models/{model}:generateContent``,
 ``:streamGenerateContent`` (``?alt=sse``: SSE, else a JSON array) and ``:countTokens``.
 
+A Gemini 3 model always thinks: its answers carry a ``thoughtSignature`` and, with
+``Emulator.verify_thinking_signatures``, a request whose current turn sends a function call
+back without its signature is refused with a 400, as the real API does.
+
 Gemini caches implicitly: every prompt of at least ``Emulator.gemini_min_tokens`` tokens is
 kept, and a later request of the same model and key whose prompt begins with it reports the
 part it read as ``cachedContentTokenCount`` (``cache_model.OpenAICache``, the same automatic
@@ -89,9 +93,12 @@ def generate(emu: Emulator, request: RecordedRequest) -> Pending:
     m = _PATH.match(request.path)
     assert m is not None
     model, stream = m.group("model"), m.group("method") == "streamGenerateContent"
+    thinks = model.startswith("gemini-3")  # always thinking, and checking signatures
     try:
         body = _parse(request.body)
         prompt_gemini.check_request(body)
+        if thinks and emu.verify_thinking_signatures:
+            prompt_gemini.check_signatures(body)
     except prompt_gemini.InvalidArgument as exc:
         return _bad(str(exc))
     reply = _reply(emu, request, body)
@@ -101,7 +108,7 @@ def generate(emu: Emulator, request: RecordedRequest) -> Pending:
         )
         return Pending(reply, lambda: (error, None))
     shown = prompt_gemini.thoughts_included(body)
-    if shown and reply.thinking is None:
+    if (shown or thinks) and reply.thinking is None:
         reply = reply.replace(thinking=default_thinking(prompt_gemini.latest_user_text(body)))
     tokens = prompt_gemini.prompt_tokens(body)
     key = api_key(request)

@@ -14,6 +14,7 @@ no ``type``), ``contents`` that is not a list of contents each with a ``parts`` 
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from ember.testing.prompt_openai import tokenize
@@ -105,6 +106,42 @@ def check_request(body: dict[str, Any]) -> None:
         if not isinstance(system, dict):
             raise InvalidArgument("system_instruction must be a content")
         _check_parts(system.get("parts"), "system_instruction")
+
+
+def _signed(signature: Any) -> bool:
+    """A signature the emulator issued (``render_gemini.signature_for``), in either base64
+    alphabet (the Python SDK sends bytes back URL-safe)."""
+    if not isinstance(signature, str):
+        return False
+    standard = signature.replace("-", "+").replace("_", "/")
+    try:
+        return base64.b64decode(standard, validate=True).startswith(b"EmuSig")
+    except ValueError:
+        return False
+
+
+def check_signatures(body: dict[str, Any]) -> None:
+    """Gemini 3 refuses a turn whose function calls come back without their signature: in
+    every model content since the user's latest ask, the first ``functionCall`` part must
+    carry the ``thoughtSignature`` it was given."""
+    contents = [c for c in body.get("contents") or [] if isinstance(c, dict)]
+    start = 0
+    for i, c in enumerate(contents):
+        parts = c.get("parts") if isinstance(c.get("parts"), list) else []
+        if c.get("role", "user") == "user" and any(
+            isinstance(p, dict) and "functionResponse" not in p for p in parts
+        ):
+            start = i
+    for i in range(start, len(contents)):
+        c = contents[i]
+        if c.get("role") != "model":
+            continue
+        calls = [p for p in c.get("parts") or [] if isinstance(p, dict) and "functionCall" in p]
+        if calls and not _signed(calls[0].get("thoughtSignature")):
+            raise InvalidArgument(
+                f"contents[{i}]: a function call of the current turn is missing its "
+                "thought_signature; send the model's parts back as they were given"
+            )
 
 
 def _parts_tokens(parts: Any, out: list[str]) -> None:

@@ -6,9 +6,10 @@ chunk per few words of text, each function call whole in a chunk of its own, and
 with the finish reason and the usage; every chunk names the model and the response. Without
 ``alt=sse`` the same chunks come as one JSON array.
 
-Thinking (a reply's ``thinking``) is billed as ``thoughtsTokenCount``; its text is shown as a
-``thought`` part only when the request set ``includeThoughts``, and its signature goes on the
-answer's first part, as Gemini puts it. Usage: ``promptTokenCount`` is the whole prompt,
+Thinking (a reply's ``thinking``; Gemini 3 models always think) is billed as
+``thoughtsTokenCount``; its text is shown as a ``thought`` part only when the request set
+``includeThoughts``, and its signature goes where Gemini puts it: on the first function call,
+else on the last part. Usage: ``promptTokenCount`` is the whole prompt,
 ``cachedContentTokenCount`` the part read from the implicit cache (present only when there is
 one).
 """
@@ -96,7 +97,9 @@ def _parts(turn: Turn, show_thoughts: bool) -> list[dict[str, Any]]:
             fn["id"] = call.id
         parts.append({"functionCall": fn})
     if reply.thinking:
-        signed = next((p for p in parts if not p.get("thought")), None)
+        calls = [p for p in parts if "functionCall" in p]
+        said = [p for p in parts if not p.get("thought")]
+        signed = calls[0] if calls else (said[-1] if said else None)
         if signed is None:
             signed = {"text": ""}
             parts.append(signed)
