@@ -127,7 +127,8 @@ def check_signatures(body: dict[str, Any]) -> None:
     contents = [c for c in body.get("contents") or [] if isinstance(c, dict)]
     start = 0
     for i, c in enumerate(contents):
-        parts = c.get("parts") if isinstance(c.get("parts"), list) else []
+        found = c.get("parts")
+        parts = found if isinstance(found, list) else []
         if c.get("role", "user") == "user" and any(
             isinstance(p, dict) and "functionResponse" not in p for p in parts
         ):
