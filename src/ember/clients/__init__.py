@@ -1,6 +1,7 @@
 """How each agent CLI is pointed at ember: pure decisions, no processes, no files.
 
-One module per client (``claude``, ``codex``); only they know that client's environment
+One module per client (``claude``, ``codex``, ``opencode``, ``gemini``, ``qwen``, ``aider``);
+only they know that client's environment
 variables, command-line switches and configuration file format. Each offers
 
 - ``launch(...)``: the command and environment that run the client through the proxy once
@@ -36,8 +37,15 @@ class Launch:
     env: dict[str, str]
     #: One-line notices for the user (a setting of theirs that this run overrides, ...).
     notes: list[str] = field(default_factory=list)
+    #: Files this run needs (path -> text), written before the client starts and removed after
+    #: it exits: always under the scratch directory the caller named, never a file of the user's.
+    files: dict[str, str] = field(default_factory=dict)
 
 
 CLAUDE = ClientSpec("claude", "Claude Code", "claude", "npm install -g @anthropic-ai/claude-code")
 CODEX = ClientSpec("codex", "Codex CLI", "codex", "npm install -g @openai/codex")
-CLIENTS = {spec.name: spec for spec in (CLAUDE, CODEX)}
+OPENCODE = ClientSpec("opencode", "OpenCode", "opencode", "npm install -g opencode-ai")
+GEMINI = ClientSpec("gemini", "Gemini CLI", "gemini", "npm install -g @google/gemini-cli")
+QWEN = ClientSpec("qwen", "Qwen Code", "qwen", "npm install -g @qwen-code/qwen-code")
+AIDER = ClientSpec("aider", "aider", "aider", "python -m pip install aider-chat")
+CLIENTS = {spec.name: spec for spec in (CLAUDE, CODEX, OPENCODE, GEMINI, QWEN, AIDER)}
