@@ -1,10 +1,13 @@
-"""A stand-in for the `claude` / `codex` executables in `ember wrap` tests (standard library only).
+"""A stand-in for the agent executables in `ember wrap` tests (standard library only).
 
 It records its argv, environment and working directory to $FAKE_AGENT_RECORD (JSON). With
 FAKE_AGENT_CALL=1 it also makes one request the way the real client would find the proxy --
 Claude Code from ANTHROPIC_BASE_URL + ANTHROPIC_CUSTOM_HEADERS, Codex from its `-c` overrides
-parsed as TOML -- and records the answer's status; the user's message is $FAKE_AGENT_TEXT
-(default "hi"). With FAKE_AGENT_WAIT=1 it then touches
+parsed as TOML, OpenCode from OPENCODE_CONFIG_CONTENT's anthropic provider, Qwen Code from
+OPENAI_BASE_URL, aider from its last `--set-env OPENAI_BASE_URL=...` and the headers of its
+`--model-settings-file` (read while it runs), Gemini CLI from GOOGLE_GEMINI_BASE_URL and
+GEMINI_CLI_CUSTOM_HEADERS -- and records the answer's status; the user's message is
+$FAKE_AGENT_TEXT (default "hi"). With FAKE_AGENT_WAIT=1 it then touches
 $FAKE_AGENT_RECORD.ready and waits for SIGINT/SIGTERM, recording every one that arrived. It
 exits with $FAKE_AGENT_EXIT (default 0), or 128 + the signal number.
 """
@@ -49,7 +52,55 @@ def _post(url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, 
     return {"status": response.status, "body": response.read().decode()[:500]}
 
 
+def _text() -> str:
+    return os.environ.get("FAKE_AGENT_TEXT", "hi")
+
+
+def _chat(base: str, headers: dict[str, str], *first: str) -> dict[str, Any]:
+    headers = {**headers, "authorization": "Bearer " + os.environ["OPENAI_API_KEY"]}
+    said = [{"role": "user", "content": text} for text in (*first, _text())]
+    return _post(base + "/chat/completions", headers, {"model": "gpt-4.1", "messages": said})
+
+
+def _aider() -> dict[str, Any]:
+    argv = sys.argv
+    envs = dict(v.split("=", 1) for f, v in itertools.pairwise(argv) if f == "--set-env")
+    settings = next(v for f, v in itertools.pairwise(argv) if f == "--model-settings-file")
+    entries = json.loads(Path(settings).read_text())
+    extra = next(e for e in entries if e["name"] == "aider/extra_params")["extra_params"]
+    return _chat(envs["OPENAI_BASE_URL"], extra["extra_headers"])
+
+
+def _gemini() -> dict[str, Any]:
+    headers = dict(
+        (k.strip(), v.strip())
+        for k, v in (
+            entry.split(":", 1)
+            for entry in os.environ.get("GEMINI_CLI_CUSTOM_HEADERS", "").split(", ")
+            if ":" in entry
+        )
+    )
+    headers["x-goog-api-key"] = os.environ["GEMINI_API_KEY"]
+    body = {"contents": [{"role": "user", "parts": [{"text": _text()}]}]}
+    url = os.environ["GOOGLE_GEMINI_BASE_URL"] + "/v1beta/models/gemini-2.5-flash:generateContent"
+    return _post(url, headers, body)
+
+
 def call(name: str) -> dict[str, Any]:
+    if name == "opencode":
+        provider = json.loads(os.environ["OPENCODE_CONFIG_CONTENT"])["provider"]["anthropic"]
+        headers = {**provider["options"].get("headers", {}), "x-api-key": "sk-test"}
+        headers["anthropic-version"] = "2023-06-01"
+        body = {"model": "claude-sonnet-4-5", "max_tokens": 16}
+        body["messages"] = [{"role": "user", "content": _text()}]
+        return _post(provider["options"]["baseURL"] + "/messages", headers, body)
+    if name == "qwen":  # Qwen Code names its directory in its first message
+        where = f"I'm currently working in the directory: {os.getcwd()}"
+        return _chat(os.environ["OPENAI_BASE_URL"], {}, where)
+    if name == "aider":
+        return _aider()
+    if name == "gemini":
+        return _gemini()
     if name == "claude":
         headers = dict(
             (k.strip(), v.strip())

@@ -128,7 +128,7 @@ def test_setup_without_a_client_names_the_clients_and_gives_examples(tmp_path: P
     assert "Missing argument" not in r.stderr  # click's bare words said neither what nor how
     assert "claude (Claude Code)" in r.stderr and "codex (Codex" in r.stderr
     assert "ember setup claude" in r.stderr and "ember setup codex" in r.stderr
-    assert "Usage: ember setup [OPTIONS] {claude|codex}" in r.stderr
+    assert "Usage: ember setup [OPTIONS] {aider|claude|codex|gemini|opencode|qwen}" in r.stderr
     assert not (tmp_path / ".claude").exists() and not (tmp_path / ".codex").exists()
 
 

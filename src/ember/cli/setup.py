@@ -1,5 +1,6 @@
-"""``ember setup claude|codex [--mcp] [--write]``: the lasting configuration that points a client
-at ember — at the proxy, or (``--mcp``) at ``ember mcp``, which the client then starts itself.
+"""``ember setup <client> [--mcp] [--write]``: the lasting configuration that points a client at
+ember — at the proxy, or (``--mcp``, Claude Code and Codex) at ``ember mcp``, which the client
+then starts itself.
 
 Without ``--write`` nothing is written: it prints the configuration, the file it belongs in and
 the change it would make there. With ``--write`` it merges into that file: every other setting
@@ -22,7 +23,7 @@ from pathlib import Path
 import click
 
 from ember.cli.options import config_option
-from ember.clients import CLIENTS, claude, codex
+from ember.clients import CLIENTS, aider, claude, codex, gemini, opencode, qwen
 from ember.clients.address import ProxyAddress
 from ember.clients.mcp import ember_argv
 from ember.config import load_settings
@@ -40,6 +41,7 @@ class Plan:
     intro: str  #: what to print before the diff when not writing
     done: str  #: the line when the file already holds it
     after: str  #: the line after a write
+    warn_before: bool = False  #: ``after`` is said before a write too (a limit to know first)
 
 
 @click.command()
@@ -78,6 +80,10 @@ def setup(
       ember setup codex --write     # ~/.codex/config.toml: the "ember" model provider
       ember setup claude --mcp      # `claude mcp add ...`, or ./.mcp.json with --write
       ember setup codex --mcp       # [mcp_servers.ember] in ~/.codex/config.toml
+      ember setup opencode          # ~/.config/opencode/opencode.json: provider baseURLs
+      ember setup gemini            # ~/.gemini/settings.json (API key) and ~/.gemini/.env
+      ember setup qwen              # ~/.qwen/settings.json: security.auth.baseUrl
+      ember setup aider             # ~/.aider.conf.yml: set-env base URLs
 
     Afterwards the client needs the proxy running (`ember proxy`). `ember wrap` needs no setup;
     with --mcp the client starts `ember mcp` itself.
@@ -88,20 +94,35 @@ def setup(
         raise click.UsageError("--env-key is for codex only")
     if for_mcp and (port is not None or env_key is not None):
         raise click.UsageError("--port and --env-key configure the proxy; --mcp needs neither")
+    if for_mcp and client not in ("claude", "codex"):
+        raise click.UsageError(
+            f"--mcp is for claude and codex; {CLIENTS[client].title} goes through the proxy "
+            f"(`ember setup {client}`) or `ember wrap {client}`"
+        )
     env = dict(os.environ)
-    plan = (
-        _mcp_plan(client, env) if for_mcp else _proxy_plan(client, env, port, env_key, config_file)
+    plans = (
+        [_mcp_plan(client, env)]
+        if for_mcp
+        else _proxy_plans(client, env, port, env_key, config_file)
     )
+    command = f"ember setup {client}{' --mcp' if for_mcp else ''}"
+    for plan in plans:
+        _apply(plan, command, write)
+
+
+def _apply(plan: Plan, command: str, write: bool) -> None:
+    """Say (or with ``write``, make) one file's change."""
     if plan.merged == plan.current:
         click.echo(plan.done)
         return
     diff = _diff(plan.current, plan.merged, plan.path)
-    command = f"ember setup {client}{' --mcp' if for_mcp else ''}"
     if not write:
         click.echo(plan.intro)
         if plan.current is not None:
             click.echo(f"The change `{command} --write` would make:\n\n{diff}")
         click.echo(f"Run `{command} --write` to merge it; other settings are kept.")
+        if plan.warn_before:
+            click.echo(plan.after)
         return
     backup = _write(plan.path, plan.merged, plan.current)
     click.echo(diff)
@@ -112,33 +133,71 @@ def setup(
     click.echo(plan.after)
 
 
-def _proxy_plan(
+#: What each client needs besides its file, said after a write.
+_AFTER = {
+    "claude": "Claude Code then needs the proxy running: `ember proxy`.",
+    "opencode": "OpenCode then needs the proxy running: `ember proxy`.",
+    "qwen": "Qwen Code then needs the proxy running (`ember proxy`); an OPENAI_BASE_URL in its "
+    "environment, or a model's own baseUrl in modelProviders, still wins over this one.",
+    "gemini": "Gemini CLI then needs the proxy running (`ember proxy`) and your key in "
+    "$GEMINI_API_KEY. It reads ~/.gemini/.env only in a trusted folder without a .env of its "
+    "own; `export GOOGLE_GEMINI_BASE_URL=...` in your shell profile works everywhere.",
+    "aider": "aider then needs the proxy running (`ember proxy`). Its requests name no project "
+    "directory, so with this alone ember remembers and injects nothing for it: `ember wrap "
+    "aider` sends the project with every request.",
+}
+
+
+def _proxy_plans(
     client: str, env: dict[str, str], port: int | None, env_key: str | None, config: Path | None
-) -> Plan:
-    """The client's requests sent to the proxy."""
-    spec = CLIENTS[client]
+) -> list[Plan]:
+    """The client's requests sent to the proxy: one plan per file."""
     settings = load_settings(config, port=port)
     address = ProxyAddress.for_listener(settings.host, settings.port)
-    if client == "claude":
-        path = claude.config_path(env, Path.home())
-        snippet = claude.snippet(address)
-        current = _read(path)
-        merged = claude.merge(current, address, str(path))
-        after = "Claude Code then needs the proxy running: `ember proxy`."
-    else:
+    home = Path.home()
+    if client == "codex":
         key = codex.check_env_key(env_key or codex.DEFAULT_ENV_KEY)
-        path = codex.config_path(env, Path.home())
-        snippet = codex.snippet(address, key)
+        path = codex.config_path(env, home)
         current = _read(path)
         merged = codex.merge(current, address, key, str(path))
         after = f"Codex then needs the proxy running (`ember proxy`) and your key in ${key}."
+        return [_plan(client, path, current, merged, codex.snippet(address, key), after, address)]
+    module = {"claude": claude, "opencode": opencode, "qwen": qwen, "gemini": gemini}.get(client)
+    if module is None:
+        module = aider
+    path = module.config_path(env, home)
+    current = _read(path)
+    merged = module.merge(current, address, str(path))
+    after = _AFTER[client]
+    plans = [_plan(client, path, current, merged, module.snippet(address), after, address)]
+    if client == "gemini":
+        env_file = gemini.env_path(home)
+        text = _read(env_file)
+        fresh = gemini.merge_env(None, address)
+        plans.append(
+            _plan(client, env_file, text, gemini.merge_env(text, address), fresh, after, address)
+        )
+    return plans
+
+
+def _plan(
+    client: str,
+    path: Path,
+    current: str | None,
+    merged: str,
+    snippet: str,
+    after: str,
+    address: ProxyAddress,
+) -> Plan:
+    title = CLIENTS[client].title
     return Plan(
         path,
         current,
         merged,
-        intro=f"{spec.title} reads {path}. This goes in it:\n\n{snippet}",
-        done=f"{path} already sends {spec.title} through ember at {address.origin}.",
+        intro=f"{title} reads {path}. This goes in it:\n\n{snippet}",
+        done=f"{path} already sends {title} through ember at {address.origin}.",
         after=after,
+        warn_before=client in ("aider", "gemini", "qwen"),
     )
 
 

@@ -1,16 +1,18 @@
-"""``ember wrap claude|codex [-- client args]``: run an agent through the proxy, one command."""
+"""``ember wrap <client> [-- client args]``: run an agent through the proxy, one command."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-from collections.abc import Sequence
+import uuid
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import click
 
 from ember.cli.options import config_option
-from ember.clients import CLIENTS, ClientSpec, Launch, claude, codex
+from ember.clients import CLIENTS, ClientSpec, Launch, aider, claude, codex, gemini, opencode, qwen
 from ember.clients.address import ProxyAddress
 from ember.config import load_settings
 from ember.errors import ClientError
@@ -49,7 +51,7 @@ class _WrapCommand(click.Command):
     "--bin",
     "binary",
     default=None,
-    help="The client executable (default: claude / codex found on PATH).",
+    help="The client executable (default: the client's own name found on PATH).",
 )
 @click.option(
     "--env-key",
@@ -66,12 +68,17 @@ def wrap(
     env_key: str | None,
     config_file: Path | None,
 ) -> None:
-    """Run Claude Code or Codex with every request going through the ember proxy.
+    """Run an agent CLI (claude, codex, opencode, gemini, qwen, aider) with every request
+    going through the ember proxy.
 
     \b
       ember wrap claude                      # interactive Claude Code
       ember wrap claude -- -p "fix the test" # arguments for the client go after --
       ember wrap codex -- exec "hello"
+      ember wrap opencode -- run fix the test
+      ember wrap gemini -- -p "fix the test" # needs $GEMINI_API_KEY
+      ember wrap qwen -- -p "fix the test"
+      ember wrap aider -- --model sonnet
 
     Uses the ember proxy answering on the port, or starts one in the background (log in
     $EMBER_HOME/run/), which stops once the last `ember wrap` using it exits; a proxy you
@@ -94,8 +101,9 @@ def wrap(
         raise click.UsageError("ember wrap needs a fixed port: set --port or EMBER_PORT")
     project = (cwd or Path.cwd()).resolve()
     address = ProxyAddress.for_listener(settings.host, settings.port)
-    plan = _plan(spec, _find(spec, binary), client_args, address, project, env_key)
     check_home(settings.home)
+    scratch = settings.home / "run"
+    plan = _plan(spec, _find(spec, binary), client_args, address, project, env_key, scratch)
     shared = SharedProxy(settings.home / "run", settings.host, address)
     lease = shared.acquire(config_file, READY_TIMEOUT)
     try:
@@ -105,7 +113,7 @@ def wrap(
             _say(f"using the ember proxy on {address.origin} (its own settings apply)")
         for note in plan.notes:
             _say(note)
-        with HealthWatch(address, _say):
+        with HealthWatch(address, _say), _run_files(plan.files):
             code = client_proc.run(plan.argv, plan.env, project)
     finally:
         released = shared.release(lease, on_slow=_reading)
@@ -123,17 +131,72 @@ def _plan(
     address: ProxyAddress,
     project: Path,
     env_key: str | None,
+    scratch: Path,
 ) -> Launch:
     env = dict(os.environ)
-    if spec is CLIENTS["claude"]:
-        files = claude.settings_files(env, Path.home(), str(project))
+    home = Path.home()
+    if spec.name == "claude":
+        files = claude.settings_files(env, home, str(project))
         configured = claude.configured_env([(str(f), _read(f)) for f in files])
         managed = claude.configured_env(
             [(str(claude.MANAGED_SETTINGS), _read(claude.MANAGED_SETTINGS))]
         )
         return claude.launch(binary, args, address, str(project), env, configured, managed)
-    key = codex.check_env_key(env_key or codex.DEFAULT_ENV_KEY)
-    return codex.launch(binary, args, address, str(project), env, env_key=key)
+    if spec.name == "codex":
+        key = codex.check_env_key(env_key or codex.DEFAULT_ENV_KEY)
+        return codex.launch(binary, args, address, str(project), env, env_key=key)
+    if spec.name == "opencode":
+        return opencode.launch(binary, args, address, str(project), env)
+    if spec.name == "qwen":
+        files = qwen.settings_files(env, home, str(project))
+        noted = qwen.provider_urls([(str(f), _read(f)) for f in files])
+        return qwen.launch(binary, args, address, env, noted)
+    run_id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    if spec.name == "gemini":
+        files = gemini.settings_files(env, home, str(project))
+        selected = gemini.selected_auth([(str(f), _read(f)) for f in files])
+        theirs = gemini.defaults_path(env)
+        defaults = (scratch / f"gemini-{run_id}.system-defaults.json", _read(theirs))
+        return gemini.launch(binary, args, address, str(project), env, selected, defaults)
+    sources = aider.settings_files(args, home, project, _git_root(project))
+    return aider.launch(
+        binary,
+        args,
+        address,
+        str(project),
+        env,
+        f"aider-{uuid.uuid4()}",
+        scratch / f"aider-{run_id}.model.settings.yml",
+        [(str(f), _read(f)) for f in sources],
+    )
+
+
+def _git_root(start: Path) -> Path | None:
+    """The git checkout holding ``start`` (aider reads its model settings there too)."""
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
+@contextlib.contextmanager
+def _run_files(files: dict[str, str]) -> Iterator[None]:
+    """The run's own files (``Launch.files``: under ``$EMBER_HOME/run``), readable by the user
+    only and removed when the client exits."""
+    written = []
+    try:
+        for name, text in files.items():
+            path = Path(name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            written.append(path)
+        yield
+    finally:
+        for path in written:
+            with contextlib.suppress(OSError):
+                path.unlink()
 
 
 def _read(path: Path) -> str | None:
