@@ -568,6 +568,9 @@ def _cwd_places(body: dict[str, Any]) -> str:
     marks = (
         ("Primary working directory: ", "Primary working directory"),
         ("<env>\nWorking directory: ", "<env> Working directory"),
+        ("<env>\n  Working directory: ", "<env> Working directory"),
+        ("I'm currently working in the directory: ", "I'm currently working in the directory"),
+        ("Workspace Directories:", "Workspace Directories"),
         ("<cwd>", "<environment_context><cwd>"),
         ("Contents of /work/proj/CLAUDE.md", "CLAUDE.md path"),
         ("# AGENTS.md instructions for ", "AGENTS.md heading"),
@@ -575,8 +578,10 @@ def _cwd_places(body: dict[str, Any]) -> str:
         ("/work/proj/notes.txt", "tool call/result"),
     )
     places = []
-    for key in ("system", "messages", "input"):
+    for key in ("system", "messages", "input", "systemInstruction", "contents"):
         items = body.get(key)
+        if isinstance(items, dict):
+            items = [items]
         if not isinstance(items, list):
             continue
         for i, item in enumerate(items):
@@ -600,22 +605,42 @@ def _strings(value: Any) -> list[str]:
 def _session(meta: dict[str, Any], body: dict[str, Any]) -> str:
     user_id = (body.get("metadata") or {}).get("user_id")
     sid = json.loads(user_id).get("session_id") if user_id else body.get("prompt_cache_key")
-    return str(sid or meta["headers"].get("session-id") or "—")
+    headers = meta["headers"]
+    return str(sid or headers.get("session-id") or headers.get("x-session-id") or "—")
+
+
+_SYSTEM_LABELS = (
+    ("Generate a concise, sentence-case title", "title generator"),
+    ("You are a title generator", "title generator"),
+    ("file search specialist", "Explore agent"),
+    ("Primary working directory", "Claude Code main"),
+    ("You are OpenCode", "OpenCode main"),
+    ("You are Qwen Code", "Qwen Code main"),
+    ("managed memory extraction subagent", "Qwen Code memory extraction"),
+    ("Act as an expert software developer", "aider main"),
+    ("running in the Codex CLI", "Codex main"),
+    ("You are Gemini CLI", "Gemini CLI main"),
+    ("You are an interactive CLI agent", "Gemini CLI main"),
+)
 
 
 def _system_kind(body: dict[str, Any]) -> str:
-    system = body.get("system")
+    """Who wrote the system prompt, and where it is."""
+    system = body.get("system") or body.get("systemInstruction")
+    where = ""
     if system is None:
-        return "none (developer items)" if "input" in body else "none"
+        roles = ("system", "developer")
+        items = [m for m in body.get("messages") or body.get("input") or [] if isinstance(m, dict)]
+        system = [m for m in items if m.get("role") in roles]
+        if not system:
+            return "none"
+        where = "developer items" if "input" in body else "system messages"
     text = json.dumps(system)
-    for needle, label in (
-        ("Generate a concise, sentence-case title", "title generator"),
-        ("file search specialist", "Explore agent"),
-        ("Primary working directory", "Claude Code main"),
-    ):
+    count = f"{len(system)} {where or 'blocks'}" if isinstance(system, list) else "1 part"
+    for needle, label in _SYSTEM_LABELS:
         if needle in text:
-            return f"{label} ({len(system)} blocks)"
-    return f"other ({len(system)} blocks)"
+            return f"{label} ({count})"
+    return f"other ({count})"
 
 
 def table(out: Path) -> str:

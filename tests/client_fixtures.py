@@ -1,12 +1,15 @@
-"""Requests recorded from the real Claude Code and Codex CLIs, for tests.
+"""Requests recorded from the real agent CLIs (Claude Code, Codex, OpenCode, Gemini CLI, Qwen
+Code, aider), for tests.
 
 The fixtures live in ``tests/fixtures/clients/<client>/<scenario>/NNN-<kind>.json`` (method,
 path, query, scrubbed headers, status, arrival time) with the exact body bytes beside it in
 ``NNN-<kind>.body``; ``tests/fixtures/clients/README.md`` says how they were recorded and lists
-every request. ``scripts/record_client_fixtures.py`` re-records them.
+every request. ``scripts/record_client_fixtures.py`` re-records Claude Code's and Codex's,
+``scripts/record_agent_clients.py`` the others'.
 
 Kinds: ``main`` (a main-thread turn), ``subagent``, ``title`` (title generation),
-``compaction``, ``probe`` (Claude Code's ``HEAD /`` connectivity check) and
+``compaction``, ``memory`` (Qwen Code's managed-memory extraction), ``router`` (Gemini CLI's
+model routing call), ``probe`` (Claude Code's ``HEAD /`` connectivity check) and
 ``websocket-attempt`` (Codex's ``GET /v1/responses`` upgrade). Within a scenario every request
 of the session carries the same scrubbed session id; the project directory is always
 ``/work/proj`` and the home directory ``/home/user``.
@@ -22,7 +25,16 @@ from typing import Any
 
 FIXTURES = Path(__file__).parent / "fixtures" / "clients"
 PROJECT_DIR = "/work/proj"
-CLIENTS = ("claude-code", "codex")
+CLIENTS = ("aider", "claude-code", "codex", "gemini-cli", "opencode", "qwen-code")
+#: The kind of thread ember gives each recorded kind (compaction is the main thread's).
+THREAD_KIND = {
+    "main": "main",
+    "compaction": "main",
+    "subagent": "subagent",
+    "title": "side",
+    "memory": "side",
+    "router": "side",
+}
 
 
 @dataclass(frozen=True)
@@ -53,15 +65,27 @@ class ClientRequest:
     def json(self) -> Any:
         return json.loads(self.body)
 
+    @property
+    def wrapped_headers(self) -> dict[str, str]:
+        """The headers as the request reaches ember under ``ember wrap``: aider's requests name
+        no directory and no session, so the wrap sends both (``ember.clients.aider``); the
+        other clients' are as recorded."""
+        headers = dict(self.headers)
+        if self.client == "aider":
+            headers["x-ember-cwd"] = PROJECT_DIR
+            headers["x-ember-session-id"] = f"aider-{self.scenario}"
+        return headers
+
     def session_id(self) -> str | None:
-        """The client's own session id: Claude Code's ``metadata.user_id`` JSON, or Codex's
-        ``prompt_cache_key``."""
+        """The client's own session id: Claude Code's ``metadata.user_id`` JSON, Codex's
+        ``prompt_cache_key``, OpenCode's ``x-session-id`` header; None for a client that
+        names none (Gemini CLI, Qwen Code, aider)."""
         body = self.json()
         user_id = (body.get("metadata") or {}).get("user_id")
         if isinstance(user_id, str) and user_id.startswith("{"):
             sid = json.loads(user_id).get("session_id")
             return str(sid) if sid else None
-        key = body.get("prompt_cache_key")
+        key = body.get("prompt_cache_key") or self.headers.get("x-session-id")
         return str(key) if key else None
 
 

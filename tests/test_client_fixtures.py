@@ -1,4 +1,4 @@
-"""The recorded Claude Code / Codex requests stay usable: well-formed, replayable, scrubbed."""
+"""The recorded requests of the real agent CLIs stay usable: well-formed, replayable, scrubbed."""
 
 from __future__ import annotations
 
@@ -16,11 +16,27 @@ from tests.client_fixtures import CLIENTS, PROJECT_DIR, ClientRequest, all_reque
 
 REQUESTS = all_requests()
 MODEL_CALLS = [r for r in REQUESTS if r.is_model_call]
-_CWD = re.compile(r"(?:Primary working directory|Working directory): (\S+)|<cwd>([^<]*)</cwd>")
+_CWD = re.compile(
+    r"(?:Primary working directory|Working directory|I'm currently working in the directory): "
+    r"(\S+)|<cwd>([^<]*)</cwd>"
+)
+#: The header each client names its session in (the others name none).
+SESSION_HEADER = {
+    "claude-code": "x-claude-code-session-id",
+    "codex": "session-id",
+    "opencode": "x-session-id",
+}
+#: Where each wire format carries the key, as recorded (scrubbed) and as replayed.
+KEY_HEADER = {
+    "/v1/messages": ("x-api-key", "<redacted>"),
+    "/v1/chat/completions": ("authorization", "Bearer <redacted>"),
+    "/v1/responses": ("authorization", "Bearer <redacted>"),
+    "gemini": ("x-goog-api-key", "<redacted>"),
+}
 #: A path under a real home directory (the recording user's). Codex's own agent paths, which
 #: read like one, are scrubbed to ``/agent-root/...``; ``/tmp`` stays (Claude Code's prompt
-#: names it).
-_MACHINE_PATH = re.compile(r"(?<![<\w])/(?:root|Users/\w+)(?=[/`\"\\\s]|$)")
+#: names it), and so does OpenCode's quoting example ``mkdir "/Users/name/My Documents"``.
+_MACHINE_PATH = re.compile(r"(?<![<\w])/(?:root|Users/(?!name/My Documents)\w+)(?=[/`\"\\\s]|$)")
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -35,7 +51,11 @@ def _ids(requests: list[ClientRequest]) -> list[str]:
     return [r.name for r in requests]
 
 
-def test_both_clients_and_their_continued_sessions_are_recorded() -> None:
+def _wire(path: str) -> str:
+    return "gemini" if path.startswith("/v1beta/models/") else path
+
+
+def test_every_client_and_its_continued_sessions_are_recorded() -> None:
     recorded = scenarios()
     assert {client for client, _ in recorded} == set(CLIENTS)
     kinds = {r.kind for r in REQUESTS}
@@ -51,15 +71,24 @@ def test_recorded_request_is_well_formed_for_its_protocol(request_: ClientReques
         assert request_.kind in ("probe", "websocket-attempt") and not request_.body
         return
     body = request_.json()
-    assert isinstance(body, dict) and isinstance(body["model"], str) and body["stream"] is True
-    if request_.client == "claude-code":
-        assert (request_.path, request_.query) == ("/v1/messages", "beta=true")
-        assert headers["x-api-key"] == "<redacted>" and "anthropic-version" in headers
+    wire = _wire(request_.path)
+    name, value = KEY_HEADER[wire]
+    assert isinstance(body, dict) and headers[name] == value
+    if wire == "gemini":
+        assert request_.path.endswith((":streamGenerateContent", ":generateContent"))
+        assert isinstance(body["contents"], list) and body["contents"]
+        return
+    assert isinstance(body["model"], str) and body["stream"] is True
+    if wire == "/v1/messages":
+        assert "anthropic-version" in headers
         assert isinstance(body["max_tokens"], int) and body["messages"]
+    elif wire == "/v1/chat/completions":
+        assert isinstance(body["messages"], list) and body["messages"]
     else:
-        assert request_.path == "/v1/responses"
-        assert headers["authorization"] == "Bearer <redacted>"
+        assert wire == "/v1/responses"
         assert isinstance(body["input"], list) and body["input"]
+    if request_.client == "claude-code":
+        assert request_.query == "beta=true"
 
 
 def test_scrubbing_kept_one_session_and_one_project_per_scenario() -> None:
@@ -69,8 +98,9 @@ def test_scrubbing_kept_one_session_and_one_project_per_scenario() -> None:
         calls = [r for r in MODEL_CALLS if (r.client, r.scenario) == (client, name)]
         assert calls, f"{client}/{name} has no model call"
         assert len({r.session_id() for r in calls}) == 1, f"{client}/{name}: sessions differ"
-        header = "x-claude-code-session-id" if client == "claude-code" else "session-id"
-        assert {r.headers[header] for r in calls} == {calls[0].session_id()}
+        header = SESSION_HEADER.get(client)
+        if header is not None:
+            assert {r.headers[header] for r in calls} == {calls[0].session_id()}
         for r in calls:
             assert b"sk-test" not in r.body
             shown = r.body.decode("utf-8") + "".join(r.headers.values())
@@ -93,9 +123,11 @@ def test_recorded_model_call_replays_against_the_emulator_without_400(
     replay these bytes through the proxy."""
     keep = ("content-type", "anthropic-version", "anthropic-beta", "accept")
     headers = {k: v for k, v in request_.headers.items() if k in keep}
-    headers["x-api-key" if request_.client == "claude-code" else "authorization"] = "test"
+    name, _ = KEY_HEADER[_wire(request_.path)]
+    headers[name] = "Bearer test" if name == "authorization" else "test"
+    query = f"?{request_.query}" if request_.query else ""
     sent = urllib.request.Request(
-        emulator_url + request_.path, data=request_.body, headers=headers, method="POST"
+        emulator_url + request_.path + query, data=request_.body, headers=headers, method="POST"
     )
     try:
         with urllib.request.urlopen(sent, timeout=10) as response:

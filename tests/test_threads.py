@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from ember.protocols import ADAPTERS
+from ember.protocols import adapter_for_path
 from ember.sessions import SessionRegistry
 from ember.threads import RequestShape, SessionThreads, classify, is_compaction, stable_system
-from tests.client_fixtures import load_scenario, scenarios
+from tests.client_fixtures import THREAD_KIND, load_scenario, scenarios
 
 MAIN = RequestShape.of(
     "main prompt", ("Bash", "Read"), "fix it", structured=False, subagent_marker=False
@@ -115,12 +115,12 @@ def test_compaction_is_recognised_by_claude_codes_instructions() -> None:
 
 @pytest.mark.parametrize(("client", "scenario"), scenarios())
 def test_recorded_requests_get_the_thread_kind_they_are(client: str, scenario: str) -> None:
-    expected = {"main": "main", "compaction": "main", "subagent": "subagent", "title": "side"}
     registry = SessionRegistry()
     for req in load_scenario(client, scenario):
         if not req.is_model_call:
             continue
-        adapter = ADAPTERS[req.path.split("?")[0]]
+        adapter = adapter_for_path(req.path.split("?")[0])
+        assert adapter is not None
         body = req.json()
         shape = RequestShape.of(
             adapter.system_text(body),
@@ -130,7 +130,7 @@ def test_recorded_requests_get_the_thread_kind_they_are(client: str, scenario: s
             subagent_marker=bool(req.headers.get("x-claude-code-agent-id")),
         )
         thread, _ = registry.observe(str(req.session_id()), shape, None)
-        assert thread.kind == expected[req.kind], req.name
+        assert thread.kind == THREAD_KIND[req.kind], req.name
 
 
 def test_the_billing_header_line_does_not_change_the_agent_lineage() -> None:
