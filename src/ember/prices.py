@@ -73,6 +73,13 @@ BUILTIN_PRICES: dict[str, Price] = {
     # Google, from ai.google.dev/gemini-api/docs/pricing (Standard tier, text input): the
     # "context caching" price is what an implicit cache read costs; there is no write price.
     # The Pro models cost more for prompts over 200k tokens, which this table does not model.
+    # Gemini CLI 0.61.0 with its default auto model: gemini-3.8-flash for the turn, whose price
+    # doubles on 2027-01-01 ($1.50 / $7.50), and gemini-3.5-flash-lite for its router. The 3.x
+    # models read their cache at a tenth of the input price.
+    "gemini-3.8-flash": Price(0.75, 3.75, 0.075),
+    "gemini-3.5-flash": Price(1.50, 9.0, 0.15),
+    "gemini-3.5-flash-lite": Price(0.30, 2.50, 0.03),
+    "gemini-3.1-pro-preview": Price(2.0, 12.0, 0.20),
     "gemini-2.5-pro": Price(1.25, 10.0, 0.125),
     "gemini-2.5-flash": Price(0.30, 2.50, 0.03),
     "gemini-2.5-flash-lite": Price(0.10, 0.40, 0.01),
