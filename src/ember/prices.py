@@ -66,6 +66,8 @@ BUILTIN_PRICES: dict[str, Price] = {
     "gpt-5-codex": Price(1.25, 10.0, 0.125),
     "gpt-5-mini": Price(0.25, 2.0, 0.025),
     "gpt-5-nano": Price(0.05, 0.4, 0.005),
+    # OpenCode 1.18.33's small model on its openai provider: the title of every session.
+    "gpt-5.4-nano": Price(0.20, 1.25, 0.02),
     "gpt-4.1": Price(2.0, 8.0, 0.5),
     "gpt-4.1-mini": Price(0.4, 1.6, 0.1),
     "gpt-4o": Price(2.5, 10.0, 1.25),
