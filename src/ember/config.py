@@ -143,6 +143,11 @@ class Settings(BaseModel):
     #: are counted as lost, by kind (``ember stats``, ``/healthz``). 10,000: about 5 MB of
     #: accounting rows, hours of a few agents. 0: none held.
     storage_hold_writes: int = Field(default=10_000, ge=0)
+    #: On a PostgreSQL store (``store_url``), the writes held for the server while it cannot
+    #: be reached are journaled in EMBER_HOME/journal, kept through a restart and delivered
+    #: once it is back: this many MB of journal at most (past it, writes are held in memory
+    #: only, up to storage_hold_writes). 0: no journal.
+    storage_journal_mb: int = Field(default=256, ge=0)
     #: How often a database being written is checked for damage (``PRAGMA quick_check``, on
     #: its writer), seconds; sooner once its WAL passes 16 MB. A damaged file is switched off
     #: at once and its WAL never copied into it.

@@ -10,6 +10,7 @@ the rows queued after the last commit (the writer commits as soon as it is free)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from ember.protocols.base import Usage
 from ember.store.database import Database
 from ember.store.driver import Connection
+from ember.store.ops import Op, replayable
 from ember.store.schema import PROJECT, STATS
 
 _INSERT = """INSERT INTO exchanges (ts, session_id, project, protocol, model, status, outcome,
@@ -84,9 +86,17 @@ class ExchangeRecord:
             self.notes,
         )
 
-    def insert(self, conn: Connection) -> None:
-        """The write job for this row (runs on the database's writer thread)."""
-        conn.execute(_INSERT, self.row())
+    @property
+    def insert(self) -> Op:
+        """The write job for this row (runs on the database's writer thread): an ``Op``, so
+        a PostgreSQL store can journal it through an outage and a restart."""
+        return Op(insert_row, self.row())
+
+
+@replayable
+def insert_row(conn: Connection, row: Sequence[Any]) -> None:
+    """One accounting row (``ExchangeRecord.row``)."""
+    conn.execute(_INSERT, tuple(row))
 
 
 def _schema_for(path: Path) -> Any:

@@ -138,6 +138,12 @@ class Database(WriterLoop):
             return self._tally.onto(self._health)
 
     @property
+    def durable_hold(self) -> bool:
+        """Whether writes held through a gap outlive this process (a PostgreSQL store's
+        write journal, ``store.pg.held``): a SQLite file's are in memory only."""
+        return False
+
+    @property
     def open(self) -> bool:
         """The writer thread is running (the file is open)."""
         writer = self._writer
@@ -162,16 +168,20 @@ class Database(WriterLoop):
         if not first:
             return
         if self._log_failures:
-            log.error(
-                "database %s switched off (%s: %s); %s; requests go on without its features."
-                " Fix: %s",
-                self.where,
-                state,
-                cause,
-                self._gap_policy(state),
-                self._health.fix(self.where),
-            )
+            self._say_off(state, cause)
         self._report()
+
+    def _say_off(self, state: State, cause: BaseException) -> None:
+        """The one line of a switch-off (a PostgreSQL schema says it per server instead)."""
+        log.error(
+            "database %s switched off (%s: %s); %s; requests go on without its features."
+            " Fix: %s",
+            self.where,
+            state,
+            cause,
+            self._gap_policy(state),
+            self._health.fix(self.where),
+        )
 
     def found_damaged(self, cause: BaseException) -> None:
         """A check from outside the writer found the file damaged (``startcheck``): switched
@@ -198,16 +208,20 @@ class Database(WriterLoop):
             self._health = Health(self.where, was=before.state)
             tally = self._tally.onto(before)
         if self._log_failures:
-            log.warning(
-                "database %s is back after %.0fs (was %s): %d held writes "
-                "written, %d dropped since it was first switched off",
-                self.where,
-                time.time() - before.since,
-                before.state,
-                tally.caught_up,
-                tally.dropped,
-            )
+            self._say_back(before, tally)
         self._report()
+
+    def _say_back(self, before: Health, tally: Health) -> None:
+        """The one line of a return (a PostgreSQL schema says it per server instead)."""
+        log.warning(
+            "database %s is back after %.0fs (was %s): %d held writes "
+            "written, %d dropped since it was first switched off",
+            self.where,
+            time.time() - before.since,
+            before.state,
+            tally.caught_up,
+            tally.dropped,
+        )
 
     def _report(self) -> None:
         if self._on_problem is not None:

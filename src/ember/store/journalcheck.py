@@ -58,12 +58,14 @@ class Dead:
             os.close(fd)
 
 
-def dead_segments(directory: Path) -> Dead:
-    """The segments no process holds (a live proxy holds each of its own), locked now."""
+def dead_segments(directory: Path, *, prefix: str = PREFIX, suffix: str = SUFFIX) -> Dead:
+    """The segments no process holds (a live proxy holds each of its own), locked now
+    (``prefix``/``suffix``: the answer journal's unless said; ``store.pg.journal`` keeps
+    its writes in the same folder)."""
     dead = Dead()
     if fcntl is None or not directory.is_dir():
         return dead
-    for path in sorted(directory.glob(f"{PREFIX}*{SUFFIX}")):
+    for path in sorted(directory.glob(f"{prefix}*{suffix}")):
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError:
@@ -134,19 +136,27 @@ def missing(
     read now (to be looked up at a later start)."""
     lost: dict[Path, int] = {}
     unread: dict[Path, set[Key]] = {}
+    why = ""
     for path, keys in wanted.items():
         schema = STATS if path == stats_db_path(storage.home) else PROJECT
-        if not storage.holds(path, schema):
-            lost[path] = len(keys)  # its first row never reached a file
-            continue
         try:
+            if not storage.holds(path, schema):  # a PostgreSQL server down raises here
+                lost[path] = len(keys)  # its first row never reached a file
+                continue
             found = storage.database(path, schema).read(_present(keys))
         except StorageError as exc:
-            log.warning("cannot look up the rows of a killed proxy in %s now: %s", path, exc)
+            why = why or str(exc)
             unread[path] = keys
             continue
         if len(keys) > len(found):
             lost[path] = len(keys) - len(found)
+    if unread:  # one line, however many databases (a server down is all of them)
+        log.warning(
+            "cannot look up the rows of %d answers of a killed proxy now (%s); a later start "
+            "looks them up",
+            sum(len(k) for k in unread.values()),
+            why,
+        )
     return lost, unread
 
 

@@ -19,6 +19,11 @@ run there (``schema.for_postgres``). Nothing is created in ``EMBER_HOME`` for it
 
 One ``HoldLimit`` for the process: the writes every database keeps through a gap (disk full)
 count against it together, so many projects on a full disk cannot multiply the memory.
+
+On PostgreSQL, one write journal for the process (``pg.journal``, in ``EMBER_HOME/journal``,
+made on the first write that needs it, bounded by ``journal_bytes``): the writes every schema
+holds through an outage are on disk, kept through a stop (``close`` says how many) and
+delivered by the next start (``deliver_left``).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from ember.store.database import Database
 from ember.store.health import Health
 from ember.store.hold import HOLD_WRITES, HoldLimit
 from ember.store.migrations import Schema
-from ember.store.pg.url import conninfo, require_driver
+from ember.store.pg.url import conninfo, redacted, require_driver
 from ember.store.problems import (
     PROBLEMS_FILE,
     Reported,
@@ -45,6 +50,10 @@ from ember.store.schema import PROJECT, STATS, for_postgres
 
 if TYPE_CHECKING:
     from ember.config import Settings
+    from ember.store.pg.journal import WriteJournal
+
+#: The write journal's bound unless said (``storage_journal_mb``).
+JOURNAL_BYTES = 256 * 1_000_000
 
 # Read by commands through this module since before ``problems`` held them.
 __all__ = [
@@ -76,12 +85,15 @@ class Storage:
         hold_writes: int = HOLD_WRITES,
         check_seconds: float | None = None,
         store_url: str | None = None,
+        journal_bytes: int = JOURNAL_BYTES,
     ) -> None:
         """``hold_writes``: writes kept in memory while files are off, all databases together
         (0: none, a refused write is dropped and counted at once). ``check_seconds``: how
         often a database being written is checked for damage (``PRAGMA quick_check``; None:
         ``database.CHECK_SECONDS``). ``store_url``: a PostgreSQL URL (already checked,
-        ``pg.url.check_store_url``) to keep everything in instead of files."""
+        ``pg.url.check_store_url``) to keep everything in instead of files.
+        ``journal_bytes``: the PostgreSQL write journal's bound (0: no journal, and nothing
+        is journaled with ``hold_writes`` 0 either)."""
         if store_url is not None:
             require_driver()
             conninfo(store_url)  # a URL libpq cannot read fails here, not in every write
@@ -98,6 +110,10 @@ class Storage:
         self._reported = Reported()
         #: ``close`` was called: background work on the files stops (``startcheck``)
         self.closing = False
+        self.journal_bytes = journal_bytes
+        self._journal: WriteJournal | None = None
+        self._journal_tried = False
+        self._journal_lock = threading.Lock()
 
     def database(self, path: Path, schema: Schema = PROJECT) -> Database:
         """The owner of ``path`` (created on first call, opened on first use)."""
@@ -143,6 +159,7 @@ class Storage:
                 schema_name=schema_name(self.home, path),
                 on_problem=self._record,
                 hold=self.hold,
+                journal=self.write_journal,
                 **kw,
             )
         return Database(
@@ -157,6 +174,42 @@ class Storage:
 
     def stats(self) -> Database:
         return self.database(stats_db_path(self.home), STATS)
+
+    def write_journal(self) -> WriteJournal | None:
+        """The process's write journal on a PostgreSQL store (made now if need be); None
+        without one (SQLite, nothing held, or it cannot be made: said once)."""
+        if self._journal is not None or self._journal_tried:
+            return self._journal
+        if self.store_url is None or self.journal_bytes <= 0 or self.hold.limit <= 0:
+            return None
+        from ember.store.journal import journal_dir
+        from ember.store.pg.journal import WriteJournal
+
+        with self._journal_lock:
+            if not self._journal_tried:
+                self._journal_tried = True
+                directory = journal_dir(self.home)
+                try:
+                    self._journal = WriteJournal(
+                        directory, redacted(self.store_url), limit=self.journal_bytes
+                    )
+                except OSError as exc:
+                    log.warning(
+                        "the write journal cannot be kept in %s (%s): writes held for "
+                        "PostgreSQL through an outage stay in memory only",
+                        directory,
+                        exc,
+                    )
+        return self._journal
+
+    def deliver_left(self, timeout: float = 60.0) -> int:
+        """Deliver what stopped processes left in this home's write journal for this store
+        (``pg.deliver``); the number of writes taken on. Nothing on SQLite."""
+        if self.store_url is None:
+            return 0
+        from ember.store.pg.deliver import deliver_left
+
+        return deliver_left(self, timeout)
 
     def _crowded(self) -> list[Database]:
         """Caller holds the lock: open databases past ``max_open``, least recently used."""
@@ -194,6 +247,17 @@ class Storage:
             dbs = list(self._dbs.values())
         for d in dbs:
             d.close(timeout)
+        journal = self._journal
+        if journal is not None:
+            kept = journal.close()
+            if kept and self.store_url is not None:
+                log.warning(
+                    "PostgreSQL at %s was not reachable at the stop: %d writes are kept in "
+                    "%s; the next proxy started on this EMBER_HOME delivers them",
+                    redacted(self.store_url),
+                    kept,
+                    journal.directory,
+                )
 
 
 def storage_for(settings: Settings) -> Storage:
@@ -204,4 +268,5 @@ def storage_for(settings: Settings) -> Storage:
         hold_writes=settings.storage_hold_writes,
         check_seconds=settings.storage_check_seconds,
         store_url=settings.store_url,
+        journal_bytes=settings.storage_journal_mb * 1_000_000,
     )

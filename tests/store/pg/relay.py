@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator
 
@@ -31,6 +32,12 @@ class Relay:
         #: when set, the next client message holding these bytes reaches the server and then
         #: that client's connection is cut before any answer (a COMMIT whose reply is lost)
         self.cut_after: bytes | None = None
+        #: with ``cut_after``: the port closes with the cut (the server gone before anyone
+        #: could ask it what became of that COMMIT)
+        self.close_on_cut = False
+        #: while set, nothing the server says reaches a client: a server that takes the
+        #: connection and never answers (stopped, frozen); connections stay up
+        self.frozen = threading.Event()
 
     def url(self, password: str = "") -> str:
         """The database's URL through this port (a password is sent only if asked for: the
@@ -51,17 +58,20 @@ class Relay:
 
     def close(self) -> None:
         """Refuse new connections and cut the live ones."""
-        listener, self._listener = self._listener, None
-        if self._acceptor is not None:  # its accept() holds the port until it returns
-            self._acceptor.join(5)
-        if listener is not None:
-            listener.close()
+        self._stop_listening()
         with self._lock:
             live, self._live = self._live, set()
         for sock in live:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
             sock.close()
+
+    def _stop_listening(self) -> None:
+        listener, self._listener = self._listener, None
+        if self._acceptor is not None and self._acceptor is not threading.current_thread():
+            self._acceptor.join(5)  # its accept() holds the port until it returns
+        if listener is not None:
+            listener.close()
 
     def _accept(self, listener: socket.socket) -> None:
         while self._listener is listener:
@@ -80,31 +90,48 @@ class Relay:
                 continue
             with self._lock:
                 self._live.update((client, server))
-            threading.Thread(target=self._upstream, args=(client, server), daemon=True).start()
-            threading.Thread(target=_pump, args=(server, client), daemon=True).start()
+            lost = threading.Event()  # the server's answers no longer reach this client
+            threading.Thread(
+                target=self._upstream, args=(client, server, lost), daemon=True
+            ).start()
+            threading.Thread(
+                target=self._downstream, args=(server, client, lost), daemon=True
+            ).start()
 
-    def _upstream(self, client: socket.socket, server: socket.socket) -> None:
-        """Client to server; cuts the client off right after a message holding ``cut_after``."""
+    def _upstream(
+        self, client: socket.socket, server: socket.socket, lost: threading.Event
+    ) -> None:
+        """Client to server; cuts the client off right after a message holding ``cut_after``
+        (whose answer it never gets: dropped from the moment the message is seen)."""
         with contextlib.suppress(OSError):
             while data := client.recv(65536):
-                server.sendall(data)
                 marker = self.cut_after
-                if marker is not None and marker in data:
-                    self.cut_after = None
+                cut = marker is not None and marker in data
+                if cut:
+                    lost.set()
+                server.sendall(data)
+                if cut:
                     client.shutdown(socket.SHUT_RDWR)  # the server has it; its reply is lost
+                    if self.close_on_cut:
+                        self.close()  # every other connection too
+                    self.cut_after = None
                     break
         for sock in (client, server):
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
 
-
-def _pump(src: socket.socket, dst: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        while data := src.recv(65536):
-            dst.sendall(data)
-    for sock in (src, dst):
+    def _downstream(self, src: socket.socket, dst: socket.socket, lost: threading.Event) -> None:
+        """Server to client; holds what the server says while ``frozen``."""
         with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
+            while data := src.recv(65536):
+                while self.frozen.is_set() and self._listener is not None:
+                    time.sleep(0.05)
+                if lost.is_set():
+                    break
+                dst.sendall(data)
+        for sock in (src, dst):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 @contextlib.contextmanager

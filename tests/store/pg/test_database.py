@@ -221,7 +221,7 @@ def test_a_migration_that_fails_leaves_the_schema_at_the_one_before(pg_url: str)
             "ORDER BY 1"
         ).fetchall()
         names = conn.execute("SELECT name FROM ember_f_t._migrations").fetchall()
-    assert [t[0] for t in tables] == ["_ember_version", "_migrations", "a"]
+    assert [t[0] for t in tables] == ["_ember_delivered", "_ember_version", "_migrations", "a"]
     assert [n[0] for n in names] == ["0001_a"]
 
 

@@ -77,11 +77,12 @@ def test_writes_are_held_through_an_outage_and_arrive_when_the_server_is_back(
         assert _count(pg_url, schema) == 11  # before + 10 held; the waited write was refused
         assert db.health.ok and db.health.caught_up == 10 and db.health.dropped == 1
         assert db.read(lambda c: c.execute("SELECT COUNT(*) FROM exchanges").fetchone()[0]) == 11
+        _wait(lambda: "back after" in caplog.text, 10)  # said once the held writes are in
     finally:
         storage.close()
     said = [r.getMessage() for r in caplog.records if r.name.startswith("ember")]
-    assert len([m for m in said if "switched off (unreachable" in m]) == 1
-    assert len([m for m in said if "is back after" in m]) == 1
+    assert len([m for m in said if "unreachable" in m and "holding writes" in m]) == 1
+    assert len([m for m in said if "back after" in m]) == 1
     everything = caplog.text + json.dumps(json.loads(problems_path(tmp_path).read_text()))
     assert "ember@127.0.0.1" in everything and PASSWORD not in everything
 

@@ -28,6 +28,11 @@ Invariants, the same as SQLite's (``store.writer``), and what each prevents:
   trip), and ``CommitUnknown`` carries it: the owner asks the server
   (``pg_xact_status``) before running those jobs again, and resolves them as committed
   when they were (``settle``).
+- A journaled write (``store.ops.Op`` with a key) is recorded in ``_ember_delivered`` by the
+  transaction that applies it, in the version bump's statement (no extra round trip); one
+  replayed from a journal is looked up there first and skipped when it is in. A write a
+  stopped process left in its journal after its COMMIT took (a kill between the COMMIT and
+  the journal's note, a COMMIT whose answer was lost before a stop) is applied once.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, cast
 
+from ember.store.ops import Op, key_of
 from ember.store.pg.connection import PgConnection
 from ember.store.pg.failures import classify
 from ember.store.pg.migrate import BUMP_VERSION, set_schema
@@ -48,6 +54,13 @@ if TYPE_CHECKING:
 CONFLICT_TRIES = 5
 #: The version bump, naming the transaction it commits with.
 BUMP_NAMING_XID = BUMP_VERSION + " RETURNING pg_current_xact_id()::text"
+#: The same, recording the keys of the journaled writes the transaction applies.
+BUMP_RECORDING_KEYS = (
+    "WITH delivered AS (INSERT INTO _ember_delivered (key, at) "
+    "SELECT k, now() FROM unnest(%s::text[]) AS k ON CONFLICT DO NOTHING) " + BUMP_NAMING_XID
+)
+#: Which of the given keys a transaction already applied.
+DELIVERED = "SELECT key FROM _ember_delivered WHERE key = ANY(%s::text[])"
 
 Results = list[tuple[Job[Any], Any, BaseException | None]]
 
@@ -117,10 +130,18 @@ def _attempt(
     try:
         with conn.transaction():
             conn.execute(cast(Any, f"{set_schema(schema)}; {WRITER_LOCK}"))
+            applied = _applied_before(conn, jobs)
             for job in jobs:
+                if id(job) in applied:
+                    results.append((job, None, None))  # its write is in: resolved, not run
+                    continue
                 ran.append(job)
                 results.append(_run_one(conn, pg, job, savepoint=savepoints))
-            row = conn.execute(BUMP_NAMING_XID).fetchone()
+            keys = [k for j, _, e in results if e is None and (k := key_of(j.fn)) is not None]
+            if keys:
+                row = conn.execute(cast(Any, BUMP_RECORDING_KEYS), (keys,)).fetchone()
+            else:
+                row = conn.execute(BUMP_NAMING_XID).fetchone()
             xid = None if row is None else str(row[0])
     except BaseException as exc:
         if isinstance(exc, (FileFailure, _StatementFailure)) or not isinstance(exc, Exception):
@@ -134,6 +155,15 @@ def _attempt(
             raise FileFailure(state, exc) from exc
         raise _StatementFailure(exc) from exc  # the schema's own statements: every job fails
     return results
+
+
+def _applied_before(conn: psycopg.Connection[Any], jobs: list[Job[Any]]) -> set[int]:
+    """The jobs replayed from a journal whose write a transaction already applied (by id)."""
+    replayed = {j.fn.key: id(j) for j in jobs if isinstance(j.fn, Op) and j.fn.replayed}
+    if not replayed:
+        return set()
+    found = conn.execute(cast(Any, DELIVERED), (list(replayed),)).fetchall()
+    return {replayed[str(r[0])] for r in found}
 
 
 def _rolled_back(ran: list[Job[Any]]) -> None:

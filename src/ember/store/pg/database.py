@@ -19,6 +19,13 @@ off, and each change of health is said once. Only what touches the store differs
   be reached is ``unreachable``, a transient state: held, retried, back by itself.
 - Reads of a database switched off fail at once until a retry is due (``_gate``), then try
   the server again: a project that only reads comes back as soon as the server does.
+- A server that cannot be reached is the server's business, not one schema's
+  (``pg.watch``): said once per server, tried in the background while down (every schema
+  comes back without traffic), and every schema fails at once while it is known to be down.
+  A writer waits for the watch instead of trying the server on its own.
+- Writes that can be written down (``store.ops.Op``) are journaled on the local disk until
+  committed (``pg.held``, ``pg.journal``): an outage holds them whatever its length, up to
+  the journal's bound, and a stop or a kill during it loses none of them.
 
 The writer loop's hooks are the SQLite owner's (``writerloop.WriterLoop``: ``_gap``,
 ``_wait_for_retry``); the file-specific half of it (open, check, checkpoint, quarantine) is
@@ -36,7 +43,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ember.errors import StorageUnavailable
 from ember.store import writer as w
-from ember.store.database import IDLE_SECONDS, Database, ProblemHook
+from ember.store.database import IDLE_SECONDS, ProblemHook
 from ember.store.driver import Connection
 from ember.store.health import TRANSIENT, Health, State, retry_delay
 from ember.store.hold import HoldLimit
@@ -45,9 +52,11 @@ from ember.store.pg import pool as pools
 from ember.store.pg.batch import CommitUnknown, run_batch, settle
 from ember.store.pg.connection import PgConnection
 from ember.store.pg.failures import classify
+from ember.store.pg.held import HeldWrites, JournalSource
 from ember.store.pg.migrate import migrate, quoted, require_ported, set_schema
 from ember.store.pg.unsure import Unsure
 from ember.store.pg.url import where
+from ember.store.pg.watch import watch_for
 
 if TYPE_CHECKING:
     import psycopg
@@ -62,7 +71,11 @@ T = TypeVar("T")
 SETTLE_SECONDS = 1.0
 
 
-class PgDatabase(Database):
+#: How long a migration may keep the server busy (a new index on a large table).
+MIGRATE_SECONDS = 900.0
+
+
+class PgDatabase(HeldWrites):
     def __init__(
         self,
         path: Path,
@@ -74,9 +87,11 @@ class PgDatabase(Database):
         idle_seconds: float = IDLE_SECONDS,
         log_failures: bool = True,
         hold: HoldLimit | None = None,
+        journal: JournalSource | None = None,
     ) -> None:
         """``path``: the file the project would have (callers key on it); ``schema_name``:
-        where its data is (``pg.names.schema_name``). Raises ``StorageError`` when
+        where its data is (``pg.names.schema_name``); ``journal``: the process's write
+        journal (``pg.held``; None: nothing is journaled). Raises ``StorageError`` when
         ``schema`` needs a migration with no PostgreSQL form."""
         self.url = url
         self.schema_name = schema_name
@@ -96,18 +111,76 @@ class PgDatabase(Database):
         self._reads_retry_at = 0.0  # monotonic: when a read may try a store that is off
         self._reads_retries = 0
         self._unsure = Unsure()  # jobs whose COMMIT was lost with the connection
+        self._journal_of = journal
+        self._watch = watch_for(url)
+        self._watch.join(self)
 
     @property
     def where(self) -> str:
         return self._label
 
     def _gap_policy(self, state: State) -> str:
+        journal = self.journal
+        if journal is not None:
+            return (
+                f"holding writes in {journal.directory} (up to {journal.limit // 1_000_000} MB"
+                ", kept through a restart) until it is back"
+            )
         if self._hold is None or self._hold.limit == 0:
             return "its writes are dropped and counted until the server is back"
         return (
             f"its writes are held in memory (up to {self._hold.limit} in all) and written "
             "when the server is back"
         )
+
+    # -- the server's health (``pg.watch``) ---------------------------------------------------
+
+    def _say_off(self, state: State, cause: BaseException) -> None:
+        if state == "unreachable":
+            return  # the watch says it, once per server (``_fail`` told it)
+        super()._say_off(state, cause)
+
+    def _fail(self, state: State, cause: BaseException) -> None:
+        super()._fail(state, cause)
+        if state == "unreachable":
+            self._watch.went_down(cause, self._gap_policy(state), say=self._log_failures)
+
+    def _say_back(self, before: Health, tally: Health) -> None:
+        if before.state == "unreachable":
+            return  # the watch says it, with what every schema held and delivered
+        super()._say_back(before, tally)
+
+    def _recovered(self) -> None:
+        was = self._health.state
+        super()._recovered()
+        if was == "unreachable":
+            self._watch.came_back()
+
+    def server_back(self) -> None:
+        """The watch reached the server: retry now; a schema with nothing to write is back
+        at once (its health said "unreachable" until a request of its project came)."""
+        with self._queue.cond:
+            self._retry_at = 0.0
+            self._reads_retry_at = 0.0
+            self._reads_retries = 0
+            idle = len(self._queue) == 0 and not self._busy
+            self._queue.cond.notify_all()
+        if idle and self._health.state == "unreachable":
+            self._recovered()
+
+    def _known_down(self) -> BaseException | None:
+        """The watch's cause while the server is known to be down."""
+        watch = self._watch
+        return ConnectionError(watch.cause) if watch.down else None
+
+    def _wait_for_retry(self) -> None:
+        """Unreachable: wait for the watch to reach the server (or a close); else the
+        backoff."""
+        if self._health.state == "unreachable":
+            with self._queue.cond:
+                while not self._closed and self._watch.down:
+                    self._queue.cond.wait(1.0)
+        super()._wait_for_retry()
 
     def _pool(self) -> ConnectionPool[Any]:
         with self._pool_lock:
@@ -122,9 +195,16 @@ class PgDatabase(Database):
         (a transient failure left writes held)."""
         if self._health.state in TRANSIENT:
             self._wait_for_retry()
+        down = self._known_down()
+        if down is not None:  # not worth the pool's timeout: the watch tells when it is back
+            return self._gap("unreachable", down, [])
         try:
             if not self._migrated.is_set():
-                pools.borrowed(self._pool(), lambda c: migrate(c, self.schema_name, self.schema))
+                pools.borrowed(
+                    self._pool(),
+                    lambda c: migrate(c, self.schema_name, self.schema),
+                    MIGRATE_SECONDS,
+                )
                 self._migrated.set()
         except Exception as exc:
             return self._gap(classify(exc) or "unwritable", exc, [])
@@ -197,6 +277,7 @@ class PgDatabase(Database):
     def _committed(self, batch: list[w.Job[Any]]) -> None:
         self.stats.record(batch)
         self._release(batch, written=True)
+        self._note_done(batch)
         self._retries = 0
         if not self._health.ok:
             self._recovered()
@@ -276,6 +357,11 @@ class PgDatabase(Database):
     def _gate(self) -> None:
         """Fail at once while the store is off and no retry is due (the writer's, for held
         writes, or the reads' own)."""
+        down = self._known_down()
+        if down is not None:
+            if self._health.ok:
+                self._fail("unreachable", down)
+            raise self._unavailable()
         health = self._health
         if health.ok:
             return

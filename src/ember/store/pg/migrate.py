@@ -17,6 +17,10 @@ Invariants, and what each prevents:
 - ``_ember_version`` holds one counter that every write transaction bumps
   (``bump_version``): ``PgDatabase.data_version`` reads it, so a cache keyed on it sees the
   commits of every process, in the same transaction as the change (never before it).
+- ``_ember_delivered`` holds the key of each journaled write a transaction applied
+  (``batch``, ``store.pg.journal``), for ``DELIVERED_DAYS``: a journal left by a stopped
+  proxy is delivered once, when the next one starts within that time. Keys older than that
+  are removed whenever a process opens the schema.
 """
 
 from __future__ import annotations
@@ -31,8 +35,10 @@ from ember.store.migrations import Schema
 if TYPE_CHECKING:
     import psycopg
 
+#: How long a journaled write's key is kept after it was applied (``_ember_delivered``).
+DELIVERED_DAYS = 7
 #: The store's own tables in every schema, created once under the schema's lock.
-_BOOKKEEPING = """
+_BOOKKEEPING = f"""
 CREATE TABLE IF NOT EXISTS _migrations (
     name TEXT PRIMARY KEY,
     applied_at DOUBLE PRECISION NOT NULL,
@@ -43,6 +49,12 @@ CREATE TABLE IF NOT EXISTS _ember_version (
     n BIGINT NOT NULL
 );
 INSERT INTO _ember_version VALUES (TRUE, 0) ON CONFLICT DO NOTHING;
+CREATE TABLE IF NOT EXISTS _ember_delivered (
+    key TEXT PRIMARY KEY,
+    at TIMESTAMPTZ NOT NULL
+);
+CREATE INDEX IF NOT EXISTS _ember_delivered_at ON _ember_delivered (at);
+DELETE FROM _ember_delivered WHERE at < now() - interval '{DELIVERED_DAYS} days';
 """
 BUMP_VERSION = "UPDATE _ember_version SET n = n + 1"
 

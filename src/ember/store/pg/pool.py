@@ -15,7 +15,9 @@ Invariants, and what each prevents:
 - A statement runs at most ``STATEMENT_SECONDS`` (the server's ``statement_timeout``) and a
   TCP connection to a server that stopped answering is given up after ``TCP_SECONDS``
   (keepalives, ``tcp_user_timeout``): a writer thread never waits for ever on a network that
-  dropped the server; the URL's own values for these win.
+  dropped the server; the URL's own values for these win. A server that takes the
+  connection and never answers (stopped, frozen) enforces none of these: each borrow is
+  also bounded here (``ANSWER_SECONDS``, ``deadline.within``), and its connection cut past it.
 - A connection that may have died is checked before it is lent (``check_connection``: an
   empty query): after a server restart the pool's connections are all dead, and the first
   write after the restart must not switch the database off for it. One given back less
@@ -41,6 +43,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ember.store.pg import deadline
 from ember.store.pg.batch import CommitUnknown
 from ember.store.pg.url import conninfo, redacted
 
@@ -65,6 +68,11 @@ TCP_SECONDS = 30
 RECONNECT_SECONDS = 5.0
 #: A connection given back this recently is lent without a check (``borrowed`` retries).
 FRESH_SECONDS = 1.0
+#: How long the check of a connection before it is lent may wait for its answer.
+CHECK_SECONDS = 5.0
+#: The longest one borrow (a read, a batch) may wait for the server's answers, on this
+#: side: past the server's own statement timeout, so it only ever cuts a silent server.
+ANSWER_SECONDS = STATEMENT_SECONDS + 15.0
 
 logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
@@ -134,22 +142,33 @@ def _check(conn: psycopg.Connection[Any]) -> None:
         return
     from psycopg_pool import ConnectionPool
 
-    ConnectionPool.check_connection(conn)
+    with deadline.within(conn, CHECK_SECONDS):  # a frozen server never answers it
+        ConnectionPool.check_connection(conn)
 
 
-def borrowed(pool: ConnectionPool[Any], run: Callable[[psycopg.Connection[Any]], T]) -> T:
+def borrowed(
+    pool: ConnectionPool[Any],
+    run: Callable[[psycopg.Connection[Any]], T],
+    seconds: float | None = None,
+) -> T:
     """``run`` on a connection of ``pool``, and once more on another when the connection
     lent was dead (a server restart since it was last used): the pool's connections are
     all tested first (a restart killed every one), so the second try gets a live one.
     Never retried: what ``run`` raises otherwise, and a batch whose COMMIT may have taken
-    (``batch.CommitUnknown``: the server decides, not a retry)."""
+    (``batch.CommitUnknown``: the server decides, not a retry). ``seconds``: how long the
+    server may take to answer ``run`` (``ANSWER_SECONDS`` unless said)."""
+    bound = ANSWER_SECONDS if seconds is None else seconds
     dead = False
     try:
         with pool.connection() as conn:
+            armed = None
             try:
-                return run(conn)
+                with deadline.within(conn, bound) as armed:
+                    return run(conn)
             except BaseException:
-                dead = conn.broken  # read now: the pool closes it on the way out
+                # read now (the pool closes it on the way out); a connection cut for its
+                # silence is not a restart: another would wait as long
+                dead = conn.broken and not (armed is not None and armed.fired)
                 raise
     except CommitUnknown:
         raise
@@ -157,7 +176,7 @@ def borrowed(pool: ConnectionPool[Any], run: Callable[[psycopg.Connection[Any]],
         if not dead:
             raise
     pool.check()  # the others were lent by the same server: test them all once, drop the dead
-    with pool.connection() as conn:
+    with pool.connection() as conn, deadline.within(conn, bound):
         return run(conn)
 
 
