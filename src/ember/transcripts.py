@@ -13,6 +13,12 @@ numbered when it arrives (``begin``), and an answer older than one already recor
 (its history is held by the newer one; recording it would look like a restarted history).
 Answers of one thread are recorded one at a time: two at once would both see no lineage yet and
 record the thread twice, the second copy as a new generation.
+
+A store whose held writes outlive the process (PostgreSQL's journal: ``Database.durable_hold``)
+is not waited for while it is down: each request's write is an op held and journaled
+(``ember.transcript_writes``), and a thread this process could not read the lineage of is
+placed inside its write, when the server has it (the thread is "unplaced" until its writes
+are in). Elsewhere, as before, the write is awaited and a file that is off fails it.
 """
 
 from __future__ import annotations
@@ -24,20 +30,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ember.errors import StorageUnavailable
 from ember.protocols.base import AssembledMessage, ProtocolAdapter
 from ember.protocols.prewarm import is_prewarm
 from ember.protocols.transcript import answer_items, transcript_items
 from ember.store.driver import Connection
+from ember.store.ops import Op
 from ember.store.transcript import (
     Lineage,
     Row,
-    insert_rows,
     latest_generation,
     load_lineage,
     place,
     position_digests,
     rows_for,
-    save_lineage,
+)
+from ember.transcript_writes import (
+    Opened,
+    first_touch,
+    hook_names,
+    masked,
+    pieces,
+    save,
+    saved_turn,
+    unplaced,
 )
 
 if TYPE_CHECKING:
@@ -47,20 +63,13 @@ if TYPE_CHECKING:
     from ember.store.database import Database
     from ember.store.registry import Storage
 
+# ``Opened`` is defined with the write that carries it; features import it from here.
+__all__ = ["FirstTouch", "Opened", "OpenedHook", "Recorded", "Transcripts", "Turn"]
+
 #: A write job run once per project database and process, before its first recorded message
 #: (shadow memory sets its activation watermark there: history from before it was enabled is
 #: never read).
 FirstTouch = Callable[[Connection], None]
-
-
-@dataclass(frozen=True)
-class Opened:
-    """A generation of a session as this process first records a request of it: the request's
-    own messages end before ``answer_at`` (where its answer is recorded)."""
-
-    session_id: str
-    generation: int
-    answer_at: int
 
 
 #: Part of the write job that records the first request of each generation a process records
@@ -106,6 +115,9 @@ class _Thread:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     #: the generation the ``OpenedHook``s last ran for (0: none yet)
     opened: int = 0
+    #: writes of this thread placed in their own transaction, not committed yet: until
+    #: they are, the stored lineage is not the thread's (module doc)
+    unplaced: int = 0
 
 
 class Transcripts:
@@ -157,7 +169,10 @@ class Transcripts:
                 return None
             thread.recorded_seq = max(thread.recorded_seq, turn.seq)
             overtaken = bool(turn.seq) and turn.seq < thread.issued
-            before, after = await self._write(turn, thread)
+            written = await self._write(turn, thread)
+            if written is None:
+                return None  # written where it will be placed: where it stands is not known
+            before, after = written
             ended = before.generation if before is not None else None
             if ended == after.generation:
                 ended = None
@@ -207,18 +222,25 @@ class Transcripts:
 
     # -- the write ---------------------------------------------------------------------------
 
-    async def _write(self, turn: Turn, thread: _Thread) -> tuple[Lineage | None, Lineage]:
+    async def _write(self, turn: Turn, thread: _Thread) -> tuple[Lineage | None, Lineage] | None:
         """Returns where the thread stood before (as stored, for a thread this process has
-        not recorded yet) and after."""
+        not recorded yet) and after; None when the request went to be placed in its own
+        write (a held store that could not be read: module doc)."""
         db = self.database(turn.project)
-        if db.path not in self._touched:
-            self._touched.add(db.path)
-            if self._first_touch:
-                hooks = list(self._first_touch)
-                await db.awrite(lambda c: [h(c) for h in hooks], label="transcript:first")
+        durable = db.durable_hold
+        await self._touch(db, durable)
         latest = 0
-        if thread.lineage is None:
-            thread.lineage, latest = await db.aread(lambda c: _known(c, turn.session_id))
+        placed = thread.lineage is not None or not thread.unplaced
+        if thread.lineage is None and placed:
+            try:
+                thread.lineage, latest = await db.aread(lambda c: _known(c, turn.session_id))
+            except StorageUnavailable:
+                if not durable:
+                    raise
+                placed = False
+        if not placed:
+            await self._write_unplaced(db, turn, thread)
+            return None
         before = thread.lineage
         rows, lineage = _rows(turn, before, latest)
         thread.lineage = lineage
@@ -228,15 +250,80 @@ class Transcripts:
             answer_at = turn.adapter.message_count(turn.body) + _continuation_offset(
                 turn.body, before
             )
-            opened = Opened(turn.session_id, lineage.generation, answer_at)
+            await self._write_placed(db, turn.session_id, rows, lineage, opening, answer_at)
+        return before, lineage
+
+    async def _touch(self, db: Database, durable: bool) -> None:
+        """The ``before_first_record`` hooks, once per database and process, before its
+        first message (queued first: the writer keeps the order)."""
+        if db.path in self._touched:
+            return
+        self._touched.add(db.path)
+        hooks = list(self._first_touch)
+        if not hooks:
+            return
+        names = hook_names(hooks) if durable else None
+        if names is not None:
+            db.submit(Op(first_touch, names), label="transcript:first")
+            return
+        await db.awrite(lambda c: [h(c) for h in hooks], label="transcript:first")
+
+    async def _write_placed(
+        self,
+        db: Database,
+        session_id: str,
+        rows: list[Row],
+        lineage: Lineage,
+        opening: list[OpenedHook],
+        answer_at: int,
+    ) -> None:
+        names = hook_names(opening) if db.durable_hold else None
+        if names is None:
+            opened = Opened(session_id, lineage.generation, answer_at)
 
             def job(c: Connection) -> None:
-                _save(c, turn.session_id, rows, lineage)
+                save(c, session_id, rows, lineage)
                 for hook in opening:
                     hook(c, opened)
 
             await db.awrite(job, label="transcript")
-        return before, lineage
+            return
+        shown = await asyncio.to_thread(masked, rows)
+        op = saved_turn(session_id, shown, lineage, names, answer_at)
+        await _committed_while_up(db, db.submit(op, label="transcript"))
+
+    async def _write_unplaced(self, db: Database, turn: Turn, thread: _Thread) -> None:
+        """Every item of the request, placed by its own write (``record_unplaced``); the
+        thread stays unplaced here until its writes are in."""
+        names = hook_names(self._opened)
+        if names is None:
+            raise StorageUnavailable(db.health.describe())  # cannot be held: as before
+        adapter, body = turn.adapter, turn.body
+        count = adapter.message_count(body)
+        answer = answer_items(adapter, turn.answer, count) if turn.answer else []
+        items, said = await asyncio.to_thread(
+            lambda: (pieces(transcript_items(adapter, body)), pieces(answer))
+        )
+        continues = isinstance(body, dict) and bool(body.get("previous_response_id"))
+        op = unplaced(turn.session_id, items, said, count, continues, names)
+        thread.unplaced += 1
+        done = db.submit(op, label="transcript")
+
+        def placed(_: Any) -> None:
+            thread.unplaced -= 1
+
+        done.add_done_callback(placed)
+
+
+async def _committed_while_up(db: Database, done: Any) -> None:
+    """Wait for the write while its database is up (a reader after this one sees it); not
+    while it is off: the write is held, and the thread's next request goes on meanwhile."""
+    wrapped = asyncio.wrap_future(done)
+    while not wrapped.done():
+        if not db.health.ok:
+            return
+        await asyncio.wait({wrapped}, timeout=0.25)
+    wrapped.result()
 
 
 def _rows(turn: Turn, before: Lineage | None, latest: int) -> tuple[list[Row], Lineage]:
@@ -269,12 +356,6 @@ def _rows(turn: Turn, before: Lineage | None, latest: int) -> tuple[list[Row], L
 def _known(conn: Connection, session_id: str) -> tuple[Lineage | None, int]:
     """(the session's stored lineage, its highest recorded generation)."""
     return load_lineage(conn, session_id), latest_generation(conn, session_id)
-
-
-def _save(conn: Connection, session_id: str, rows: list[Row], lineage: Lineage) -> None:
-    if rows:
-        insert_rows(conn, rows)
-    save_lineage(conn, session_id, lineage)
 
 
 def _continuation_offset(body: Any, lineage: Lineage | None) -> int:

@@ -26,12 +26,15 @@ import json
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ember.errors import StorageUnavailable
 from ember.store.driver import Connection
+from ember.store.ops import Op, replayable
 from ember.store.registry import Storage
 
 log = logging.getLogger(__name__)
@@ -47,6 +50,25 @@ def _lost(written: Future[None], db: Path, session_id: str) -> None:
             session_id,
             db,
             exc,
+        )
+
+
+@replayable
+def insert_entry(conn: Connection, args: Sequence[Any]) -> None:
+    """One ledger row and its memories' links (``[row, members]``, as ``record`` makes
+    them): an ``Op``, so a PostgreSQL store journals it through an outage and a restart."""
+    row, members = args
+    conn.execute(  # SQL both backends accept
+        "INSERT INTO memory_injections (session_id, message_index, message_digest, "
+        "block, memory_ids, created_at, busy) VALUES (?,?,?,?,?,?,?) "
+        "ON CONFLICT DO NOTHING",
+        tuple(row),
+    )
+    if members:  # each memory's way back to this ask (memory/injected.py)
+        conn.executemany(
+            "INSERT INTO memory_injected (memory_id, session_id, message_index, "
+            "message_digest, created_at) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING",
+            [tuple(m) for m in members],
         )
 
 
@@ -93,7 +115,9 @@ class InjectionLedger:
     async def record(self, db: Path, session_id: str, entry: LedgerEntry) -> None:
         """Remember ``entry`` and queue its row (module doc); raises ``StorageError`` when the
         database refuses the row at once — then nothing is remembered and the caller injects
-        nothing."""
+        nothing. A store whose held writes outlive the process (``Database.durable_hold``:
+        PostgreSQL's journal) takes the row while it is down, and a session it cannot load
+        then starts from what this process remembers."""
         row = (
             session_id,
             entry.message_index,
@@ -105,28 +129,19 @@ class InjectionLedger:
         )
 
         members = [(m, *row[:3], row[5]) for m in entry.memory_ids] if entry.block else []
-
-        def insert(conn: Connection) -> None:
-            conn.execute(  # SQL both backends accept
-                "INSERT INTO memory_injections (session_id, message_index, message_digest, "
-                "block, memory_ids, created_at, busy) VALUES (?,?,?,?,?,?,?) "
-                "ON CONFLICT DO NOTHING",
-                row,
-            )
-            if members:  # each memory's way back to this ask (memory/injected.py)
-                conn.executemany(
-                    "INSERT INTO memory_injected (memory_id, session_id, message_index, "
-                    "message_digest, created_at) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING",
-                    members,
-                )
-
+        insert = Op(insert_entry, [row, members])
         database = self._storage.database(db)
-        if not database.health.ok:
+        if not database.health.ok and not database.durable_hold:
             raise StorageUnavailable(database.health.describe())
         key = (db, session_id)
         entries = self._sessions.get(key)
         if entries is None:
-            entries = await self._load(db, session_id)
+            try:
+                entries = await self._load(db, session_id)
+            except StorageUnavailable:
+                if not database.durable_hold:
+                    raise
+                entries = []
         written = database.submit(insert, label="ledger")
         if written.done() and (refused := written.exception()) is not None:
             raise refused

@@ -137,7 +137,8 @@ class MemoryStage(Stage):
         db = self.router.path_for(ex.project)
         if db is None:
             return  # unresolved project: fail closed
-        if not self.storage.database(db).health.ok:
+        database = self.storage.database(db)
+        if not database.health.ok and not database.durable_hold:
             return  # the project's file was switched off: no memory until it is fixed
         if self.mode == "tool":
             store = self.router.open_store(ex.project) or await asyncio.to_thread(
@@ -152,7 +153,10 @@ class MemoryStage(Stage):
 
     async def _auto_tail(self, ex: Exchange, db: Path) -> None:
         adapter, body = ex.adapter, ex.doc.value
-        entries = await self.ledger.entries(db, ex.session_id)
+        try:
+            entries = await self.ledger.entries(db, ex.session_id)
+        except StorageUnavailable:  # a store that holds its writes durably, down (on_request)
+            entries = self.ledger.cached(db, ex.session_id) or []
         count = adapter.turn_end(body)  # a client's note after the ask leaves the ask new
         ask = adapter.latest_user_index(body)
         # Digests from the client's text, before any edit of this request.
@@ -175,7 +179,14 @@ class MemoryStage(Stage):
         # the session's cached prefix keeps its bytes.
         entry: LedgerEntry | None = None
         try:
-            entry = await self._retrieve(ex, adapter, ask, digests[ask], injected(live))
+            try:
+                entry = await self._retrieve(ex, adapter, ask, digests[ask], injected(live))
+            except StorageUnavailable:
+                if not self.storage.database(db).durable_hold:
+                    raise
+                # the store is down and holds its writes: the ask goes without memories,
+                # and the ledger says so, so the session's later requests replay it the same
+                entry = LedgerEntry(ask, digests[ask], "")
             if entry is not None:
                 await self.ledger.record(db, ex.session_id, entry)
         except StorageUnavailable:

@@ -43,6 +43,7 @@ from ember.shadow.settings import ShadowSettings
 from ember.shadow.steward import Steward
 from ember.store.database import Database
 from ember.store.driver import Connection
+from ember.store.ops import replayable
 from ember.store.registry import Storage
 from ember.store.transcript import by_ids
 from ember.transcripts import Opened, Recorded, Transcripts, Turn
@@ -333,6 +334,7 @@ class ShadowCore:
         )
 
 
+@replayable  # named by a write journal (``ember.transcript_writes``)
 def _first_touch(conn: Connection) -> None:
     """Runs a dead process left open are closed, and the activation watermark is set before
     the first message this process records (history from before shadow memory was enabled
@@ -341,6 +343,7 @@ def _first_touch(conn: Connection) -> None:
     cursors.activate(conn)
 
 
+@replayable
 def _opened(conn: Connection, opened: Opened) -> None:
     """Where shadow memory starts reading a generation, from the first request of it recorded
     with shadow memory on (``cursors``: history from before is never read)."""

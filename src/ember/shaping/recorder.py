@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ember.errors import StorageError
+from ember.errors import StorageError, StorageUnavailable
 from ember.shaping.savings import Ledger, Strata, strata_from_json, strata_to_json
 from ember.shaping.state import ShapingState, learned_level
 from ember.stats import RunningStats
@@ -93,17 +93,27 @@ class SavingsRecorder:
         self._delta_n = 0
         self.baseline: Strata = {}
         self.learned_level: int | None = None
+        #: the last ``reload`` could reach the store
+        self.loaded = True
         self.reload()
 
-    def reload(self) -> None:
+    def reload(self) -> bool:
         """Re-read the baseline and learned level (what cannot be read is logged and
-        ignored here)."""
+        ignored here). False when the store could not be reached (the storage said so
+        itself: an info line here), to be read again later."""
+        was, self.loaded = self.loaded, True
         try:
             raw, baseline = _verbosity(self.state.read("verbosity"), self.state.where("verbosity"))
+        except StorageUnavailable as exc:
+            level = logging.INFO if was else logging.DEBUG  # once, not at every retry
+            log.log(level, "the verbosity state is read once the store is back: %s", exc)
+            self.loaded = False
+            return False
         except (ValueError, OSError, StorageError) as exc:
             log.warning("ignoring the verbosity state: %s", exc)
-            return
+            return True
         self.baseline, self.learned_level = baseline, learned_level(raw)
+        return True
 
     def baseline_mean(self, stratum: str) -> float | None:
         b = self.baseline.get(stratum)

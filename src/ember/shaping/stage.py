@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ember.config import Settings
-from ember.errors import StorageError
+from ember.errors import StorageError, StorageUnavailable
 from ember.exchange import Exchange, Outcome, Services, Stage
 from ember.protocols.base import AssembledMessage
 from ember.shaping.apply import apply_effort, apply_verbosity
@@ -117,8 +117,14 @@ class ShapingStage(Stage):
         self.recorder = recorder or SavingsRecorder(self.state)
         self.sessions = SessionBook(capacity=capacity)
         self.controller: ControllerState | None = None
+        #: what is stored was read (False while the store could not be reached: read again
+        #: at each periodic flush until it is)
+        self._loaded = self.recorder.loaded
         if self.options.output_autotune:
-            self.controller = load_controller(self.state)
+            try:
+                self.controller = load_controller(self.state)
+            except StorageUnavailable:
+                self._loaded = False
         self._controller_dirty = False
         #: models for which an effort change was seen to cost the cache (routing stopped)
         self.effort_disabled: set[str] = set()
@@ -143,6 +149,8 @@ class ShapingStage(Stage):
         every response was a tenth of the proxy's busy time under load."""
         while True:
             await asyncio.sleep(MIN_FLUSH_INTERVAL)
+            if not self._loaded:
+                await asyncio.to_thread(self._load)
             if self.recorder.pending:
                 await self._flush()
             await self._save_controller()
@@ -346,10 +354,14 @@ class ShapingStage(Stage):
         await self._save_controller()
 
     def _load(self) -> None:
-        """What is stored, now that the database is there."""
-        self.recorder.reload()
+        """What is stored, now that the database is there (``_loaded`` False while the
+        store cannot be reached)."""
+        self._loaded = self.recorder.reload()
         if self.options.output_autotune and self.controller is None:
-            self.controller = load_controller(self.state)
+            try:
+                self.controller = load_controller(self.state)
+            except StorageUnavailable:
+                self._loaded = False
 
     async def _flush(self) -> None:
         try:
@@ -406,7 +418,10 @@ class _Incident:
 
     def fail(self, exc: BaseException) -> None:
         if self.cause is None:
-            log.warning(
+            # a store switched off said so itself, once: this line is its detail
+            level = logging.INFO if isinstance(exc, StorageUnavailable) else logging.WARNING
+            log.log(
+                level,
                 "shaping: could not write the savings ledger (%s); outcomes are kept in memory "
                 "and written when the database takes writes again (said once)",
                 exc,

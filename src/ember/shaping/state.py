@@ -214,7 +214,9 @@ def learned_level(data: Any) -> int | None:
 
 
 def load_controller(state: ShapingState) -> ControllerState | None:
-    """The saved controller state; None when absent or unreadable (logged, kept)."""
+    """The saved controller state; None when absent or unreadable (logged, kept). Raises
+    ``StorageUnavailable`` when the store cannot be reached now (a PostgreSQL server down:
+    the caller reads it again later; a proxy must start all the same)."""
     try:
         return ControllerState.from_json(state.read("controller"))
     except ValueError as exc:

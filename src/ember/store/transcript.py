@@ -71,9 +71,15 @@ def position_digests(items: Sequence[Item]) -> list[str]:
     """One digest per message position (its items' digests joined), in order; a position
     with no transcript item (a system message, or one before a read's start) gets the
     digest of nothing."""
+    return digests_by_position([(item.position, item_digest(item)) for item in items])
+
+
+def digests_by_position(items: Sequence[tuple[int, str]]) -> list[str]:
+    """``position_digests`` of items given as (position, digest): items whose text is no
+    longer the text they said (masked for a journal) keep the digest of what they said."""
     by_position: dict[int, list[str]] = {}
-    for item in items:
-        by_position.setdefault(item.position, []).append(item_digest(item))
+    for position, digest in items:
+        by_position.setdefault(position, []).append(digest)
     last = max(by_position, default=-1)
     return [_joined(by_position[i]) if i in by_position else _EMPTY for i in range(last + 1)]
 
