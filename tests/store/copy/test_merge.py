@@ -278,3 +278,40 @@ def test_a_row_whose_parent_is_not_copied_is_a_conflict_not_a_dangling_row(
     assert memories.conflicts == 1 and memories.conflict_keys == [[1]]
     assert not report.ok and report.copied == 0
     assert np.all([t.copied == 0 for t in unit.tables])
+
+
+def test_a_child_of_a_row_that_could_not_go_in_is_left_out_as_a_conflict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new parent row the target refuses (another unique key holds it) gets no number:
+    its child is counted as a conflict and left out, never attached to another parent."""
+    from ember.store.copy import policy
+
+    monkeypatch.setitem(policy.RENUMBERED, "zz_parent", policy.Renumbered("id", ("name",)))
+    monkeypatch.setitem(policy.RENUMBERED, "zz_child", policy.Renumbered("id"))
+    tables = (
+        "CREATE TABLE zz_parent (id INTEGER PRIMARY KEY, name TEXT UNIQUE, tag TEXT UNIQUE)",
+        "CREATE TABLE zz_child (id INTEGER PRIMARY KEY, "
+        "parent_id INTEGER NOT NULL REFERENCES zz_parent(id), note TEXT)",
+    )
+    rows = {
+        "a": ["INSERT INTO zz_parent VALUES (1, 'mine', 'shared-tag')",
+              "INSERT INTO zz_child VALUES (1, 1, 'belongs to mine')"],
+        "t": ["INSERT INTO zz_parent VALUES (1, 'theirs', 'shared-tag')"],
+    }  # fmt: skip
+    for who in ("a", "t"):
+        db = Database(project_path(tmp_path / who), PROJECT, log_failures=False)
+        try:
+            db.write(lambda c, w=who: [c.execute(sql) for sql in (*tables, *rows[w])])
+        finally:
+            db.close()
+    report = copy_store(parse(str(tmp_path / "a")), parse(str(tmp_path / "t")))
+    unit = next(u for u in report.units if u.kind == "project")
+    found = {t.table: t for t in unit.tables}
+    assert found["zz_parent"].conflicts == 1 and found["zz_parent"].copied == 0
+    assert found["zz_child"].conflicts == 1 and found["zz_child"].conflict_keys == [[1]]
+    left = _read(
+        Database(project_path(tmp_path / "t"), PROJECT, log_failures=False),
+        lambda c: c.execute("SELECT count(*) FROM zz_child").fetchone()[0],
+    )
+    assert left == 0 and not report.ok

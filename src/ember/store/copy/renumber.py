@@ -127,17 +127,12 @@ class Plan:
             f"{col} IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {m} m WHERE m.src = {self.ref}.{col})"
         )
         keys = ", ".join(ident(c) for c in self.table.key)
-        found: list[list[Any]] = []
-        if samples > 0:
-            rows = run(f"SELECT {keys} FROM {self.stage} WHERE {missing} LIMIT {int(samples)}")
-            found = [list(r) for r in rows.fetchall()]
-        cur = run(f"DELETE FROM {self.stage} WHERE {missing}")
-        gone = _changed(run, cur, self.maps.dialect)
+        gone = [list(r) for r in run(f"DELETE FROM {self.stage} WHERE {missing} RETURNING {keys}")]
         run(
             f"UPDATE {self.stage} SET {col} = (SELECT m.dst FROM {m} m "
             f"WHERE m.src = {self.ref}.{col}) WHERE {col} IS NOT NULL"
         )
-        return gone, found
+        return len(gone), gone[: max(0, samples)]
 
     def _position(self, run: Run, column: str, parent: str, edge: policy.Edge) -> None:
         """``column`` to the same place among the parent's copied rows (module docstring)."""
@@ -156,9 +151,8 @@ class Plan:
     def _renumber(self, run: Run) -> None:
         assert self.spec is not None
         key = ident(self.spec.key)
-        run(f"UPDATE {self.stage} SET _src = {key}, {key} = NULL, _new = 0")
-        found = self._found()
-        run(f"UPDATE {self.stage} SET {key} = ({found})")
+        # one statement: every SET reads the row as it was (the natural key never holds the key)
+        run(f"UPDATE {self.stage} SET _src = {key}, _new = 0, {key} = ({self._found()})")
         row = run(f"SELECT min(_src) FROM {self.stage} WHERE {key} IS NULL").fetchone()
         if row is not None and row[0] is not None:
             if self.offset is None:
@@ -233,9 +227,3 @@ def high_water(run: Run, dialect: Dialect, table: Table, key: str) -> int:
             if last is not None:
                 top = max(top, int(last[0]) if last[1] else int(last[0]) - 1)
     return top
-
-
-def _changed(run: Run, cur: Any, dialect: Dialect) -> int:
-    if dialect == "postgres":
-        return int(cur.rowcount)
-    return int(run("SELECT changes()").fetchone()[0])
