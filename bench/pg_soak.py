@@ -20,9 +20,11 @@ agreeing with the memories (``memory.index.pg_check``), every valid shadow propo
 evidence in its own session, and no request of one project carrying the other's memory.
 At the end a new session on the second proxy asks what the first proxy's shadow learned:
 the fact it stored is injected. Then what the soak wrote: rows and bytes per request, the
-basis of ``docs/scale.md``.
+basis of ``docs/scale.md``. Last, spend limits across three proxies on the same server
+(``budget``: ``bench/budget_soak.py``'s legs, ``--no-budget`` to skip them).
 
     python bench/pg_soak.py [--turns 30] [--rounds 3] [--kill-round 1] [--kill-after 1.5]
+                            [--no-budget]
 
 Loopback only; every load is bounded by its turns and a deadline, every wait by a timeout.
 """
@@ -225,6 +227,7 @@ def main() -> None:
         "--shadow-idle", type=float, default=1.0,
         help="seconds of quiet before a session's shadow read (shipped: 60)",
     )  # fmt: skip
+    ap.add_argument("--no-budget", action="store_true", help="skip the spend-limit legs")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="ember-pg-soak-"))
     emulator = Emulator()
@@ -243,7 +246,18 @@ def main() -> None:
             for p in proxies:
                 p.stop()
         sizes(url, a, answered["total"])  # project A's schema, by A's requests
-    print(f"\nshadow fact of proxy 0 injected by proxy 1 into a new session: {crossed}")
+        print(f"\nshadow fact of proxy 0 injected by proxy 1 into a new session: {crossed}")
+        if not args.no_budget:
+            budget(url, root / "budget")
+
+
+def budget(url: str, root: Path) -> None:
+    """Spend limits across three proxies on this server: a burst against a $0.05 limit (passed
+    by at most one request's cost?), one proxy killed mid-burst (how long what it held still
+    counts), and what a reservation adds to a request (``bench/budget_soak.py``)."""
+    import budget_soak
+
+    budget_soak.run_legs("postgres", url, root, budget_soak.options([]))
 
 
 def make_proxy(i: int, root: Path, url: str, idle: float) -> Proxy:

@@ -1,9 +1,9 @@
 """Reservations: what requests in flight may still cost, kept in the project's store (SQL).
 
-Each proxy read the shared spend every few seconds and admitted requests against it: proxies
-sharing a store all admitted the same room, and a burst passed a $0.05 limit three times over.
-Now a request is admitted in one write transaction that reads the spend and every live
-reservation, decides, and writes its own reservation: the store's write lock (SQLite's
+Proxies that each read the shared spend and admit requests against it all admit the same
+room: a burst of three passed a $0.05 limit three times over. So a request is admitted in one
+write transaction that reads the spend and every live reservation, decides, and writes its
+own reservation: the store's write lock (SQLite's
 ``BEGIN IMMEDIATE``; on PostgreSQL the schema's writer lock, ``store.pg.serial``) makes those
 transactions one at a time across every proxy, so no two admit on the same dollars.
 
@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ember.budget import policy
-from ember.budget.spend import spent
+from ember.budget.spend import HOURS, OTHERS
 from ember.store.driver import Connection
 from ember.store.pg.serial import one_writer
 
@@ -36,6 +36,8 @@ _LIVE = (
     "COUNT(*) FROM budget_reservations r "
     f"WHERE r.expires_at > ? AND r.ts >= ? AND NOT {_ROW_WRITTEN}"
 )
+#: The hourly sums, the other spend (``budget.spend``) and the live reservations, one row.
+_STANDING = f"SELECT * FROM ({HOURS}) AS h, ({OTHERS}) AS o, ({_LIVE}) AS l"
 #: Updates in one statement at most (SQLite's parameter limit is far above).
 _CHUNK = 200
 
@@ -59,18 +61,15 @@ class Admission:
     admitted: bool
 
 
-def live(conn: Connection, now: float) -> tuple[float, float, int]:
-    """(this UTC day, this UTC month, how many): the reservations still counting."""
-    day, month = policy.day_start(now), policy.month_start(now)
-    row = conn.execute(_LIVE, (day, now, month)).fetchone()
-    return float(row[0]), float(row[1]), int(row[2])
-
-
 def standing(conn: Connection, now: float) -> policy.Spend:
-    """The project's spend and what its requests in flight hold (one read)."""
-    day, month = spent(conn, now)
-    held_day, held_month, n = live(conn, now)
-    return policy.Spend(day, month, held_day, held_month, n)
+    """The project's spend and what its requests in flight hold, in one statement (on
+    PostgreSQL each statement is a round trip, and this one runs under the write lock)."""
+    day, month = policy.day_start(now), policy.month_start(now)
+    hours = (int(day // 3600), int(month // 3600))
+    row = conn.execute(_STANDING, (*hours, day, month, day, now, month)).fetchone()
+    return policy.Spend(
+        float(row[0] + row[2]), float(row[1] + row[3]), float(row[4]), float(row[5]), int(row[6])
+    )
 
 
 def reserve(

@@ -15,12 +15,12 @@ from ember.budget.policy import day_start, month_start
 from ember.store.driver import Connection
 
 #: parameters: the day's first hour, the month's first hour (hours since the epoch)
-_HOURS = (
+HOURS = (
     "SELECT COALESCE(SUM(CASE WHEN hour >= ? THEN usd END), 0), COALESCE(SUM(usd), 0) "
     "FROM spend_hours WHERE hour >= ?"
 )
 #: parameters: the day's start, the month's start (seconds since the epoch)
-_OTHERS = (
+OTHERS = (
     "SELECT COALESCE(SUM(CASE WHEN ts >= ? THEN cost_usd END), 0), "
     "COALESCE(SUM(cost_usd), 0) FROM exchanges "
     "WHERE ts >= ? AND origin NOT IN ('client', 'shadow', 'steward')"
@@ -30,6 +30,6 @@ _OTHERS = (
 def spent(conn: Connection, now: float) -> tuple[float, float]:
     """(this UTC day, this UTC month) in dollars, priced calls only."""
     day, month = day_start(now), month_start(now)
-    h_day, h_month = conn.execute(_HOURS, (int(day // 3600), int(month // 3600))).fetchone()
-    o_day, o_month = conn.execute(_OTHERS, (day, month)).fetchone()
+    h_day, h_month = conn.execute(HOURS, (int(day // 3600), int(month // 3600))).fetchone()
+    o_day, o_month = conn.execute(OTHERS, (day, month)).fetchone()
     return float(h_day + o_day), float(h_month + o_month)
