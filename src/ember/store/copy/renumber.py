@@ -151,8 +151,8 @@ class Plan:
     def _renumber(self, run: Run) -> None:
         assert self.spec is not None
         key = ident(self.spec.key)
-        # one statement: every SET reads the row as it was (the natural key never holds the key)
-        run(f"UPDATE {self.stage} SET _src = {key}, _new = 0, {key} = ({self._found()})")
+        run(f"UPDATE {self.stage} SET _src = {key}, {key} = NULL, _new = 0")
+        run(self._found())
         row = run(f"SELECT min(_src) FROM {self.stage} WHERE {key} IS NULL").fetchone()
         if row is not None and row[0] is not None:
             if self.offset is None:
@@ -170,15 +170,19 @@ class Plan:
         )
 
     def _found(self) -> str:
-        """The target's key of the row with the staged row's natural key (or NULL)."""
+        """Each staged row given the target's key of the row with its natural key. A join
+        (``UPDATE ... FROM``), not a lookup per row: a natural key with no index of its own
+        (an evidence row's columns) is matched by one hash join on PostgreSQL and through an
+        automatic index on SQLite, where a lookup per row read the whole table each time."""
         assert self.spec is not None
         natural = self.spec.natural or tuple(c for c in self.columns if c != self.spec.key)
         eq = " AND ".join(self._equal(c) for c in natural)
-        return f"SELECT t.{ident(self.spec.key)} FROM {self.target} t WHERE {eq} LIMIT 1"
+        key = ident(self.spec.key)
+        return f"UPDATE {self.stage} AS s SET {key} = t.{key} FROM {self.target} AS t WHERE {eq}"
 
     def _equal(self, column: str) -> str:
         assert self.spec is not None
-        t, s = f"t.{ident(column)}", f"{self.ref}.{ident(column)}"
+        t, s = f"t.{ident(column)}", f"s.{ident(column)}"
         if column in self.spec.nocase:
             if self.maps.dialect == "sqlite":
                 return f"{t} = {s} COLLATE NOCASE"
