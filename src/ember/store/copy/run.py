@@ -2,9 +2,11 @@
 
 For each database (project, global store, stats) of the source, in one transaction of the
 target's owner (``Database``/``PgDatabase``, which migrates it to the full current schema on
-open): the tables both sides have, parents first, batch by batch (``load``); then the
-features' indexes rebuilt from the copied rows (``Feature.rebuild``); then identity sequences
-moved past the copied values. One transaction per database: a failure (a lost server, a full
+open): the tables both sides have, parents first (and the tables a watermark points into
+before it: ``policy.after``), batch by batch (``load``), the numbers the store hands out given
+anew where the target already uses them (``renumber``); then the features' indexes rebuilt
+from the copied rows (``Feature.rebuild``); then identity sequences moved past the copied
+values. One transaction per database: a failure (a lost server, a full
 disk) rolls that database back whole, the report says which, and running the copy again
 finishes it (rows already there are counted, never written twice).
 """
