@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ember.protocols import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES
+from ember.protocols import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, adapter_for_path
 from ember.protocols.base import AssembledMessage, Block, ProtocolAdapter
 from ember.protocols.breakpoints import MAX_BREAKPOINTS, breakpoints
 from ember.protocols.forking import ForkRefused, answer_refusal, fork_eligibility, fork_request
@@ -515,6 +515,42 @@ def test_every_recorded_main_request_is_eligible() -> None:
         assert fork_eligibility(ANTHROPIC, r.json()) is None, r.name
     for r in main_requests("codex"):
         assert fork_eligibility(OPENAI_RESPONSES, r.json()) is None, r.name
+
+
+def test_the_other_clients_main_requests_are_eligible_unless_nothing_is_cached() -> None:
+    """OpenCode, Gemini CLI, Qwen Code and aider: every main request can be forked, aider's
+    Chat ones ending with its rules as a system message after the ask included; aider on
+    Anthropic sends no cache marker, and a fork of it would read nothing from the cache."""
+    for client in ("opencode", "gemini-cli", "qwen-code", "aider"):
+        for r in main_requests(client):
+            adapter = adapter_for_path(r.path)
+            assert adapter is not None
+            reason = fork_eligibility(adapter, r.json())
+            if r.scenario == "anthropic-cache-prompts":
+                assert reason is not None and "no cache_control" in reason, r.name
+            else:
+                assert reason is None, r.name
+
+
+def test_a_chat_turn_ending_with_a_system_message_is_forked_after_it() -> None:
+    body = {
+        "model": "gpt-4.1",
+        "messages": [
+            {"role": "system", "content": "Act as an expert software developer."},
+            {"role": "user", "content": "Where do we deploy?"},
+            {"role": "system", "content": "# *SEARCH/REPLACE block* Rules:"},
+        ],
+    }
+    recorded = json.dumps(body).encode()
+    answer = AssembledMessage("openai_chat", blocks=[Block("text", text="fly.io")], complete=True)
+    forked = json.loads(fork_request(OPENAI_CHAT, recorded, answer, QUESTION))["messages"]
+    assert forked[:3] == body["messages"]
+    assert forked[3:] == [
+        {"role": "assistant", "content": "fly.io"},
+        {"role": "user", "content": QUESTION},
+    ]
+    prefill = {**body, "messages": [*body["messages"][:2], {"role": "assistant", "content": "x"}]}
+    assert fork_eligibility(OPENAI_CHAT, prefill) is not None
 
 
 def test_recorded_body_that_is_not_json_is_refused_not_raised() -> None:

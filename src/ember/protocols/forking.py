@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ember.errors import EmberError, ProtocolError
-from ember.protocols import ANTHROPIC, gemini_parts
+from ember.protocols import ANTHROPIC, OPENAI_CHAT, gemini_parts
 from ember.protocols.base import AssembledMessage, ProtocolAdapter
 from ember.protocols.breakpoints import caches_anything, mark_prefix_end
 from ember.protocols.jsonedit import JsonDoc
@@ -106,10 +106,14 @@ def _anthropic_eligibility(body: dict[str, Any]) -> str | None:
 
 
 def _chat_eligibility(body: dict[str, Any]) -> str | None:
+    """Besides the shared rules: the turn must end with the user's side (a prefill cannot be
+    followed). A system message after it (aider's edit-format rules) is still that turn: the
+    answer and the question go after it, the prefix stays as sent."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return "the recorded request has no messages"
-    last = messages[-1]
+    turn = OPENAI_CHAT.turn_end(body)
+    last = messages[turn - 1] if turn else None
     if not isinstance(last, dict) or last.get("role") not in ("user", "tool", "function"):
         return _PREFILL
     if _forces_openai(body.get("tool_choice")):
