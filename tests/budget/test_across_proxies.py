@@ -218,3 +218,29 @@ def test_a_reservation_left_unrenewed_expires(tmp_path: Path) -> None:
         assert db.write(lambda c: held.sweep(c, now + 11)) == 1
     finally:
         db.close()
+
+
+def test_a_proxy_that_stops_gives_back_what_requests_that_never_ended_hold(
+    tmp_path: Path,
+) -> None:
+    """An exchange that broke off inside ember never reaches the response stages: its
+    reservation is given back when the proxy stops, not held until it expires."""
+    import asyncio
+
+    from ember.config import load_settings
+
+    settings = load_settings(env={"EMBER_HOME": str(tmp_path)}, budget_daily_usd=1.0)
+    storage = Storage(tmp_path)
+    stage = BudgetStage(settings, storage)
+    path = tmp_path / "projects" / "p-0000000000000000" / "ember.db"
+    now = time.time()
+    left = held.Reservation("r1", "s1", now, 0.5, now + 60)
+    db = storage.database(path)
+    db.write(lambda c: held.reserve(c, left, policy.Limits(1.0, None), now))
+    stage.flights.take_off(path, "r1")
+    try:
+        assert db.read(lambda c: held.standing(c, now)).in_flight == 1
+        asyncio.run(stage.close())
+        assert db.read(lambda c: held.standing(c, now)).in_flight == 0
+    finally:
+        storage.close()

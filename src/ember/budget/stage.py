@@ -22,10 +22,12 @@ database hiccup into refused work), said once in the log.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from ember.budget import estimate, held, policy
@@ -131,8 +133,14 @@ class BudgetStage(Stage):
             self._spent[path] = (kept[0], kept[1] + cost, kept[2] + cost)
 
     async def close(self) -> None:
+        """Stop renewing, and give back what requests that never ended still hold (their
+        exchanges broke off inside ember): a proxy restarted at once need not wait for them
+        to expire. Best effort: what is not given back expires."""
         if self._keeper is not None:
             self._keeper.cancel()
+        for path, ids in self.flights.in_flight().items():
+            with contextlib.suppress(StorageError):
+                await self.storage.database(path).awrite(partial(held.release, ids=ids))
 
     async def _reserve(
         self, ex: Exchange, path: Path, limits: policy.Limits
