@@ -21,9 +21,10 @@ def store() -> None:
 @click.argument("url", required=False, metavar="[URL]")
 @config_option
 def init(url: str | None, config_file: Path | None) -> None:
-    """Make a PostgreSQL database ready for ember: the second of two setup steps.
+    """Make a PostgreSQL database ready for ember, or print the SQL that does.
 
-    URL is the store's postgresql://user:password@host:5432/database (default: store_url,
+    The second of two setup steps (the first: a role and its database). URL is the
+    store's postgresql://user:password@host:5432/database (default: store_url,
     EMBER_STORE_URL). A password may be written as it is, '@', ':' and '/' included. The
     command checks, and makes what the URL's role may make: the server, pgvector in the
     database, the right to create a schema per project, ember's home schema.
@@ -151,10 +152,10 @@ def _with_progress(src: Any, dst: Any, dry_run: bool) -> Any:
 @config_option
 @json_option
 def prune(older_than: str, dry_run: bool, config_file: Path | None, as_json: bool) -> None:
-    """Delete old rows from every database of the store (EMBER_HOME's files, or store_url's
-    PostgreSQL schemas).
+    """Delete rows older than AGE from the whole store; memories are kept.
 
-    Goes: accounting rows older than AGE (and their hourly sums, so every total still adds
+    Every database of the store is pruned: EMBER_HOME's files, or store_url's PostgreSQL
+    schemas. Goes: accounting rows older than AGE (and their hourly sums, so every total still adds
     up), the transcript and the memory injection ledger of sessions quiet for longer than
     AGE, shadow memory's and the steward's old runs (each session keeps its last one: where
     its reading stopped), compression's originals older than AGE.
