@@ -28,6 +28,13 @@ def test_the_query_leaves_out_client_context_blocks() -> None:
     assert ask_text("<environment_context><cwd>/x</cwd></environment_context>") == ""
 
 
+def test_gemini_clis_session_context_and_aiders_rules_are_not_the_ask() -> None:
+    gemini = "<session_context>\n- **Workspace Directories:**\n  - /w\n</session_context>\nWhy?"
+    assert ask_text(gemini) == "Why?"
+    aider = "Where do we deploy?\n\n# *SEARCH/REPLACE block* Rules:\n\nEvery block must ..."
+    assert ask_text(aider) == "Where do we deploy?"
+
+
 def test_the_search_asks_one_spare_hit_per_injected_fact_within_three_times_the_items() -> None:
     assert search_depth(10, 0) == 10
     assert search_depth(10, 4) == 14

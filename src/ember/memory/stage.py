@@ -54,16 +54,19 @@ log = logging.getLogger(__name__)
 
 
 #: Context that clients put inside the user's message (Claude Code's reminders with CLAUDE.md
-#: and todo lists, Codex's environment): not what the user asked, and often long enough to push
-#: the ask out of the encoder's window.
+#: and todo lists, Codex's environment, Gemini CLI's session context with the directory tree):
+#: not what the user asked, and often long enough to push the ask out of the encoder's window.
 _CLIENT_CONTEXT = re.compile(
-    r"<(system-reminder|environment_context)>.*?</\1>", re.DOTALL | re.IGNORECASE
+    r"<(system-reminder|environment_context|session_context)>.*?</\1>", re.DOTALL | re.IGNORECASE
 )
+#: aider on Anthropic appends its edit-format rules to the ask itself (3 KB after a one-line
+#: ask: no memory was found for it).
+_CLIENT_RULES = re.compile(r"\s*# \*SEARCH/REPLACE block\* Rules:.*\Z", re.DOTALL)
 
 
 def ask_text(text: str) -> str:
     """The user's own words in a user message, without the client's context blocks."""
-    return _CLIENT_CONTEXT.sub(" ", text).strip()
+    return _CLIENT_RULES.sub("", _CLIENT_CONTEXT.sub(" ", text)).strip()
 
 
 class MemoryStage(Stage):
@@ -181,8 +184,8 @@ class MemoryStage(Stage):
         try:
             try:
                 entry = await self._retrieve(ex, adapter, ask, digests[ask], injected(live))
-            except StorageUnavailable:
-                if not self.storage.database(db).durable_hold:
+            except EmberError as exc:
+                if not _store_down(exc) or not self.storage.database(db).durable_hold:
                     raise
                 # the store is down and holds its writes: the ask goes without memories,
                 # and the ledger says so, so the session's later requests replay it the same
@@ -192,7 +195,10 @@ class MemoryStage(Stage):
         except StorageUnavailable:
             entry = None  # the project's database said so itself, once: no warning per ask
         except EmberError as exc:
-            log.warning("memory: no injection for this ask of session %s: %s", ex.session_id, exc)
+            level = logging.DEBUG if _store_down(exc) else logging.WARNING  # said by the store
+            log.log(
+                level, "memory: no injection for this ask of session %s: %s", ex.session_id, exc
+            )
             entry = None
         if self.metrics is not None:
             self.metrics.ask(entry)
@@ -339,3 +345,9 @@ def _indices(entries: list[LedgerEntry], ask: int | None) -> set[int]:
     if ask is not None:
         wanted.add(ask)
     return wanted
+
+
+def _store_down(exc: BaseException) -> bool:
+    """``exc`` is the store being off (``StorageUnavailable``, maybe wrapped by the memory
+    store): the store said so itself, once."""
+    return isinstance(exc, StorageUnavailable) or isinstance(exc.__cause__, StorageUnavailable)
