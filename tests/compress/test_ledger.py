@@ -71,3 +71,26 @@ async def test_originals_are_bounded_by_age_and_by_size(storage: Storage) -> Non
     assert database.write(lambda c: prune(c, now - 30 * 86400, 25_000)) == 3  # oldest first
     count, size, _ = database.read(held)
     assert count == 2 and size <= 25_000
+
+
+async def test_an_original_is_found_while_its_row_waits_for_the_writer(storage: Storage) -> None:
+    """The model may ask for it in the very exchange that shortened it: the row is queued
+    behind other writes then, and ``ember_retrieve`` must not answer "no output"."""
+    import threading
+
+    db = A.db_path(storage.home)
+    ledger = OutputLedger(storage)
+    database = storage.database(db)
+    database.write(lambda c: None)
+    release = threading.Event()
+    database.submit(lambda c: release.wait(10), label="test")  # the writer is busy
+    try:
+        e, original = entry("s1", "line\n" * 400)
+        await ledger.record(db, "s1", e, tool="Bash", how="lines", original=original, left_out=1)
+        text, error = await Retrieval(ledger, db).call("ember_retrieve", {"ref": e.ref})
+        assert not error and text == original
+    finally:
+        release.set()
+    database.flush(10)
+    text, error = await Retrieval(ledger, db).call("ember_retrieve", {"ref": e.ref})
+    assert not error and text == original  # and from the row once it is written

@@ -195,3 +195,32 @@ def test_ember_doctor_says_what_originals_are_kept(stack: Stack) -> None:
     [line] = [d for d in details if d.startswith("compression:")]
     assert "1 original(s) kept for ember_retrieve" in line
     assert "kept 30 days, at most 200 MB" in line
+
+
+def test_the_model_may_retrieve_at_once_in_the_exchange_that_shortened_the_output(
+    stack: Stack,
+) -> None:
+    """The original's row is only queued when the shortened output goes out; a retrieval in
+    the answer to that very request must still find it."""
+    build = build_log()
+    asked: list[str] = []
+
+    def model(body: dict[str, Any], path: str) -> Reply | None:
+        last = body["messages"][-1]["content"]
+        if not isinstance(last, list) or last[0].get("type") != "tool_result":
+            return None
+        text = str(last[0]["content"])
+        if "ember_retrieve ref=" in text and not asked:
+            asked.append(text.split("ember_retrieve ref=")[1].split()[0])
+            return Reply.tool_use("ember_retrieve", {"ref": asked[0], "lines": "1-2"})
+        return Reply("Done.")
+
+    loop = Loop(stack)
+    stack.emulator.script(Reply.tool_use("Bash", {"command": "cargo build --release"}))
+    first = loop.send("Build it.")
+    stack.emulator.reply_fn = model
+    answer = loop.send(loop.result(first, build.text))
+    assert [b.text for b in answer.content if b.type == "text"] == ["Done."]
+    result = upstream_body(stack)["messages"][-1]["content"][0]
+    assert result["type"] == "tool_result" and not result.get("is_error")
+    assert result["content"] == "\n".join(build.text.split("\n")[:2])

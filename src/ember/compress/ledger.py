@@ -79,6 +79,9 @@ class OutputLedger:
         self._storage = storage
         self._sessions: OrderedDict[tuple[Path, str], dict[str, Entry]] = OrderedDict()
         self._offered: OrderedDict[tuple[Path, str], bool] = OrderedDict()
+        #: originals whose row is queued and not yet committed: a retrieval in the very
+        #: exchange that shortened them (the model asks at once) must find them
+        self._pending: dict[tuple[Path, str], Original] = {}
         self._max = sessions
 
     async def entries(self, db: Path, session_id: str) -> dict[str, Entry]:
@@ -136,6 +139,9 @@ class OutputLedger:
         written = database.submit(insert, label="compress")
         if written.done() and (refused := written.exception()) is not None:
             raise refused
+        key = (db, entry.ref)
+        self._pending[key] = Original(entry.ref, session_id, how, original, tool)
+        written.add_done_callback(lambda _: self._pending.pop(key, None))
         entries[entry.digest] = entry
 
     async def offered(self, db: Path, conversation: str, first: bool, can_offer: bool) -> bool:
@@ -165,6 +171,9 @@ class OutputLedger:
 
     async def original(self, db: Path, ref: str) -> Original | None:
         """The output ``ref`` names in this project (None: none, or pruned)."""
+        pending = self._pending.get((db, ref))
+        if pending is not None:
+            return pending
         return await self._storage.database(db).aread(lambda c: _original(c, ref))
 
     def retrieved(self, db: Path, ref: str, tokens: int) -> None:
