@@ -54,6 +54,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "learn": (("learn", "--agent", "claude", "--path", "{logs}", "--scan-only"), "object"),
     "features": (("features",), "object"),
     "store copy": (("store", "copy", "--from", "{out}/home", "--to", "{out}/copy"), "object"),
+    "store prune": (("store", "prune", "--older-than", "90d", "--dry-run"), "object"),
 }
 
 
