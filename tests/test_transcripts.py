@@ -151,3 +151,50 @@ async def test_a_resent_request_that_adds_nothing_writes_nothing(
     assert writes == ["transcript"]  # the first time only
     assert len(rows(storage, tmp_path)) == 2
     storage.close()
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        # aider: its rules follow each ask and move to after the next one
+        [
+            {"role": "user", "content": "Where do we deploy?"},
+            {"role": "assistant", "content": "To fly.io."},
+            {"role": "user", "content": "Tests run with pytest -x."},
+            {"role": "system", "content": "# *SEARCH/REPLACE block* Rules:"},
+        ],
+        # Claude Code on its default model: the note stays where it was
+        [
+            {"role": "user", "content": "Where do we deploy?"},
+            {"role": "system", "content": "# *SEARCH/REPLACE block* Rules:"},
+            {"role": "assistant", "content": "To fly.io."},
+            {"role": "user", "content": "Tests run with pytest -x."},
+        ],
+    ],
+    ids=["moved-note", "kept-note"],
+)
+async def test_a_system_note_after_the_ask_loses_no_message_and_doubles_none(
+    tmp_path: Path, second: list[dict[str, Any]]
+) -> None:
+    """The next ask is recorded whether the client moves its note or keeps it (aider moved
+    it, and its second ask never reached shadow memory), and the answer it resends is not
+    recorded twice."""
+    transcripts, storage = recorder(tmp_path)
+    settings = load_settings(env={}, home=tmp_path)
+    first = [
+        {"role": "user", "content": "Where do we deploy?"},
+        {"role": "system", "content": "# *SEARCH/REPLACE block* Rules:"},
+    ]
+    for messages, answer in ((first, "To fly.io."), (second, "Noted.")):
+        ex = exchange(messages, settings)
+        transcripts.begin_exchange(ex)
+        recorded = await transcripts.of_exchange(ex, outcome(answer))
+        assert recorded is not None and recorded.generation == 1
+    said = [(r[0], r[2], r[3]) for r in rows(storage, tmp_path)]
+    assert said == [
+        (1, "user", "Where do we deploy?"),
+        (1, "assistant", "To fly.io."),
+        (1, "user", "Tests run with pytest -x."),
+        (1, "assistant", "Noted."),
+    ]
+    storage.close()

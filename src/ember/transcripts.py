@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ember.errors import StorageUnavailable
-from ember.protocols.base import AssembledMessage, ProtocolAdapter
+from ember.protocols.base import AssembledMessage, ProtocolAdapter, TranscriptItem
 from ember.protocols.prewarm import is_prewarm
 from ember.protocols.transcript import answer_items, transcript_items
 from ember.store.driver import Connection
@@ -343,14 +343,36 @@ def _rows(turn: Turn, before: Lineage | None, latest: int) -> tuple[list[Row], L
         if start < hint:  # a new generation: every message of it is recorded
             items = transcript_items(adapter, body)
             digests = position_digests(items)
+    sent = start
+    if not offset and before is not None and generation == before.generation:
+        items, sent = _after_resent_answer(items, before.request_count, start)
     count = adapter.message_count(body) + offset
     answer = answer_items(adapter, turn.answer, count) if turn.answer else []
-    rows = rows_for(turn.session_id, generation, [*items, *answer], start)
+    rows = [
+        *rows_for(turn.session_id, generation, items, sent),
+        *rows_for(turn.session_id, generation, answer, start),
+    ]
     recorded = max([count, *(x.position + 1 for x in answer)])
     if offset and before is not None:
         return rows, dataclasses.replace(before, recorded=recorded)
     first, last = (digests[0], digests[-1]) if digests else ("", "")
     return rows, Lineage(generation, first, len(digests), last, recorded)
+
+
+def _after_resent_answer(
+    items: list[TranscriptItem], sent: int, recorded: int
+) -> tuple[list[TranscriptItem], int]:
+    """The items of a request that extends the thread's previous one, from the first position
+    after that request's last message (``sent``), without the previous answer coming back.
+
+    The previous answer was recorded after every message of its request, system messages
+    included (``recorded``); a client that drops a system message trailing its ask and sends it
+    again after the next ask (aider 0.86's edit-format rules) puts the answer and the next ask
+    before that position, so reading from ``recorded`` lost the user's next ask. Between
+    ``sent`` and ``recorded`` only the answer (the assistant's items, recorded already) can
+    come back; anything else there is new."""
+    kept = [i for i in items if not (sent <= i.position < recorded and i.role == "assistant")]
+    return kept, min(sent, recorded)
 
 
 def _known(conn: Connection, session_id: str) -> tuple[Lineage | None, int]:
