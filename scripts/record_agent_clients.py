@@ -68,6 +68,7 @@ class Scenario:
     name: str
     turns: tuple[tuple[str, ...], ...]
     env: tuple[tuple[str, str], ...] = ()
+    stdin: str | None = None  # typed into the one process (aider reads its turns from stdin)
 
 
 def _words(text: str) -> tuple[str, ...]:
@@ -116,6 +117,12 @@ SCENARIOS = (
             ("--model", "openai/gpt-4.1", *_AIDER, "--message", ASK),
             ("--model", "openai/gpt-4.1", *_AIDER, "--restore-chat-history", "--message", FOLLOWUP),
         ),
+    ),
+    Scenario(
+        "aider",
+        "two-turns-one-process",
+        (("--model", "openai/gpt-4.1", *_AIDER, "--no-fancy-input"),),
+        stdin=f"{ASK}\n{FOLLOWUP}\n",
     ),
     Scenario(
         "aider",
@@ -209,7 +216,7 @@ def run_scenario(sc: Scenario, root: Path, exe: str, base: str, timeout: float) 
             [exe, *args],
             cwd=proj,
             env=env,
-            stdin=subprocess.DEVNULL,
+            input=sc.stdin or "",
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -42,6 +42,7 @@ SESSIONS = [
     ("qwen-code", "prompt-then-continue"),
     ("qwen-code", "anthropic-prompt"),
     ("aider", "message-then-restore"),
+    ("aider", "two-turns-one-process"),
     ("aider", "anthropic-cache-prompts"),
     ("gemini-cli", "prompt-then-resume"),
     ("gemini-cli", "auto-model-prompt"),
@@ -75,13 +76,33 @@ def logged(emulator: Emulator) -> io.StringIO:
     return out
 
 
-def share(log: io.StringIO) -> float:
-    """Cache read over all input of the client's calls, as the emulator answered them."""
+def usages(log: io.StringIO) -> list[dict[str, int]]:
+    """The usage the emulator answered each of the client's calls with (shadow calls left out)."""
     lines = [json.loads(line) for line in log.getvalue().splitlines()]
-    usage = [e["usage"] for e in lines if e["shadow"] == "none" and e["usage"]]
+    return [e["usage"] for e in lines if e["shadow"] == "none" and e["usage"]]
+
+
+def share(log: io.StringIO) -> float:
+    """Cache read over all input of the client's calls."""
+    usage = usages(log)
     read = sum(u["cache_read_tokens"] for u in usage)
     total = read + sum(u["input_tokens"] + u["cache_write_tokens"] for u in usage)
     return read / total
+
+
+def later_fresh(log: io.StringIO) -> int:
+    """Input not read from the cache, over every call after the first."""
+    return sum(u["input_tokens"] + u["cache_write_tokens"] for u in usages(log)[1:])
+
+
+def assert_cache_as_direct(via: io.StringIO, direct: io.StringIO) -> None:
+    """Within 0.01 of direct; a share higher by more is allowed only when it comes from ember's
+    own blocks being read from the cache (later calls pay no more fresh input than direct):
+    on aider's two small asks the OpenAI cache's 128-token steps make that +0.012."""
+    gained = share(via) - share(direct)
+    assert gained >= -0.01
+    calls = len(usages(via)) - 1
+    assert gained <= 0.01 or later_fresh(via) <= later_fresh(direct) + 8 * calls
 
 
 def seed(home: Path) -> None:
@@ -139,7 +160,7 @@ def test_memory_at_the_asks_tail_replayed_byte_for_byte_and_the_cache_as_direct(
             assert len(blocks(sent)) == 1, req.name
         else:
             assert blocks(sent) == [block], f"{req.name}: the block was not replayed as sent"
-    assert abs(share(via_log) - share(direct_log)) <= 0.01
+    assert_cache_as_direct(via_log, direct_log)
 
 
 @pytest.mark.parametrize(("client", "scenario"), SESSIONS)
@@ -185,6 +206,7 @@ SHADOW_READS = [
     *[(c, s, None, "hot") for c, s in SESSIONS if c != "aider"],
     ("aider", "message-then-restore", 1, "hot"),
     ("aider", "message-then-restore", None, "cold"),
+    ("aider", "two-turns-one-process", None, "hot"),
     ("aider", "anthropic-cache-prompts", None, "cold"),
 ]
 
