@@ -181,3 +181,18 @@ def test_gemini_gets_the_base_url_the_header_and_an_api_key_default(agents: Agen
     }
     assert defaults.parent == Path(agents.env["EMBER_HOME"]) / "run"
     assert not defaults.exists()  # the run's defaults file is gone with the run
+
+
+def test_a_run_file_below_a_directory_others_may_write_is_named(tmp_path: Path) -> None:
+    """Gemini CLI refuses a settings file there: `ember wrap gemini` says so, and what to do."""
+    from ember.cli.wrap import _writable_by_others
+
+    shared = tmp_path / "shared"
+    inner = shared / "ember" / "run"
+    inner.mkdir(parents=True)
+    shared.chmod(0o777)
+    (shared / "ember").chmod(0o700)
+    assert _writable_by_others(inner) == shared
+    shared.chmod(0o755)
+    found = _writable_by_others(inner)
+    assert found is None or found not in (inner, shared / "ember", shared)

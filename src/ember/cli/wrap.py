@@ -157,7 +157,14 @@ def _plan(
         selected = gemini.selected_auth([(str(f), _read(f)) for f in files])
         theirs = gemini.defaults_path(env)
         defaults = (scratch / f"gemini-{run_id}.system-defaults.json", _read(theirs))
-        return gemini.launch(binary, args, address, str(project), env, selected, defaults)
+        plan = gemini.launch(binary, args, address, str(project), env, selected, defaults)
+        shared = _writable_by_others(scratch) if plan.files else None
+        if shared is not None:
+            plan.notes.append(
+                f"Gemini CLI reads no settings file below {shared}, which others may write: "
+                "select the API key in ~/.gemini/settings.json (`ember setup gemini --write`)"
+            )
+        return plan
     sources = aider.settings_files(args, home, project, _git_root(project))
     return aider.launch(
         binary,
@@ -169,6 +176,18 @@ def _plan(
         scratch / f"aider-{run_id}.model.settings.yml",
         [(str(f), _read(f)) for f in sources],
     )
+
+
+def _writable_by_others(folder: Path) -> Path | None:
+    """The first of ``folder`` and its parents that group or others may write (``/tmp``), or
+    None: Gemini CLI refuses a system settings file below one (checked with 0.61.0)."""
+    for each in (folder, *folder.parents):
+        try:
+            if each.stat().st_mode & 0o022:
+                return each
+        except OSError:
+            continue
+    return None
 
 
 def _git_root(start: Path) -> Path | None:
