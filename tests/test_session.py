@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
-from ember.session import CredentialTags, derive_session_id
+from ember.session import SALT_FILE, CredentialTags, derive_session_id
 
 
 def test_header_wins() -> None:
@@ -93,3 +94,30 @@ def test_opencodes_session_header_names_the_session_of_every_request() -> None:
     turn = derive_session_id(headers, {"prompt_cache_key": "ses_abc"}, "/p", "m", "say hi")
     assert title == turn == "ses_abc"
     assert derive_session_id({"x-session-id": " "}, {}, "/p", "m", "hi").startswith("s-")
+
+
+def test_the_proxies_of_one_home_tag_a_key_alike_and_keep_the_salt_private(
+    tmp_path: Path,
+) -> None:
+    """A conversation resumed under another proxy of the home (a new `ember wrap`) stays one
+    session; another home tags the same key differently."""
+    headers = {"x-api-key": "sk-ant-aaaa"}
+    first = CredentialTags.for_home(tmp_path)
+    again = CredentialTags.for_home(tmp_path)
+    assert first.tag(headers) == again.tag(headers) is not None
+    salt = tmp_path / SALT_FILE
+    assert salt.stat().st_mode & 0o777 == 0o600 and len(salt.read_bytes()) == 32
+    assert b"sk-ant-aaaa" not in salt.read_bytes()
+    other = tmp_path / "other"
+    other.mkdir()
+    assert CredentialTags.for_home(other).tag(headers) != first.tag(headers)
+
+
+def test_a_home_that_cannot_keep_the_salt_still_tags_keys(tmp_path: Path) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    tags = CredentialTags.for_home(blocked / "home")  # below a file: no folder, no salt file
+    assert tags.tag({"x-api-key": "k"}) is not None
+    (tmp_path / SALT_FILE).write_bytes(b"short")  # damaged: left as it is, not trusted
+    assert CredentialTags.for_home(tmp_path).tag({"x-api-key": "k"}) is not None
+    assert (tmp_path / SALT_FILE).read_bytes() == b"short"

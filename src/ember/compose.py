@@ -18,6 +18,7 @@ from ember.features import stages as feature_stages
 from ember.memory.router import MemoryRouter
 from ember.proxy.app import ProxyApp
 from ember.proxy.upstream import Upstream
+from ember.session import CredentialTags
 from ember.sessions import SessionRegistry
 from ember.shadow.library import ShadowLibrary
 from ember.store.registry import Storage, storage_for
@@ -46,7 +47,7 @@ def build_app(
     """The proxy as ``ember proxy`` serves it: one storage, one session registry, the
     enabled features (or the ones given), accounting last."""
     storage = build_storage(settings)
-    sessions = SessionRegistry()
+    sessions = SessionRegistry(credentials=CredentialTags.for_home(settings.home))
     if features is None:
         stages = build_stages(settings, storage)
     elif callable(features):

@@ -13,8 +13,10 @@
 The credential takes part as a salted digest (:class:`CredentialTags`), so two clients with
 different API keys whose first messages are the same ("hi", a fixed harness prompt) are two
 sessions: merged, each saw the other's session-scoped memories and shared one ledger. The salt
-is random per proxy and lives only in memory; the key itself is never stored, logged or
-written, and its digest is only ever mixed into the session digest.
+is random per ember home, kept in ``$EMBER_HOME/credential-salt`` (readable by the user only)
+so that a conversation resumed under another proxy of the home stays its session; the key
+itself is never stored, logged or written, and its digest is only ever mixed into the session
+digest.
 
 A client that names its session (1. and 2.) keeps that name, whatever its key. Decided so
 because: everything else finds a session by that name (``ember stats``, Claude Code's transcript
@@ -31,10 +33,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import re
 import secrets
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+from ember.fsutil import private_dirs
 
 #: The header OpenCode names its session in.
 CLIENT_SESSION_HEADER = "x-session-id"
@@ -45,18 +51,63 @@ _CLAUDE_SESSION = re.compile(r"_session_([0-9a-fA-F-]{8,})")
 CREDENTIAL_HEADERS = ("x-api-key", "authorization", "api-key", "x-goog-api-key")
 #: Hex digits of a credential tag: 64 bits, so two keys of one proxy never share a tag.
 _TAG_HEX = 16
+#: Where an ember home keeps the salt of its credential tags, and its length.
+SALT_FILE = "credential-salt"
+_SALT_BYTES = 32
 
 
 class CredentialTags:
     """Salted digests of provider credentials, to tell clients apart without keeping a key.
 
-    The salt is random per instance (one per proxy: the session registry holds it) and never
-    leaves memory, so a tag cannot be checked against a guessed key from anything ember wrote,
-    and tags of one proxy run mean nothing in the next. A client with no credential has no tag.
+    The salt is random: per ember home (``for_home``: the proxy's), else per instance. A tag is
+    never written anywhere on its own, only mixed into a session digest; checking a guessed
+    key against a session id would take the salt file, readable by the user only. A client
+    with no credential has no tag.
     """
 
     def __init__(self, salt: bytes | None = None) -> None:
         self._salt = salt if salt is not None else secrets.token_bytes(32)
+
+    @classmethod
+    def for_home(cls, home: Path) -> CredentialTags:
+        """Tags that stay the same across the proxies of one ember ``home`` (``SALT_FILE``
+        there, made on first use, owner-only).
+
+        A client that names no session (Gemini CLI, Qwen Code) resumes a conversation in a
+        new process, often under a new proxy (``ember wrap`` stops its proxy when the client
+        exits): with a salt per proxy its resumed requests became another session, the memory
+        blocks injected earlier were not replayed, and the provider's cached prefix broke at
+        the first of them (Gemini CLI's ``--resume``: 0.02 less cache read). A home that cannot
+        keep the file gets a salt of this process only."""
+        path = home / SALT_FILE
+        try:
+            private_dirs(home)  # a proxy may start before anything else made its home
+        except OSError:
+            return cls()
+        for _ in range(2):
+            try:
+                salt = path.read_bytes()
+            except FileNotFoundError:
+                salt = b""
+            except OSError:
+                return cls()
+            if len(salt) == _SALT_BYTES:
+                return cls(salt)
+            if salt:
+                return cls()  # a damaged file is left for the user to see
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                continue  # another proxy made it meanwhile: read that one
+            except OSError:
+                return cls()
+            fresh = secrets.token_bytes(_SALT_BYTES)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(fresh)
+                handle.flush()
+                os.fsync(handle.fileno())
+            return cls(fresh)
+        return cls()
 
     def __repr__(self) -> str:
         return "CredentialTags(<salt hidden>)"

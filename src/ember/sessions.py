@@ -56,14 +56,17 @@ _NAMED_BY_REQUEST = ("header:", "system-prompt", "project-root")
 
 class SessionRegistry:
     def __init__(
-        self, capacity: int = DEFAULT_CAPACITY, clock: Callable[[], float] = time.monotonic
+        self,
+        capacity: int = DEFAULT_CAPACITY,
+        clock: Callable[[], float] = time.monotonic,
+        credentials: CredentialTags | None = None,
     ) -> None:
         self.capacity = capacity
         self._clock = clock
         self._sessions: OrderedDict[str, SessionInfo] = OrderedDict()
-        #: tells clients with different API keys apart (``ember.session``); its salt is made
-        #: here, once per proxy, and never leaves memory
-        self.credentials = CredentialTags()
+        #: tells clients with different API keys apart (``ember.session``): the proxy's keeps
+        #: its salt in the ember home (``CredentialTags.for_home``), else one per registry
+        self.credentials = credentials if credentials is not None else CredentialTags()
 
     def __len__(self) -> int:
         return len(self._sessions)

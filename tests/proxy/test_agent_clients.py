@@ -163,6 +163,49 @@ def test_memory_at_the_asks_tail_replayed_byte_for_byte_and_the_cache_as_direct(
     assert_cache_as_direct(via_log, direct_log)
 
 
+#: Sessions whose second turn is a new process: under `ember wrap` a new proxy, often.
+RESUMED = [("gemini-cli", "prompt-then-resume"), ("qwen-code", "prompt-then-continue")]
+
+
+@pytest.mark.parametrize(("client", "scenario"), RESUMED)
+def test_a_session_resumed_under_a_new_proxy_of_the_home_keeps_its_cache(
+    make_stack: StackFactory, client: str, scenario: str
+) -> None:
+    """Gemini CLI and Qwen Code name no session: ember derives it, with the key's tag, from
+    their first words. A new proxy of the same home must derive the same one, or the memory
+    injected before is not replayed and the provider's cached prefix breaks there."""
+    recorded = calls(client, scenario)
+    split = next(i for i, r in enumerate(recorded) if i and r.kind == "main" and _new_ask(r))
+    direct, via = Emulator(), Emulator()
+    direct_log, via_log = logged(direct), logged(via)
+    with BackgroundServer(direct) as up:
+        for req in recorded:
+            post(up.url, req)
+    first = make_stack(stages="features", emulator=via)
+    seed(first.home)
+    for req in recorded[:split]:
+        post(first.url, req)
+    first.settle()
+    second = make_stack(stages="features", emulator=via)  # the same home, another proxy
+    for req in recorded[split:]:
+        post(second.url, req)
+    second.settle()
+    sessions = {r["session_id"] for r in exchanges(project_db(first.home))}
+    assert len(sessions) == 1
+    assert_cache_as_direct(via_log, direct_log)
+
+
+def _new_ask(req: ClientRequest) -> bool:
+    """The request opens a turn of the user's (its latest message is a new ask, not a tool's
+    result)."""
+    adapter = adapter_for_path(req.path)
+    assert adapter is not None
+    body = req.json()
+    return adapter.latest_user_index(body) == adapter.turn_end(
+        body
+    ) - 1 and not adapter.tool_results(body)
+
+
 @pytest.mark.parametrize(("client", "scenario"), SESSIONS)
 def test_every_request_is_priced_and_the_dashboard_shows_the_session(
     make_stack: StackFactory, client: str, scenario: str
