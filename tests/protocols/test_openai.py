@@ -233,3 +233,29 @@ def test_a_chat_ask_followed_by_a_system_reminder_is_still_the_turn_the_model_an
     assert OPENAI_CHAT.turn_end(body) == 2
     assert OPENAI_CHAT.latest_user_index(body) == 1
     assert OPENAI_CHAT.turn_end({"messages": [{"role": "user", "content": "hi"}]}) == 1
+
+
+def test_qwen_codes_context_message_is_not_the_users_first_words() -> None:
+    """Qwen Code's first user message is its context (the date, the directory tree): as the
+    first words it made every session begun in a directory on one day one session."""
+    from ember.protocols import ANTHROPIC
+
+    for scenario, adapter in (
+        ("prompt-then-continue", OPENAI_CHAT),
+        ("anthropic-prompt", ANTHROPIC),
+    ):
+        for req in load_scenario("qwen-code", scenario):
+            if req.kind == "main":
+                assert adapter.first_user_text(req.json()) == (
+                    "Please read notes.txt and tell me what it says. run: `cat notes.txt`"
+                ), req.name
+    only_context = {
+        "messages": [
+            {
+                "role": "user",
+                "content": "This is the Qwen Code. We are "
+                "setting up the context for our chat.\nToday's date is ...",
+            }
+        ]
+    }
+    assert OPENAI_CHAT.first_user_text(only_context) == only_context["messages"][0]["content"]

@@ -25,6 +25,7 @@ from ember.protocols.base import (
     Usage,
     as_int,
     as_str,
+    first_words,
     not_an_object,
     text_of,
 )
@@ -152,10 +153,9 @@ class AnthropicAdapter(AdapterBase):
         return text_of(m.get("content")) if isinstance(m, dict) else ""
 
     def first_user_text(self, body: Any) -> str | None:
-        for m in _messages(body):
-            if isinstance(m, dict) and m.get("role") == "user":
-                return text_of(m.get("content"))
-        return None
+        """The user's first words (``first_words``: a client's context message skipped)."""
+        users = (m for m in _messages(body) if isinstance(m, dict) and m.get("role") == "user")
+        return first_words(text_of(m.get("content")) for m in users)
 
     def leading_user_texts(self, body: Any, count: int) -> list[str]:
         users = (m for m in _messages(body) if isinstance(m, dict) and m.get("role") == "user")

@@ -328,6 +328,25 @@ def as_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+#: How clients open a first user message that holds their own context, not the user's words:
+#: Qwen Code 0.15 sends the date, the OS, its working directory and the folder tree there
+#: (then an assistant "Got it. Thanks for the context!", then the ask). As the first words of
+#: a session it made every session begun in a directory on one day the same session.
+CLIENT_CONTEXT_OPENINGS = ("This is the Qwen Code. We are setting up the context for our chat.",)
+
+
+def first_words(texts: Any) -> str | None:
+    """The first of ``texts`` (each user message's text, in order) that is not a client's
+    context message (``CLIENT_CONTEXT_OPENINGS``); the first one when all of them are."""
+    first: str | None = None
+    for text in texts:
+        if first is None:
+            first = text
+        if not text.lstrip().startswith(CLIENT_CONTEXT_OPENINGS):
+            return str(text)
+    return first
+
+
 def text_of(content: Any, text_types: tuple[str, ...] = ("text",)) -> str:
     """The plain text of a string or a list of content blocks (non-text blocks skipped)."""
     if isinstance(content, str):
