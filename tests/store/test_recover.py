@@ -169,9 +169,9 @@ def test_garbage_written_into_the_middle_counts_what_it_took(tmp_path: Path) -> 
     entry = report.tables["exchanges"]
     if report.exact:
         assert entry.copied + entry.lost == N
-    else:
+        assert entry.lost > 0 or entry.copied == N
+    else:  # rows that left no trace cannot be counted: the report says it could not count
         assert entry.copied + entry.lost <= N and "exchanges" in report.uncounted
-    assert entry.lost > 0 or entry.copied == N
 
 
 def test_truncated_pages_copy_what_is_left_and_say_what_is_unknown(tmp_path: Path) -> None:

@@ -103,7 +103,7 @@ def memory_propose_tool(protocol: str) -> dict[str, Any]:
     """The tool's definition in ``protocol``'s wire format (``anthropic``, ``openai_chat``,
     ``openai_responses``): keep it in the tool list of every turn. A fresh copy each call
     (a caller that edits it cannot change the next one)."""
-    ops = TOOLING.get(protocol)
+    ops = TOOLING.get(protocol) if protocol in WIRE_FORMATS else None
     if ops is None:
         raise ValueError(f"unknown wire format {protocol!r}: use one of {', '.join(WIRE_FORMATS)}")
     definition = copy.deepcopy(ops.definition(SPEC))
