@@ -36,6 +36,7 @@ def agents(tmp_path: Path, upstream: BackgroundServer) -> Agents:
         exe.write_text(f"#!{sys.executable}\n{source}")
         exe.chmod(0o755)
     made.env = {k: v for k, v in made.env.items() if not k.startswith(CLIENT_VARS)}
+    made.env["EMBER_GEMINI_URL"] = upstream.url
     return made
 
 
@@ -161,18 +162,9 @@ def test_gemini_signed_in_with_google_is_refused_with_what_to_change(agents: Age
 
 
 def test_gemini_gets_the_base_url_the_header_and_an_api_key_default(agents: Agents) -> None:
-    r = agents.wrap(
-        "gemini",
-        "--cwd",
-        str(agents.project),
-        "--",
-        "-p",
-        "hi",
-        GEMINI_API_KEY="k",
-        GEMINI_CLI_CUSTOM_HEADERS="x-team: a",
+    seen = _run(
+        agents, "gemini", "-p", "hi", GEMINI_API_KEY="k", GEMINI_CLI_CUSTOM_HEADERS="x-team: a"
     )
-    assert r.returncode == 0, r.stderr
-    seen = agents.seen()
     added = _added(agents, seen, GEMINI_API_KEY="k", GEMINI_CLI_CUSTOM_HEADERS="x-team: a")
     defaults = Path(added.pop("GEMINI_CLI_SYSTEM_DEFAULTS_PATH"))
     assert added == {
@@ -181,6 +173,8 @@ def test_gemini_gets_the_base_url_the_header_and_an_api_key_default(agents: Agen
     }
     assert defaults.parent == Path(agents.env["EMBER_HOME"]) / "run"
     assert not defaults.exists()  # the run's defaults file is gone with the run
+    _wait_free(agents)
+    assert agents.requests_recorded() == 1  # the header named the project
 
 
 def test_a_run_file_below_a_directory_others_may_write_is_named(tmp_path: Path) -> None:
