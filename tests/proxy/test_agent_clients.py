@@ -300,9 +300,6 @@ def _unmarked(value: Any) -> Any:
     return value
 
 
-SDK_SESSIONS = [s for s in SESSIONS if s[0] != "gemini-cli"]
-
-
 #: The fields each SDK method takes by name; the rest of a recorded body goes as ``extra_body``.
 _NAMED = {
     "/v1/messages": ("model", "max_tokens", "messages", "stream"),
@@ -311,16 +308,22 @@ _NAMED = {
 }
 
 
-@pytest.mark.parametrize(("client", "scenario"), SDK_SESSIONS)
+@pytest.mark.parametrize(("client", "scenario"), SESSIONS)
 def test_the_official_sdk_reads_ember_s_answer_to_the_clients_first_ask(
     make_stack: StackFactory, client: str, scenario: str
 ) -> None:
-    """The client's first ask, sent by the SDK of its wire format (Anthropic's, OpenAI's):
-    the model gets the memory, and the SDK reads ember's streamed answer to its end."""
+    """The client's first ask, sent by the SDK of its wire format (Anthropic's, OpenAI's,
+    Google's): the model gets the memory, and the SDK reads ember's streamed answer to its
+    end."""
     stack = make_stack(stages="features")
     seed(stack.home)
     req = next(r for r in calls(client, scenario) if r.kind == "main")
     body = req.json()
+    if req.path.startswith("/v1beta/"):
+        text = _with_genai(stack.url, req.path, body)
+        assert text.startswith("Noted: ")
+        assert BLOCK_OPEN.encode() in stack.emulator.requests[-1].body
+        return
     named = {k: v for k, v in body.items() if k in _NAMED[req.path]}
     extra = {k: v for k, v in body.items() if k not in named}
     headers = {k: v for k, v in req.wrapped_headers.items() if k.startswith(("x-ember-", "x-sess"))}
@@ -342,3 +345,18 @@ def test_the_official_sdk_reads_ember_s_answer_to_the_clients_first_ask(
                 text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
     assert text.startswith("Noted: ")  # the emulator's whole answer, read to its end
     assert BLOCK_OPEN.encode() in stack.emulator.requests[-1].body
+
+
+def _with_genai(base: str, path: str, body: dict[str, Any]) -> str:
+    """Gemini CLI's request as google-genai sends it (the body's fields read into its types)."""
+    from google import genai
+    from google.genai import types
+
+    fields = {**body.get("generationConfig", {}), "systemInstruction": body["systemInstruction"]}
+    config = types.GenerateContentConfig.model_validate({**fields, "tools": body["tools"]})
+    model = path.split("/models/")[1].split(":")[0]
+    client = genai.Client(api_key="test", http_options=types.HttpOptions(base_url=base))
+    chunks = client.models.generate_content_stream(
+        model=model, contents=body["contents"], config=config
+    )
+    return "".join(c.text or "" for c in chunks)
