@@ -68,6 +68,10 @@ def _after_a_stop(storage: Storage, directory: Path) -> None:
 
 class AccountingStage(Stage):
     name = "accounting"
+    #: Last in the pipeline (its request sees every stage's notes), first on the response: its
+    #: row is queued the moment the answer is out, not after memory, shadow and the others
+    #: have done their work on it (seconds under load, and a kill -9 then lost those rows).
+    response_order = -2
 
     def __init__(
         self,

@@ -291,6 +291,11 @@ class Stage:
     #: WebSocket upgrade with it (a 426: Codex falls back to HTTP at once) instead of relaying
     #: a stream the stage could not work on — memory tools run inside the HTTP exchange only.
     http_only: str | None = None
+    #: When its ``on_response`` runs: stages run by this number, then in pipeline order. Below 0
+    #: for a stage that writes down what the client was answered (accounting's row, the
+    #: transcript): queued, and journaled, at once rather than after the other stages' work
+    #: on the answer — seconds under load, and a proxy killed meanwhile lost those writes.
+    response_order: int = 0
 
     async def start(self, services: Services) -> None:
         return None

@@ -24,6 +24,7 @@ are in). Elsewhere, as before, the write is awaited and a file that is off fails
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -178,6 +179,30 @@ class Transcripts:
                 ended = None
             return Recorded(after.generation, ended, overtaken)
 
+    def unplaced(self, session_id: str) -> bool:
+        """The thread's recent writes went to be placed by themselves (module doc): where it
+        stands is not known here yet (``placed`` tells, once it is)."""
+        found: _Thread | None = self.sessions.feature(session_id, self.KEY, touch=False)
+        return found is not None and found.lineage is None and found.unplaced > 0
+
+    async def placed(self, session_id: str, project: ProjectRef) -> Lineage | None:
+        """Where an unplaced thread stands now that its writes are in (read from the store,
+        and kept); None while they are not, or the store cannot be read."""
+        thread = self._thread(session_id)
+        async with thread.lock:
+            if thread.lineage is not None:
+                return thread.lineage
+            if thread.unplaced:
+                return None
+            db = self.database(project)
+            try:
+                thread.lineage, _ = await db.aread(lambda c: _known(c, session_id))
+            except StorageUnavailable:
+                return None
+            if thread.lineage is not None:
+                thread.opened = thread.lineage.generation  # its own write ran the hooks
+            return thread.lineage
+
     # -- per exchange ------------------------------------------------------------------------
 
     def begin_exchange(self, ex: Exchange) -> int:
@@ -308,9 +333,14 @@ class Transcripts:
         op = unplaced(turn.session_id, items, said, count, continues, names)
         thread.unplaced += 1
         done = db.submit(op, label="transcript")
+        loop = asyncio.get_running_loop()
 
-        def placed(_: Any) -> None:
+        def one_less() -> None:
             thread.unplaced -= 1
+
+        def placed(_: Any) -> None:  # on the writer's thread: counted on the loop's
+            with contextlib.suppress(RuntimeError):  # the loop is gone: so is the thread
+                loop.call_soon_threadsafe(one_less)
 
         done.add_done_callback(placed)
 

@@ -61,7 +61,7 @@ class Pipeline:
                 log.exception("stage %s failed on an answer's end", stage.name)
 
     async def run_response(self, ex: Exchange, outcome: Outcome) -> None:
-        for stage in self.stages:
+        for stage in sorted(self.stages, key=lambda s: s.response_order):  # stable
             try:
                 await stage.on_response(ex, outcome)
             except StorageUnavailable:

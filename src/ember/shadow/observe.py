@@ -25,6 +25,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from ember.config import Settings
+from ember.errors import StorageUnavailable
 from ember.exchange import OutcomeKind, TaskSet, UpstreamClient, UrlFor
 from ember.facts import MemoryOpener
 from ember.project import ProjectRef
@@ -65,6 +66,9 @@ _NOT_FORWARDED = frozenset(
         "sec-websocket-protocol",
     }
 )
+#: How long a session recorded during a store outage waits for its transcript to be placed
+#: before shadow memory gives up noting it (its backlog is read cold by a later sweep).
+PLACED_WAIT_SECONDS = 600.0
 #: Beta flags that only mean something on a socket (``openai-beta``).
 _SOCKET_BETAS = ("responses_websockets",)
 
@@ -172,6 +176,8 @@ class ShadowCore:
         self._ticker: asyncio.Task[None] | None = None
         #: when each project's forgotten backlogs were last looked for (monotonic seconds)
         self._swept: dict[str, float] = {}
+        #: the latest answer of each session whose thread waits to be placed (``noted``)
+        self._unplaced: dict[str, Answered] = {}
 
     def start(self) -> None:
         self._ticker = self.service.tasks.spawn(self.service.tick_forever(), name="shadow-tick")
@@ -206,12 +212,40 @@ class ShadowCore:
 
     async def noted(self, a: Answered, recorded: Recorded | None) -> None:
         """The exchange is in the transcript (``recorded``; None: a newer request of the
-        thread was recorded first): note the prefix, fire the trigger it calls for."""
+        thread was recorded first, or the store was down and the thread is placed by its own
+        writes: noted once they are in, ``_place_later``): note the prefix, fire the trigger
+        it calls for."""
         st = self.service.attach(a.session_id, a.project, a.adapter.name)
         if recorded is not None:
             self._handle(a, st, recorded)
+        elif self.transcripts.unplaced(a.session_id):
+            self._place_later(a)
         self.service.kick(a.session_id)
         self._maybe_sweep(a)
+
+    def _place_later(self, a: Answered) -> None:
+        """Note the thread's latest answer once the transcript knows where the thread stands
+        (its writes of a store outage delivered): a session that spoke only while the store
+        was down was never read otherwise. One waiter per session, for the latest answer."""
+        waiting = self._unplaced.get(a.session_id)
+        self._unplaced[a.session_id] = a
+        if waiting is None:
+            work = self._wait_placed(a.session_id, a.project)
+            self.service.tasks.spawn(work, name=f"shadow-placed:{a.session_id}")
+
+    async def _wait_placed(self, session_id: str, project: ProjectRef) -> None:
+        deadline = time.monotonic() + PLACED_WAIT_SECONDS
+        try:
+            while time.monotonic() < deadline:
+                await asyncio.sleep(1.0)
+                lineage = await self.transcripts.placed(session_id, project)
+                latest = self._unplaced.get(session_id)
+                if lineage is not None and latest is not None:
+                    self._unplaced.pop(session_id, None)
+                    await self.noted(latest, Recorded(lineage.generation, None, False))
+                    return
+        finally:
+            self._unplaced.pop(session_id, None)
 
     def _maybe_sweep(self, a: Answered) -> None:
         """Now and then (``backlog.SWEEP_EVERY``), a project whose session just brought
@@ -227,7 +261,11 @@ class ShadowCore:
 
     async def _sweep(self, project: ProjectRef, protocol: str) -> None:
         db = self.database(project)
-        found = await db.aread(backlog.find)
+        try:
+            found = await db.aread(backlog.find)
+        except StorageUnavailable:
+            self._swept.pop(str(db.path), None)  # the store said so itself: swept when back
+            return
         orphans = [b for b in found if not self.service.reads(b.session_id, b.generation)]
         if not orphans:
             return

@@ -132,7 +132,12 @@ class ShadowRunner:
     async def run(self, req: RunRequest) -> RunRecord | None:
         """Run once; None when there was nothing new to read."""
         db = self.database(req.project)
-        cursor, messages = await db.awrite(lambda c: _backlog(c, req))
+        if db.health.held:
+            # writes held through an outage may be this session's messages: a read now would
+            # call them read before they are there (the run is asked for again)
+            raise StorageUnavailable(f"{db.where} still holds writes from an outage")
+        # refused while the store is off, nothing is lost: the run is asked for again
+        cursor, messages = await db.awrite(lambda c: _backlog(c, req), label="shadow", retried=True)
         if not messages:
             return None
         plan = await self._plan(db, req, messages, cursor.ready)

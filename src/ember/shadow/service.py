@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 
 #: Shadow runs going at once, across sessions (each is one or a few provider calls).
 MAX_CONCURRENT_RUNS = 2
+#: A run the store refused (switched off: a PostgreSQL server down, say) is asked for again
+#: this much later, until the store takes it.
+UNAVAILABLE_RETRY_SECONDS = 5.0
 
 #: What runs after a shadow run of the same backlog (the steward, in mode compare).
 AfterRun = Callable[[RunRequest, RunRecord], Awaitable[object]]
@@ -177,6 +180,13 @@ class ShadowService:
             except asyncio.CancelledError:
                 raise
             except StorageUnavailable:  # the database said so itself, once
+                # nothing was read: asked again later, not dropped (a session that went quiet
+                # during a store outage was never read: nothing would trigger it again)
+                if not req.abort.is_set():
+                    self.trigger(
+                        req.session_id, req.trigger, delay=UNAVAILABLE_RETRY_SECONDS,
+                        generation=req.generation,
+                    )  # fmt: skip
                 return
             except Exception:
                 log.exception("shadow run of session %s failed", req.session_id)

@@ -27,6 +27,9 @@ __all__ = ["MemoryOpener", "ShadowStage", "forwarded"]
 
 class ShadowStage(Stage):
     name = "shadow"
+    #: right after accounting's: it records the transcript (``Transcripts.of_exchange``), and
+    #: a recording queued only after the other stages' work on the answer was lost to a kill
+    response_order = -1
 
     def __init__(self, settings: Settings, memories: MemoryOpener | None = None) -> None:
         self.settings = settings

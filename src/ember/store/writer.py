@@ -105,6 +105,10 @@ class JobQueue:
             batch.append(self._jobs.popleft())
         return batch
 
+    def peek(self) -> list[Job[Any]]:
+        """The queued jobs, in order, left queued. Caller holds ``cond``."""
+        return list(self._jobs)
+
     def drain(self) -> list[Job[Any]]:
         """Caller holds ``cond``."""
         jobs = list(self._jobs)

@@ -173,14 +173,16 @@ class PgDatabase(HeldWrites):
         watch = self._watch
         return ConnectionError(watch.cause) if watch.down else None
 
-    def _wait_for_retry(self) -> None:
-        """Unreachable: wait for the watch to reach the server (or a close); else the
-        backoff."""
-        if self._health.state == "unreachable":
-            with self._queue.cond:
-                while not self._closed and self._watch.down:
-                    self._queue.cond.wait(1.0)
-        super()._wait_for_retry()
+    def _wait_for_watch(self) -> None:
+        """Sleep while the server is known down: until the watch reaches it (``server_back``
+        notifies), a close, or a write that cannot be held arrives (it is failed now)."""
+        with self._queue.cond:
+            while not self._closed and self._watch.down and not self._waited_for():
+                self._queue.cond.wait(1.0)
+
+    def _waited_for(self) -> bool:
+        """A queued write whose caller waits for it. Caller holds the queue's condition."""
+        return any(not j.hold for j in self._queue.peek())
 
     def _pool(self) -> ConnectionPool[Any]:
         with self._pool_lock:
@@ -193,11 +195,14 @@ class PgDatabase(HeldWrites):
     def _session(self) -> bool:
         """Migrate once, then run batches until idle, closed or failed. True: go round again
         (a transient failure left writes held)."""
-        if self._health.state in TRANSIENT:
-            self._wait_for_retry()
         down = self._known_down()
         if down is not None:  # not worth the pool's timeout: the watch tells when it is back
-            return self._gap("unreachable", down, [])
+            if not self._gap("unreachable", down, []):  # fails what cannot be held
+                return False
+            self._wait_for_watch()
+            return True
+        if self._health.state in TRANSIENT:
+            self._wait_for_retry()
         try:
             if not self._migrated.is_set():
                 pools.borrowed(
@@ -285,8 +290,13 @@ class PgDatabase(HeldWrites):
     def _close_readers(self) -> None:
         """Nothing to close: reads borrow from the pool."""
 
+    def reopen(self) -> None:
+        super().reopen()
+        self._watch.join(self)
+
     def close(self, timeout: float = 30.0) -> None:
         super().close(timeout)
+        self._watch.leave(self)
         with self._pool_lock:
             held, self._held_pool = self._held_pool, None
         if held is not None:

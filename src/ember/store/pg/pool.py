@@ -27,9 +27,9 @@ Invariants, and what each prevents:
 - No idle connection keeps its session state: connections are in autocommit and every
   transaction sets its ``search_path`` with ``SET LOCAL`` (``store.pg.migrate.enter``), so a
   connection lent for one project never carries it to the next borrower.
-- The pool's own log lines (one per failed attempt while the server is down) are kept out of
-  the log: the database reports an outage once (``store.database``); the pool's warnings
-  would repeat it every second.
+- The pool's own log lines (one per failed attempt while the server is down), and psycopg's
+  warnings about connections that died, are kept out of the log: the outage is said once
+  (``watch``); their warnings would repeat it every second.
 - A pool is shared while anyone holds it (``acquire``/``release`` count), closed by the last
   release, and its threads end with it.
 """
@@ -75,6 +75,9 @@ CHECK_SECONDS = 5.0
 ANSWER_SECONDS = STATEMENT_SECONDS + 15.0
 
 logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+# psycopg's own warnings while a connection dies ("error ignored terminating <Pipeline>"):
+# the outage is said once, by ``watch``; one of these per cut connection buried it
+logging.getLogger("psycopg").setLevel(logging.ERROR)
 
 _lock = threading.Lock()
 _pools: dict[str, tuple[ConnectionPool[Any], int]] = {}

@@ -77,13 +77,24 @@ class Watch:
         with self._lock:
             self._members.add(member)
 
+    def leave(self, member: Member) -> None:
+        """``member`` closed. The last one out ends the watch's outage, said or not: nobody
+        of this process waits for the server any more (its probe stops)."""
+        with self._lock:
+            self._members.discard(member)
+            if not self._members:
+                self._down_since = None
+                self._said_down = self._want_say = False
+                self._holding = ""
+
     def went_down(self, cause: BaseException | str, holding: str, *, say: bool = True) -> None:
         """A schema could not reach the server. The first time in an outage (and the first
         time a member that logs meets it): one line; the probe starts."""
         detail = scrubbed(str(cause), self.url)
         with self._lock:
             if self._down_since is None:
-                self._down_since = time.time()
+                # a borrower that gave up waiting for a connection met the outage that long ago
+                self._down_since = time.time() - _waited(cause)
                 self._said_down = self._want_say = False
                 self.cause = detail
                 self._baseline = {id(m): _counts(m.health) for m in self._members}
@@ -186,6 +197,20 @@ class Watch:
             lost,
             still,
         )
+
+
+def _waited(cause: BaseException | str) -> float:
+    """How long the operation that met the outage waited for a connection first (the pool's
+    timeout: the server was gone before it gave up)."""
+    try:
+        from psycopg_pool import PoolTimeout
+    except ImportError:  # pragma: no cover - the postgres extra is there when this runs
+        return 0.0
+    if isinstance(cause, PoolTimeout):
+        from ember.store.pg.pool import WAIT_SECONDS
+
+        return WAIT_SECONDS
+    return 0.0
 
 
 def _counts(health: Health) -> tuple[int, int]:
