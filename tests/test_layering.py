@@ -9,7 +9,19 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "ember"
 #: The packages features stand on or are composed by; every other package is a feature.
 PLATFORM = frozenset(
-    {"cli", "clients", "demo", "launch", "models", "protocols", "proxy", "store", "testing", "ui"}
+    {
+        "cli",
+        "clients",
+        "cmdkit",
+        "demo",
+        "launch",
+        "models",
+        "protocols",
+        "proxy",
+        "store",
+        "testing",
+        "ui",
+    }
 )
 FEATURES = tuple(
     sorted(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ember.cli.invocation import ember_command
+from ember.cmdkit.invocation import ember_command
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from typing import Any, get_args
 
 import pytest
 
-from ember.cli import access
+from ember.cmdkit import access
 from ember.errors import StorageError
 from ember.store import home as home_mod
 from ember.store.health import Health, State

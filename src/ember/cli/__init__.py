@@ -4,7 +4,7 @@ Errors ember raises on purpose (bad settings, unknown project, an unusable EMBER
 printed as one line that says what was wrong and exit with status 2; they never show a
 traceback. A file-system or SQLite failure that no check foresaw (a folder made read-only
 under a running command, a lock file of another user) is one line too, with the fix, rather
-than a traceback: the commands check EMBER_HOME first (``ember.cli.access``), this is the net
+than a traceback: the commands check EMBER_HOME first (``ember.cmdkit.access``), this is the net
 under them.
 """
 

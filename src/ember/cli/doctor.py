@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ember.cli.options import config_option, json_option, project_options
+from ember.cmdkit.options import config_option, json_option, project_options
 from ember.config import Settings, load_settings
 from ember.errors import StorageError
 from ember.project import project_from_cli

@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from ember.cli import render
-from ember.cli.options import json_option
+from ember.cmdkit import render
+from ember.cmdkit.options import json_option
 from ember.features import Registered, registry
 
 

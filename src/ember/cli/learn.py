@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 import click
 
-from ember.cli import access
-from ember.cli.options import config_option, json_option
+from ember.cmdkit import access
+from ember.cmdkit.options import config_option, json_option
 from ember.learn.cli_backend import CLI_COMMANDS, DEFAULT_IDLE_TIMEOUT, DEFAULT_WALL_TIMEOUT
 from ember.learn.model import LearnError
 from ember.store.registry import stats_db_path

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ember.cli.options import config_option
+from ember.cmdkit.options import config_option
 from ember.config import Settings, load_settings
 
 

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import click
 
-from ember.cli.options import config_option
 from ember.clients import CLIENTS, aider, claude, codex, gemini, opencode, qwen
 from ember.clients.address import ProxyAddress
 from ember.clients.mcp import ember_argv
+from ember.cmdkit.options import config_option
 from ember.config import load_settings
 from ember.errors import ClientError
 

@@ -13,10 +13,11 @@ from rich.text import Text
 
 from ember.budget import report as spend_limits
 from ember.budget.settings import BudgetSettings
-from ember.cli import access, render, stats_projects, stats_savings
-from ember.cli.invocation import ember_command
+from ember.cli import stats_projects, stats_savings
 from ember.cli.losses import problem_line
-from ember.cli.options import config_option, json_option, project_options
+from ember.cmdkit import access, render
+from ember.cmdkit.invocation import ember_command
+from ember.cmdkit.options import config_option, json_option, project_options
 from ember.config import Settings, load_settings
 from ember.memory.ledger import AskCounts, ask_counts
 from ember.project import project_from_cli

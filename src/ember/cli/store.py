@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ember.cli.options import config_option, json_option
+from ember.cmdkit.options import config_option, json_option
 
 
 @click.group()

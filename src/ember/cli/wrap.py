@@ -11,9 +11,9 @@ from pathlib import Path
 
 import click
 
-from ember.cli.options import config_option
 from ember.clients import CLIENTS, ClientSpec, Launch, aider, claude, codex, gemini, opencode, qwen
 from ember.clients.address import ProxyAddress
+from ember.cmdkit.options import config_option
 from ember.config import load_settings
 from ember.errors import ClientError
 

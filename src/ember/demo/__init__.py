@@ -17,7 +17,7 @@ import anthropic
 from rich.console import Console
 from rich.table import Table
 
-from ember.cli.invocation import ember_command
+from ember.cmdkit.invocation import ember_command
 from ember.compose import build_app
 from ember.config import Settings, load_settings
 from ember.demo.learn import LearnSummary, run_learn_demo

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import click
 
-from ember.cli import render
-from ember.cli.options import config_option, json_option, project_options
+from ember.cmdkit import render
+from ember.cmdkit.options import config_option, json_option, project_options
 from ember.memory import cli_view as view
 from ember.memory.cli_target import no_data, not_found, reading, resolve
 from ember.memory.cli_write import add_cmd, delete_cmd, import_cmd

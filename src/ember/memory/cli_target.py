@@ -21,7 +21,7 @@ from pathlib import Path
 
 import click
 
-from ember.cli import access
+from ember.cmdkit import access
 from ember.config import Settings, load_settings
 from ember.errors import ProjectError
 from ember.memory.core import HierarchicalMemory

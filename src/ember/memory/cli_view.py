@@ -19,7 +19,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from ember.cli import render
+from ember.cmdkit import render
 from ember.memory.injected import MemoryUse
 from ember.memory.models import Memory, MemoryHit, iso
 

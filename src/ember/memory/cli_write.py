@@ -19,8 +19,8 @@ from typing import Any
 
 import click
 
-from ember.cli import access
-from ember.cli.options import config_option, json_option, project_options
+from ember.cmdkit import access
+from ember.cmdkit.options import config_option, json_option, project_options
 from ember.memory.cli_target import not_found, resolve, warn_unembedded, writing
 from ember.memory.cli_view import echo_json
 from ember.memory.core import HierarchicalMemory

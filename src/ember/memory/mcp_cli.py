@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ember.cli.options import config_option, project_options
+from ember.cmdkit.options import config_option, project_options
 
 if TYPE_CHECKING:
     from mcp.server import Server

@@ -30,7 +30,7 @@ import time
 import uuid
 from typing import Any
 
-from ember.cli import access
+from ember.cmdkit import access
 from ember.config import Settings
 from ember.errors import ProjectError
 from ember.memory.core import HierarchicalMemory

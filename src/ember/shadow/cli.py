@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 
 import click
 
-from ember.cli import access, render
-from ember.cli.options import config_option, json_option, project_options
+from ember.cmdkit import access, render
+from ember.cmdkit.options import config_option, json_option, project_options
 from ember.config import Settings, load_settings
 from ember.errors import ProjectError
 from ember.exchange import CommandServices

@@ -12,7 +12,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from ember.cli.render import Clip, count, table
+from ember.cmdkit.render import Clip, count, table
 
 
 def _share(s: dict[str, Any] | None) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from ember.cli.render import Clip, count, table
+from ember.cmdkit.render import Clip, count, table
 from ember.shadow.budget import weighted_tokens
 
 TOKENS_HOW = "tokens: the provider's usage counters, summed over the run's calls"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from ember.cli import access
-from ember.cli.options import config_option, json_option
+from ember.cmdkit import access
+from ember.cmdkit.options import config_option, json_option
 from ember.config import Settings, load_settings
 from ember.shaping.recorder import StoredState, read_state
 from ember.shaping.report import HOLDOUT_HINT, report_json

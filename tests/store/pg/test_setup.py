@@ -189,7 +189,7 @@ def test_a_role_that_may_not_write_is_told_about_rights_not_files(
     """A second role that was never granted the first one's schemas: the proxy's health and
     a one-shot command's error speak of the role and the server, and of `ember store init`,
     never of making a file writable."""
-    from ember.cli import access
+    from ember.cmdkit import access
     from ember.config import load_settings
     from ember.errors import StorageError
     from ember.store.copy import copy_store, parse

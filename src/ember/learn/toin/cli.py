@@ -14,9 +14,9 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from ember.cli import access
-from ember.cli import render as out
-from ember.cli.options import config_option, json_option
+from ember.cmdkit import access
+from ember.cmdkit import render as out
+from ember.cmdkit.options import config_option, json_option
 from ember.config import load_settings
 from ember.learn.toin.patterns import Pattern
 from ember.learn.toin.publish import DEFAULT_MIN_OBSERVATIONS, render
