@@ -119,6 +119,10 @@ class _Thread:
     #: writes of this thread placed in their own transaction, not committed yet: until
     #: they are, the stored lineage is not the thread's (module doc)
     unplaced: int = 0
+    #: the journaled write ``record`` queued, waited for once the lock is let go (a wait
+    #: under the lock held every later answer of the thread back, unjournaled, for as long
+    #: as the store took to fail: a kill then lost them)
+    committing: Any = None
 
 
 class Transcripts:
@@ -170,14 +174,18 @@ class Transcripts:
                 return None
             thread.recorded_seq = max(thread.recorded_seq, turn.seq)
             overtaken = bool(turn.seq) and turn.seq < thread.issued
+            thread.committing = None
             written = await self._write(turn, thread)
-            if written is None:
-                return None  # written where it will be placed: where it stands is not known
-            before, after = written
-            ended = before.generation if before is not None else None
-            if ended == after.generation:
-                ended = None
-            return Recorded(after.generation, ended, overtaken)
+            committing = thread.committing
+        if committing is not None:  # out of the lock: the thread's next write is queued now
+            await _committed_while_up(self.database(turn.project), committing)
+        if written is None:
+            return None  # written where it will be placed: where it stands is not known
+        before, after = written
+        ended = before.generation if before is not None else None
+        if ended == after.generation:
+            ended = None
+        return Recorded(after.generation, ended, overtaken)
 
     def unplaced(self, session_id: str) -> bool:
         """The thread's recent writes went to be placed by themselves (module doc): where it
@@ -315,7 +323,7 @@ class Transcripts:
             return
         shown = await asyncio.to_thread(masked, rows)
         op = saved_turn(session_id, shown, lineage, names, answer_at)
-        await _committed_while_up(db, db.submit(op, label="transcript"))
+        self._thread(session_id).committing = db.submit(op, label="transcript")
 
     async def _write_unplaced(self, db: Database, turn: Turn, thread: _Thread) -> None:
         """Every item of the request, placed by its own write (``record_unplaced``); the

@@ -77,7 +77,7 @@ class Op:
         fn: Callable[[Connection, Any], Any],
         args: Any,
         *,
-        key: str | None = None,
+        key: int | None = None,
         replayed: bool = False,
     ) -> None:
         if not getattr(fn, _MARK, False):
@@ -93,10 +93,11 @@ class Op:
     def name(self) -> str:
         return name_of(self.fn)
 
-    def keyed(self) -> str:
-        """The op's key, made now if it has none."""
+    def keyed(self) -> int:
+        """The op's key, made now if it has none: 63 random bits (a BIGINT in the store;
+        the chance that two writes of a week meet is below one in ten billion)."""
         if self.key is None:
-            self.key = secrets.token_hex(12)
+            self.key = secrets.randbits(63)
         return self.key
 
     def __call__(self, conn: Connection) -> Any:
@@ -106,6 +107,6 @@ class Op:
         return f"Op({self.name}, key={self.key})"
 
 
-def key_of(fn: Any) -> str | None:
+def key_of(fn: Any) -> int | None:
     """The key of a job's function when it is a journaled op."""
     return fn.key if isinstance(fn, Op) else None

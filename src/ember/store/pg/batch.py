@@ -57,10 +57,10 @@ BUMP_NAMING_XID = BUMP_VERSION + " RETURNING pg_current_xact_id()::text"
 #: The same, recording the keys of the journaled writes the transaction applies.
 BUMP_RECORDING_KEYS = (
     "WITH delivered AS (INSERT INTO _ember_delivered (key, at) "
-    "SELECT k, now() FROM unnest(%s::text[]) AS k ON CONFLICT DO NOTHING) " + BUMP_NAMING_XID
+    "SELECT k, now() FROM unnest(%s::bigint[]) AS k ON CONFLICT DO NOTHING) " + BUMP_NAMING_XID
 )
 #: Which of the given keys a transaction already applied.
-DELIVERED = "SELECT key FROM _ember_delivered WHERE key = ANY(%s::text[])"
+DELIVERED = "SELECT key FROM _ember_delivered WHERE key = ANY(%s::bigint[])"
 
 Results = list[tuple[Job[Any], Any, BaseException | None]]
 
@@ -163,7 +163,7 @@ def _applied_before(conn: psycopg.Connection[Any], jobs: list[Job[Any]]) -> set[
     if not replayed:
         return set()
     found = conn.execute(cast(Any, DELIVERED), (list(replayed),)).fetchall()
-    return {replayed[str(r[0])] for r in found}
+    return {replayed[int(r[0])] for r in found}
 
 
 def _rolled_back(ran: list[Job[Any]]) -> None:

@@ -81,7 +81,7 @@ class Ticket:
     """One write in the journal until it is done."""
 
     segment: Segment
-    key: str
+    key: int
     size: int
 
 
@@ -161,7 +161,7 @@ class WriteJournal:
 
     def done(self, tickets: Iterable[Ticket]) -> None:
         """The writes of ``tickets`` are done with (committed, or counted as dropped)."""
-        by_segment: dict[Segment, list[str]] = {}
+        by_segment: dict[Segment, list[int]] = {}
         for t in tickets:
             by_segment.setdefault(t.segment, []).append(t.key)
         if not by_segment:
@@ -283,7 +283,7 @@ class WriteJournal:
 class Held:
     """A write a stopped process journaled and never noted as done."""
 
-    key: str
+    key: int
     path: str
     schema: str
     label: str
@@ -308,8 +308,8 @@ def read_left(paths: list[Path], store: str) -> Left:
     """The writes not done in ``paths`` (segments no process holds), in the order they were
     journaled, each once (pure but for the reading)."""
     left = Left()
-    writes: dict[str, Held] = {}
-    done: set[str] = set()
+    writes: dict[int, Held] = {}
+    done: set[int] = set()
     for path in sorted(paths, key=lambda p: p.name):
         try:
             lines = path.read_bytes().splitlines()
@@ -324,13 +324,17 @@ def read_left(paths: list[Path], store: str) -> Left:
         left.paths.append(path)
         for raw in lines[1:]:
             line = _parse(raw)
-            if isinstance(line, list) and len(line) == 7 and line[0] == "w":
-                _, key, where, schema, label, op, args = line
-                writes.setdefault(str(key), Held(str(key), where, schema, label, op, args))
-            elif isinstance(line, list) and len(line) == 2 and line[0] == "d":
-                done.update(str(k) for k in line[1])
-            else:
-                left.torn += 1
+            try:
+                if isinstance(line, list) and len(line) == 7 and line[0] == "w":
+                    _, key, where, schema, label, op, args = line
+                    held = Held(int(key), str(where), str(schema), str(label), str(op), args)
+                    writes.setdefault(held.key, held)
+                elif isinstance(line, list) and len(line) == 2 and line[0] == "d":
+                    done.update(int(k) for k in line[1])
+                else:
+                    left.torn += 1
+            except (TypeError, ValueError):
+                left.torn += 1  # not a line of this journal's: never a whole write
     left.writes = [w for k, w in writes.items() if k not in done]
     return left
 

@@ -50,7 +50,7 @@ CREATE TABLE IF NOT EXISTS _ember_version (
 );
 INSERT INTO _ember_version VALUES (TRUE, 0) ON CONFLICT DO NOTHING;
 CREATE TABLE IF NOT EXISTS _ember_delivered (
-    key TEXT PRIMARY KEY,
+    key BIGINT PRIMARY KEY,
     at TIMESTAMPTZ NOT NULL
 );
 CREATE INDEX IF NOT EXISTS _ember_delivered_at ON _ember_delivered (at);
