@@ -239,6 +239,10 @@ class CommandServices:
     to the providers of its settings here, never by importing the proxy."""
 
     upstream: Callable[[Settings], OwnUpstream]
+    #: what one feature's command takes from another, joined by the CLI so neither feature
+    #: imports the other: ``ember learn --verbosity`` hands learn's log scan to shaping's
+    #: verbosity learning (``ember.cli.learn_verbosity``); None outside ``ember``
+    learn_verbosity: Callable[..., None] | None = None
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,7 @@ def cli(ctx: click.Context) -> None:
     """
     from ember.exchange import CommandServices
 
-    ctx.obj = CommandServices(upstream=_upstream)
+    ctx.obj = CommandServices(upstream=_upstream, learn_verbosity=_learn_verbosity)
 
 
 def _upstream(settings: Settings) -> OwnUpstream:
@@ -133,6 +133,13 @@ def _upstream(settings: Settings) -> OwnUpstream:
     from ember.proxy.upstream import Upstream
 
     return Upstream.from_settings(settings)
+
+
+def _learn_verbosity(*args: Any, **kwargs: Any) -> None:
+    """``ember learn --verbosity``, joining learn and shaping (imported when it runs)."""
+    from ember.cli.learn_verbosity import learn_verbosity
+
+    learn_verbosity(*args, **kwargs)
 
 
 def main() -> None:

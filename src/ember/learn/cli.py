@@ -170,7 +170,7 @@ def learn(
         )
     settings = load_settings(config_file)
     if verbosity:
-        _learn_verbosity(available, found, only, settings, apply=apply, as_json=as_json)
+        _verbosity(available, found, only, settings, apply=apply, as_json=as_json)
         return
     if scan_only and (apply or target is not None):
         raise LearnError("--scan-only asks no model, so there is nothing to write; drop --apply")
@@ -192,17 +192,17 @@ def _learn(
 ) -> None:
     """Scan, analyse, plan the write-back (and apply it); ``where`` is (the project sessions
     are kept to, the root files are written in, ``--target``)."""
-    from ember.cli import learn_report as out
+    from ember.learn import cli_report as out
     from ember.learn.pipeline import analyse, fold
     from ember.learn.run import learned_text, plan_targets, write_targets
     from ember.learn.writeback import apply_writeback
 
     only, root, target = where
-    builder = _with_progress(
+    builder = with_progress(
         found, as_json, lambda progress: fold(available, found, project=only, progress=progress)
     )
     if found.sessions == 0:
-        raise LearnError(_nothing_read(found, only))
+        raise LearnError(nothing_read(found, only))
     targets, homeless = write_targets(found.agents, root, target)
     learned = learned_text(targets, root) if backend is not None else None
     result = analyse(builder, found, backend, learned)
@@ -248,7 +248,7 @@ def _record_spend(result: LearnResult, backend: Backend | None, settings: Settin
         click.echo(f"warning: the model call's cost was not recorded: {exc}", err=True)
 
 
-def _learn_verbosity(
+def _verbosity(
     available: dict[str, LogReader],
     found: Scan,
     only: Path | None,
@@ -257,31 +257,16 @@ def _learn_verbosity(
     apply: bool,
     as_json: bool,
 ) -> None:
-    from ember.cli import learn_report as out
-    from ember.learn.logs import scan
-    from ember.shaping.cli import opened_state
-    from ember.shaping.from_logs import save_verbosity, shaping_started, verbosity_of
-    from ember.shaping.state import learned_level
+    """``--verbosity`` learns shaping's level and baseline from these logs: the CLI joins the
+    two features (``CommandServices.learn_verbosity``), so neither imports the other."""
+    from ember.exchange import CommandServices
 
-    # Opened (and checked writable with --apply) before the scan, not after it.
-    with opened_state(settings, write=apply) as state:
-        since = shaping_started(state)
-        run = _with_progress(
-            found,
-            as_json,
-            lambda progress: verbosity_of(scan(available, found, only, progress), since),
+    services = click.get_current_context().find_object(CommandServices)
+    if services is None or services.learn_verbosity is None:
+        raise click.ClickException(
+            "run this command through `ember` (--verbosity saves shaping's level)"
         )
-        if found.sessions == 0:
-            raise LearnError(_nothing_read(found, only))
-        try:
-            current = learned_level(state.read("verbosity"))
-        except ValueError:
-            current = None
-        written = save_verbosity(state, run.report) if apply else None
-    if as_json:
-        click.echo(json.dumps(out.verbosity_json(found, run, written, current), indent=2))
-    else:
-        out.print_verbosity(found, run, state.where("verbosity"), written, current)
+    services.learn_verbosity(available, found, only, settings, apply=apply, as_json=as_json)
 
 
 def _backend(
@@ -322,7 +307,7 @@ def _backend(
     return ApiBackend(url, model or DEFAULT_MODELS[protocol], key, protocol, timeout)
 
 
-def _with_progress(found: Scan, quiet: bool, work: Callable[[Progress], T]) -> T:
+def with_progress(found: Scan, quiet: bool, work: Callable[[Progress], T]) -> T:
     """Run ``work`` (a scan) under a rich progress bar on stderr, by bytes read."""
     from rich.console import Console
     from rich.progress import (
@@ -347,7 +332,7 @@ def _with_progress(found: Scan, quiet: bool, work: Callable[[Progress], T]) -> T
         return work(lambda n: bar.advance(task, n))
 
 
-def _nothing_read(found: Scan, project: Path | None) -> str:
+def nothing_read(found: Scan, project: Path | None) -> str:
     if found.other_projects and project is not None:
         return (
             f"{found.other_projects} sessions found, none in {project}; "

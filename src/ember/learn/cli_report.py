@@ -1,5 +1,6 @@
 """What ``ember learn`` prints (text and ``--json``): the scan, the loops, the model's
-recommendations, the write-back diff or what was written, and the verbosity report.
+recommendations, and the write-back diff or what was written (``--verbosity``'s report, which
+is shaping's, is printed where the CLI joins the two: ``ember.cli.learn_verbosity``).
 
 Every run ends by saying whether anything was written, and where: a dry run must never look
 like it changed a file, nor an ``--apply`` like it changed none.
@@ -17,10 +18,6 @@ if TYPE_CHECKING:
     from ember.learn.logs import Scan
     from ember.learn.pipeline import LearnResult
     from ember.learn.writeback import WritebackPlan
-    from ember.shaping.from_logs import VerbosityRun
-
-#: Baseline strata shown in text (all are in --json and in the file).
-STRATA_SHOWN = 8
 
 
 def scan_json(found: Scan) -> dict[str, Any]:
@@ -165,65 +162,3 @@ def print_writeback(
         echo(f"\n--- would write {plan.target} ({what or 'no section change'}):")
         echo(plan.diff(), nl=False)
     echo("\nDry run: nothing was written. Run again with --apply to write it.")
-
-
-def verbosity_json(
-    found: Scan, run: VerbosityRun, written: str | None, current: int | None
-) -> dict[str, Any]:
-    report = run.report
-    return {
-        "scan": scan_json(found),
-        "verbosity": {
-            **report.to_json(),
-            "current_level": current,
-            "interrupts": report.signals.interrupts,
-            "fast_skips": report.signals.fast_skips,
-            "asked_for_more": report.signals.asked_for_more,
-            "sessions_without_signals": dict(sorted(run.silent.items())),
-            "messages_not_kept": run.dropped,
-            "baseline": {
-                key: {"answers": s.n, "mean_output_tokens": round(s.mean, 1)}
-                for key, s in sorted(report.baseline.items())
-            },
-        },
-        "written": [written] if written else [],
-    }
-
-
-def print_verbosity(
-    found: Scan, run: VerbosityRun, target: str, written: str | None, current: int | None
-) -> None:
-    echo = click.echo
-    report, s = run.report, run.report.signals
-    print_scan(found)
-    if run.silent:
-        agents = ", ".join(f"{agent} x{n}" for agent, n in sorted(run.silent.items()))
-        echo(
-            f"{sum(run.silent.values())} sessions give no verbosity signals (their logs hold "
-            f"no messages ember reads): {agents}."
-        )
-    echo(
-        f"\nVerbosity signals from {report.sessions} sessions: {s.new_asks} new asks, "
-        f"{s.interrupts} interrupted ({s.rate(s.interrupts):.0%}), {s.fast_skips} answered "
-        f"faster than they could be read ({s.rate(s.fast_skips):.0%}), {s.asked_for_more} "
-        f"asked for more ({s.rate(s.asked_for_more):.0%})."
-    )
-    if report.level is None:
-        echo("Recommended level: none yet (too few new asks to tell; the level is left as is).")
-    else:
-        now = f" (now {current})" if current is not None else ""
-        echo(f"Recommended level: {report.level}{now} (learning never recommends above 3).")
-    since = " before shaping started" if report.shaped_since is not None else ""
-    echo(
-        f"\nBaseline{since}: {report.baseline_answers} answers in {len(report.baseline)} strata "
-        "(output tokens by turn kind, input size, model family):"
-    )
-    ranked = sorted(report.baseline.items(), key=lambda kv: -kv[1].n)
-    for key, stats in ranked[:STRATA_SHOWN]:
-        echo(f"  {key}: {stats.n} answers, mean {stats.mean:.0f} output tokens")
-    if len(ranked) > STRATA_SHOWN:
-        echo(f"  ... {len(ranked) - STRATA_SHOWN} more (--json shows all)")
-    if written is not None:
-        echo(f"\nWritten: {written}")
-    else:
-        echo(f"\nDry run: nothing was written. Run again with --apply to save it in {target}.")

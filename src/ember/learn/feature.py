@@ -44,7 +44,7 @@ def _stats_migrations() -> Sequence[Migration]:
 
 
 def _commands() -> Sequence[click.Command]:
-    from ember.cli.learn import learn
+    from ember.learn.cli import learn
     from ember.learn.toin.cli import toin
 
     return (learn, toin)
