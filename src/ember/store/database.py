@@ -174,8 +174,7 @@ class Database(WriterLoop):
     def _say_off(self, state: State, cause: BaseException) -> None:
         """The one line of a switch-off (a PostgreSQL schema says it per server instead)."""
         log.error(
-            "database %s switched off (%s: %s); %s; requests go on without its features."
-            " Fix: %s",
+            "database %s switched off (%s: %s); %s; requests go on without its features. Fix: %s",
             self.where,
             state,
             cause,

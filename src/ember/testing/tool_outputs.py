@@ -95,7 +95,12 @@ def orders_json(count: int = 400, seed: int = 2, asked: str = "ORD-10217") -> Ou
         "Bash",
         {"command": "curl -s https://api.shop.internal/v1/orders?limit=400"},
         text,
-        (f'"id": "{asked}"', f'"total": {asked_record["total"]}', '"status": "refunded"', "98000.0"),
+        (
+            f'"id": "{asked}"',
+            f'"total": {asked_record["total"]}',
+            '"status": "refunded"',
+            "98000.0",
+        ),
     )
 
 
