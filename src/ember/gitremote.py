@@ -2,7 +2,7 @@
 
 Projects are named by the directory the agent works in, and the same repository sits at
 ``/home/alice/acme`` on one machine and ``/Users/bob/src/acme`` on another: on a team's
-PostgreSQL store (issue #24) they were two projects, and what one developer's sessions taught
+PostgreSQL store they were two projects, and what one developer's sessions taught
 never reached the other's. With ``project_identity = "git-remote"`` a directory inside a git
 checkout is named by its remote instead (``origin``, else the first one), so both are the
 project ``github.com/acme/api``.

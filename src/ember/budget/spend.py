@@ -5,8 +5,9 @@ client's and the extraction's spend without reading the rows; memory tool rounds
 (``owned_tools``), which those sums leave out, are added from the rows of the month (few:
 tool mode only).
 
-Parameters are ``?`` marks, never ``:name``: the statements run on a PostgreSQL store too
-(issue #24), whose connection speaks the store's ``?`` only (``store.pg.connection``).
+Parameters are ``?`` marks, never ``:name``: the statements run on a PostgreSQL store too,
+whose connection speaks the store's ``?`` only (``store.pg.connection``); a ``:name`` would
+fail there on the first budgeted request.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ class LearnSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    #: TOIN (issue #11; seed 004 §4): observe the structure of tool outputs and re-fetches
+    #: TOIN (tool-output structures): observe the structure of tool outputs and re-fetches
     #: passing through the proxy (hashes and counts in stats.db, never values; it never
     #: changes a request). What it learns leaves only through ``ember toin publish``.
     toin: bool = True

@@ -1,4 +1,4 @@
-"""The memory indexes rebuilt from copied rows (``ember store copy``, issue #24).
+"""The memory indexes rebuilt from copied rows (``ember store copy``).
 
 The copy moves ``memories`` and ``memory_vectors`` row for row and never the indexes: FTS5's
 table and sqlite-vec's on SQLite, ``memory_terms``/``memory_doclen``/``memory_text_stats`` and

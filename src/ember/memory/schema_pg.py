@@ -1,4 +1,4 @@
-"""The ``postgres`` forms of the memory feature's migrations (issue #24).
+"""The ``postgres`` forms of the memory feature's migrations.
 
 Each constant is the PostgreSQL side of the migration of the same name in ``schema.py`` or
 ``ledger_schema.py``, ending in the same tables, with what SQLite says implicitly said here:

@@ -170,7 +170,7 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
     def assembler(self) -> ResponsesAssembler:
         return ResponsesAssembler()
 
-    # -- output shaping (issue #3) ------------------------------------------------------------
+    # -- output shaping ----------------------------------------------------------------------
 
     def turn_parts(self, body: Any) -> tuple[PartKind, ...]:
         """The trailing tool-output items (``function_call_output``, ``custom_tool_call_output``

@@ -13,7 +13,7 @@ the service is wrong):
   comparison data: how often, and on which facts, the model invents evidence);
 - the activation watermark is written once.
 
-Each migration's PostgreSQL form (issue #24) is in ``schema_pg.py``, holding the same.
+Each migration's PostgreSQL form is in ``schema_pg.py``, holding the same.
 """
 
 from __future__ import annotations

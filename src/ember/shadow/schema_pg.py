@@ -1,4 +1,4 @@
-"""The ``postgres`` forms of shadow memory's migrations (issue #24).
+"""The ``postgres`` forms of shadow memory's migrations.
 
 Each constant is the PostgreSQL side of the migration of the same name in ``schema.py``,
 ending in the same tables with the same names, columns and order, and holding the same

@@ -1,5 +1,6 @@
 """Output shaping: request-side levers that make the model write less, without costing the
-prompt cache (issue #3; seed 004 section 2).
+prompt cache: every edit splices into the client's own bytes and a level's block is the same
+text on every turn, so the prefix the provider cached stays byte for byte what it was.
 
 Pure policies -- ``policy`` (turn kinds, effort ranks, safety rules), ``verbosity`` (the
 constant level texts), ``strata`` (strata and holdout arms), ``controller`` (AIMD), ``signals``

@@ -172,7 +172,7 @@ def _row(conn: Connection, name: str) -> Any:
 def _put(conn: Connection, name: str, doc: Any, *, replace: bool = True) -> None:
     """Write the row (``replace`` False: only when there is none, the adoption of an old
     file never overwriting what a proxy wrote). ``ON CONFLICT``, not ``INSERT OR ...``:
-    one statement SQLite and PostgreSQL (issue #24) both run."""
+    one statement SQLite and PostgreSQL both run."""
     on_conflict = (
         "DO UPDATE SET doc = excluded.doc, updated_at = excluded.updated_at"
         if replace

@@ -7,9 +7,8 @@ one process (the stdlib ``sqlite3`` linked against the system's libsqlite3, and 
 with its own statically linked copy) each keep their own table, so a connection from each can
 hold the write lock at the same time. Both then append frames at the same place in the WAL:
 one transaction silently overwrites the other (accounting rows lost with no gap in ids) and
-page sets from two writers interleave (``database disk image is malformed``). That is what
-corrupted project databases under several agents (issue #7); ``tests/store/test_driver.py``
-reproduces it.
+page sets from two writers interleave (``database disk image is malformed``). That is how
+project databases corrupt under several agents; ``tests/store/test_driver.py`` reproduces it.
 
 ``sqlean.py`` is used because it is the DB-API ``sqlite3`` module built against a recent SQLite
 that can load extensions (sqlite-vec) and has FTS5; the stdlib module of many Python builds

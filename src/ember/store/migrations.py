@@ -6,10 +6,11 @@ version instead of half-changed; a migration is never edited once released (data
 field already recorded it by name) — a change is a new migration.
 
 A migration may carry a second form, ``postgres``: the same change for the PostgreSQL store
-(issue #24: types, views and triggers differ between the dialects, so each is written in full,
-never translated by pattern). A migration without it has no PostgreSQL form yet: a PostgreSQL
-database refuses a schema that needs it (``store.pg.migrate``) and names it. The SQLite text
-of a released migration is never edited to suit PostgreSQL.
+(types, views and triggers differ between the dialects, so each is written in full, never
+translated by pattern: a pattern that misreads one statement builds a wrong schema). A
+migration without it has no PostgreSQL form yet: a PostgreSQL database refuses a schema that
+needs it (``store.pg.migrate``) and names it. The SQLite text of a released migration is never
+edited to suit PostgreSQL.
 
 Only a database's owner (``store.database.Database``) runs ``migrate``, once, when it opens
 the file: several owners each migrating the same file with their own list is how two lists

@@ -11,7 +11,7 @@ which ``ember stats`` and ``ember doctor`` read: the proxy reports a damaged dat
 the log, in ``/healthz`` and to whoever looks next. What was lost stays visible: the file adds
 each process's losses to those of the processes before it and of ``ember doctor --recover``.
 
-With a ``store_url`` (issue #24) the same paths name schemas of one PostgreSQL instead of files
+With a ``store_url`` the same paths name schemas of one PostgreSQL instead of files
 (``store.pg``): ``database(path)`` returns a ``PgDatabase`` for the schema the path maps to
 (``pg.names``), with the same interface, health and hold limit, and the schema's parts that
 run there (``schema.for_postgres``). Nothing is created in ``EMBER_HOME`` for it but

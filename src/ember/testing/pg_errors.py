@@ -1,4 +1,4 @@
-"""Why a test PostgreSQL cannot be had here: one exception class per cause (issue #24).
+"""Why a test PostgreSQL cannot be had here: one exception class per cause.
 
 Invariant: every way :mod:`ember.testing.postgres` can fail to give a server raises a
 :class:`PostgresUnavailable` whose message says what is missing and how to get it, so a test

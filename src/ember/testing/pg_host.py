@@ -1,4 +1,4 @@
-"""Whom the test PostgreSQL runs as, and from which binaries (issue #24).
+"""Whom the test PostgreSQL runs as, and from which binaries.
 
 Invariants:
 

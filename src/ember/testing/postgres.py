@@ -1,4 +1,4 @@
-"""A real PostgreSQL 16 with pgvector for tests and benchmarks (issue #24).
+"""A real PostgreSQL 16 with pgvector for tests and benchmarks.
 
 ::
 

@@ -10,7 +10,7 @@ Invariants the schema holds on its own:
   so a restart never saves the same lesson twice);
 - ``evidence`` is a JSON array (the transcript pointers of its sightings, a few at most).
 
-The ``postgres`` form (issue #24) holds the same invariants: ``IS JSON ARRAY`` is false, not
+The ``postgres`` form holds the same invariants: ``IS JSON ARRAY`` is false, not
 an error, for text that is not JSON at all, as ``json_valid`` is; times are doubles, as
 SQLite's ``REAL``.
 

@@ -37,7 +37,7 @@ _COLUMNS = "key, category, content, count, evidence, saved, first_seen, last_see
 #: again (a pending lesson has fewer sightings than its threshold).
 MAX_SEEN_PER_LESSON = 256
 #: The keys of one save state past the ``keep`` most recently seen. A window function, not
-#: ``rowid ... LIMIT -1 OFFSET``: one statement both SQLite and PostgreSQL (issue #24) run,
+#: ``rowid ... LIMIT -1 OFFSET``: one statement both SQLite and PostgreSQL run,
 #: where PostgreSQL has no rowid and no ``LIMIT -1``. Ties on ``last_seen`` go by key, so
 #: both backends keep the same rows.
 _PAST_BOUND = (

@@ -8,7 +8,7 @@ nothing across them.
 Invariants the schema holds on its own: every key part is non-empty (an unknown slice is the
 explicit ``'unknown'``), the structure hash is hex, and counts are never negative.
 
-The ``postgres`` form (issue #24: the store's ``ember_home`` schema) holds the same: the hex
+The ``postgres`` form (in the store's ``ember_home`` schema) holds the same: the hex
 check is a regular expression (``!~``) where SQLite says ``NOT GLOB``, counts are ``BIGINT``
 and the running sizes doubles, as SQLite's ``INTEGER`` and ``REAL`` are.
 """

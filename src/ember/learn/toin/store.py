@@ -42,7 +42,7 @@ _COLUMNS = (
     "size_n, size_mean, size_m2, fields, queries, instances, user_count, first_seen, last_seen"
 )
 _KEY = "auth_mode, model_family, structure_hash"
-#: A merged row replaces the stored one: an upsert both SQLite and PostgreSQL (issue #24)
+#: A merged row replaces the stored one: an upsert both SQLite and PostgreSQL
 #: run, where ``INSERT OR REPLACE`` is SQLite's alone.
 _UPSERT = (
     f"INSERT INTO toin_patterns ({_COLUMNS}) VALUES ({','.join('?' * 16)}) "

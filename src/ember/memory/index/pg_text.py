@@ -1,4 +1,4 @@
-"""The keyword index on PostgreSQL, scoring exactly as FTS5 does (issue #24).
+"""The keyword index on PostgreSQL, scoring exactly as FTS5 does.
 
 PostgreSQL's own full text stems with Snowball's English (not FTS5's porter) and ranks with
 ``ts_rank`` (not BM25), so a search there would pick other candidates and feed other numbers

@@ -1,2 +1,2 @@
-"""The PostgreSQL store (issue #24): the same data as the SQLite files, one schema per project.
+"""The PostgreSQL store: the same data as the SQLite files, one schema per project.
 See docs/architecture.md, "PostgreSQL"."""

@@ -1,5 +1,5 @@
-"""What one PostgreSQL store holds: the schemas ember made in it, and the home path of each
-(issue #24).
+"""What one PostgreSQL store holds: the schemas ember made in it, and the home path of
+each.
 
 On files, a home's projects are the folders under ``projects/`` holding an ``ember.db``; on
 PostgreSQL nothing is made in the home, so the dashboard and ``ember store copy`` ask the

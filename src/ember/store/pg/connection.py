@@ -1,4 +1,4 @@
-"""A PostgreSQL connection that speaks the store's SQL (issue #24).
+"""A PostgreSQL connection that speaks the store's SQL.
 
 Every query function of the store and of the features takes a connection and runs SQLite's
 DB-API dialect on it: ``?`` parameters, ``conn.execute(sql, params)`` returning a cursor, rows

@@ -1,4 +1,4 @@
-"""``PgDatabase``: what a project keeps, in its schema of a PostgreSQL server (issue #24).
+"""``PgDatabase``: what a project keeps, in its schema of a PostgreSQL server.
 
 The same owner as a SQLite file's (``store.database.Database``), with the same interface and
 the same promises to callers — ``submit`` never blocks and is batched, ``write``/``awrite`` wait

@@ -1,4 +1,4 @@
-"""Which PostgreSQL schema holds what a file in ``EMBER_HOME`` would have held (issue #24).
+"""Which PostgreSQL schema holds what a file in ``EMBER_HOME`` would have held.
 
 ``Storage.database(path)`` is asked for the path a project's SQLite file has; on PostgreSQL the
 same path names one schema:

@@ -1,5 +1,5 @@
 """Batches whose COMMIT was lost with the connection, until the server says what became of
-them (issue #24: a batch is never written twice).
+them: a batch is never written twice.
 
 A connection that drops while a COMMIT is on the wire leaves the client not knowing whether
 the batch committed. Holding it and writing it again — what a lost file write gets — would

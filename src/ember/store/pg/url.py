@@ -1,4 +1,4 @@
-"""The ``store_url`` setting: which values it takes, and how it is shown (issue #24).
+"""The ``store_url`` setting: which values it takes, and how it is shown.
 
 Invariants, and what each prevents:
 
