@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ember.config import load_settings
+from ember.facts import MEMORIES
 from ember.features import Composition, not_on_postgres, registered
 from ember.store.schema import PG_PROJECT, PG_STATS, PROJECT, STATS
 from ember.traffic import feature as traffic
@@ -35,7 +36,8 @@ class _Storage:
 def test_traffic_learning_runs_on_postgresql_where_its_transcript_does(tmp_path: Path) -> None:
     """Every lesson's evidence names a transcript message (shadow's tables): both run there."""
     settings = load_settings(env={"EMBER_HOME": str(tmp_path)})
-    comp = Composition(settings, _Storage(), offered={"memories": None})  # type: ignore[arg-type]
+    comp = Composition(settings, _Storage())  # type: ignore[arg-type]
+    comp.provide(MEMORIES, lambda project: None)
     assert {"shadow", "traffic"} <= {f.name for f in registered() if f.postgres}
     stages: Any = traffic.FEATURE.stages(comp)
     assert [s.name for s in stages] == ["traffic"]

@@ -9,11 +9,12 @@ proxy). ``ember.memory.models`` re-exports the values for the store's own caller
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from ember.project import ProjectRef
+from ember.services import ServiceKey
 
 EvidenceKind = Literal["user-stated", "user-accepted", "tool-verified", "observed-outcome"]
 EVIDENCE_KINDS: tuple[EvidenceKind, ...] = (
@@ -111,5 +112,14 @@ class FactStore(Protocol):
         ...
 
 
-#: A project's fact store (opened if needed: blocking), or None when it has none (unresolved).
-MemoryOpener = Callable[[ProjectRef], FactStore | None]
+class MemoryOpener(Protocol):
+    """A project's fact store (opened if needed: blocking), or None when it has none
+    (unresolved): what the memory feature provides as ``MEMORIES`` (its router's
+    ``for_project``)."""
+
+    def __call__(self, project: ProjectRef, /) -> FactStore | None: ...
+
+
+#: The project stores that facts found by shadow memory and traffic learning are saved into,
+#: the very ones the memory stage reads: provided by memory, needed by them.
+MEMORIES: ServiceKey[MemoryOpener] = ServiceKey("memories")

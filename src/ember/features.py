@@ -27,9 +27,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ember.errors import FeatureError
+from ember.services import ServiceKey, unmet
 
 if TYPE_CHECKING:
     import click
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from ember.views import Route
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: The public part (README, Adding a feature); the rest is internal.
 __all__ = ["ENTRY_POINT_GROUP", "Composition", "Feature", "Registered", "registered", "registry"]
@@ -65,24 +67,41 @@ BUILTIN: tuple[str, ...] = (
 @dataclass
 class Composition:
     """What the features share while the app is built: the settings, the storage, and what
-    one feature offers the others by name (memory offers ``memories``, the
-    ``ember.facts.MemoryOpener`` facts are stored through). Features run in order, so a
-    feature finds what an earlier one offered; ``fallbacks`` build what nobody offered."""
+    one feature provides the others by typed key (``ember.services``: memory provides
+    ``ember.facts.MEMORIES``, the stores facts are saved into). Features are built in order
+    and each may need only what an earlier one declared it provides (checked when they are
+    registered), so a value is there, with its type, when a later feature asks for it."""
 
     settings: Settings
     storage: Storage
-    offered: dict[str, Any] = field(default_factory=dict)
-    fallbacks: dict[str, Callable[[Composition], Any]] = field(default_factory=dict)
+    #: the feature whose stages are being built, named when a need is not met
+    building: str = "ember"
+    _provided: dict[ServiceKey[Any], Any] = field(default_factory=dict)
+    _later: dict[ServiceKey[Any], Callable[[Composition], Any]] = field(default_factory=dict)
 
-    def offer(self, name: str, value: Any) -> None:
-        self.offered[name] = value
+    def provide(self, key: ServiceKey[T], value: T) -> None:
+        """``value`` is what ``key`` names, for the features after this one."""
+        self._provided[key] = value
 
-    def get(self, name: str) -> Any:
-        """What was offered as ``name`` (built by its fallback the first time, when nobody
-        offered it); raises ``KeyError`` when nothing can provide it."""
-        if name not in self.offered:
-            self.offered[name] = self.fallbacks[name](self)
-        return self.offered[name]
+    def provide_later(self, key: ServiceKey[T], build: Callable[[Composition], T]) -> None:
+        """What ``key`` names is ``build(self)``, built when a feature first needs it (not at
+        all when none does)."""
+        self._later[key] = build
+
+    def need(self, key: ServiceKey[T]) -> T:
+        """What an earlier feature provided as ``key``; ``FeatureError`` naming the feature
+        being built and the key when none did."""
+        if key not in self._provided:
+            build = self._later.pop(key, None)
+            if build is None:
+                raise FeatureError(
+                    f"feature {self.building!r} needs {key.name!r}, which no feature built "
+                    "before it provided: declare it in Feature.needs and register the feature "
+                    "that provides it first"
+                )
+            self._provided[key] = build(self)
+        value: T = self._provided[key]
+        return value
 
 
 def _no_stages(comp: Composition) -> Sequence[Stage]:
@@ -110,6 +129,10 @@ class Feature:
     #: module to run one (``ember mcp``, which a client starts and waits for, must not pay
     #: for building ``ember memory`` and the other features' commands)
     command_refs: Mapping[str, str] = field(default_factory=dict)
+    #: what its stages provide the features after it (``Composition.provide``) and what they
+    #: need from the features before it (``Composition.need``): checked when registered
+    provides: tuple[ServiceKey[Any], ...] = ()
+    needs: tuple[ServiceKey[Any], ...] = ()
     #: its settings (a pydantic model): the file's ``[name]`` table and ``EMBER_NAME_FIELD``
     #: variables, read as ``settings.section(Model)`` (``ember.sections``)
     settings: type[BaseModel] | None = None
@@ -202,6 +225,9 @@ def registry() -> tuple[Registered, ...]:
             )
         taken.add(feature.name)
         out.append(Registered(feature, reference, dist))
+    problems = unmet([(r.feature.name, r.feature.provides, r.feature.needs) for r in out])
+    if problems:
+        raise FeatureError("; ".join(problems))
     return tuple(out)
 
 
@@ -226,12 +252,13 @@ def stages(comp: Composition) -> list[Stage]:
     """Every registered feature's stages for ``comp.settings``, in order; on a PostgreSQL
     store, only those of the features that run there (``not_on_postgres`` names the rest)."""
     skip = comp.storage.postgres
-    return [
-        stage
-        for feature in registered()
-        if not skip or feature.postgres
-        for stage in feature.stages(comp)
-    ]
+    out: list[Stage] = []
+    for feature in registered():
+        if skip and not feature.postgres:
+            continue
+        comp.building = feature.name
+        out.extend(feature.stages(comp))
+    return out
 
 
 def not_on_postgres() -> list[str]:

@@ -2,7 +2,7 @@
 project database's injection ledger and memory tables, ``ember memory`` and ``ember mcp`` (the
 project's memory served to any agent over the Model Context Protocol).
 
-It offers the others ``memories`` (an ``ember.facts.MemoryOpener``): the project stores shadow
+It provides the others ``ember.facts.MEMORIES`` (a ``MemoryOpener``): the project stores shadow
 memory and traffic learning save their facts into, the very ones the memory stage reads. With
 memory off, the stores are still opened for them, on first use, without an embedder of the
 stage's (facts are then found by their words until vectors are caught up).
@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ember.facts import MEMORIES
 from ember.features import Composition, Feature, later
 from ember.memory.settings import MemorySettings
 
@@ -27,14 +28,14 @@ def _stages(comp: Composition) -> Sequence[Stage]:
     from ember.memory.router import MemoryRouter
 
     if comp.settings.section(MemorySettings).memory_mode == "off":
-        comp.fallbacks["memories"] = lambda c: (
-            MemoryRouter(c.settings, None, storage=c.storage).for_project
+        comp.provide_later(
+            MEMORIES, lambda c: MemoryRouter(c.settings, None, storage=c.storage).for_project
         )
         return ()
     from ember.memory.stage import MemoryStage
 
     stage = MemoryStage(comp.settings, comp.storage)
-    comp.offer("memories", stage.router.for_project)
+    comp.provide(MEMORIES, stage.router.for_project)
     return (stage,)
 
 
@@ -58,6 +59,7 @@ FEATURE = Feature(
     project_migrations=_project_migrations,
     commands=_commands,
     command_refs={"mcp": "ember.memory.mcp_cli:mcp"},
+    provides=(MEMORIES,),
     settings=MemorySettings,
     flat_settings=True,
     views=later("ember.memory.views:views"),

@@ -1,13 +1,14 @@
 """Shadow memory as one feature: its stage (``EMBER_SHADOW``), its tables in the project
 database (runs, proposals, cursors, spend; and, for now, the transcript's, whose recording is
 the kernel's: ``ember.transcripts``), and ``ember shadow``. Facts it promotes go into the
-``memories`` another feature offers (``ember.memory.feature``)."""
+project stores another feature provides (``ember.facts.MEMORIES``: memory)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ember.facts import MEMORIES
 from ember.features import Composition, Feature, later
 from ember.shadow.settings import ShadowSettings
 
@@ -24,7 +25,7 @@ def _stages(comp: Composition) -> Sequence[Stage]:
         return ()
     from ember.shadow.stage import ShadowStage
 
-    return (ShadowStage(comp.settings, memories=comp.get("memories")),)
+    return (ShadowStage(comp.settings, memories=comp.need(MEMORIES)),)
 
 
 def _banner(settings: Settings) -> str:
@@ -59,6 +60,7 @@ FEATURE = Feature(
     _stages,
     project_migrations=_project_migrations,
     commands=_commands,
+    needs=(MEMORIES,),
     settings=ShadowSettings,
     flat_settings=True,
     banner=_banner,

@@ -1,5 +1,6 @@
 """Traffic learning as one feature: its observation-only stage (``traffic_learning``) and the
-project database's sightings. Lessons go into the ``memories`` another feature offers."""
+project database's sightings. Lessons go into the project stores another feature
+provides (``ember.facts.MEMORIES``: memory)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
+from ember.facts import MEMORIES
 from ember.features import Composition, Feature, later
 
 if TYPE_CHECKING:
@@ -33,7 +35,7 @@ def _stages(comp: Composition) -> Sequence[Stage]:
         return ()
     from ember.traffic.stage import TrafficStage
 
-    return (TrafficStage(comp.settings, memories=comp.get("memories")),)
+    return (TrafficStage(comp.settings, memories=comp.need(MEMORIES)),)
 
 
 def _project_migrations() -> Sequence[Migration]:
@@ -46,6 +48,7 @@ FEATURE = Feature(
     "traffic",
     _stages,
     project_migrations=_project_migrations,
+    needs=(MEMORIES,),
     settings=TrafficSettings,
     flat_settings=True,
     views=later("ember.traffic.views:views"),
