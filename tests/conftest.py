@@ -4,7 +4,10 @@ PostgreSQL with pgvector (issue #24), started once per run when a test asks for 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import importlib
 import os
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -31,6 +34,43 @@ def _models_cache_of_the_run(tmp_path_factory: pytest.TempPathFactory) -> Iterat
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XDG_CACHE_HOME", str(cache))
         yield cache
+
+
+def _http_client_classes() -> list[type]:
+    """The synchronous HTTP clients the SDKs are built on (``httpx2`` in the current SDKs,
+    ``httpx`` in older ones), of those installed."""
+    found = []
+    for name in ("httpx2", "httpx"):
+        with contextlib.suppress(ImportError):
+            found.append(importlib.import_module(name).Client)
+    return found
+
+
+_HTTP_CLIENTS = _http_client_classes()
+
+
+@pytest.fixture(autouse=True)
+def _http_clients_closed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every synchronous HTTP client a test made (the ``anthropic``, ``openai`` and
+    ``google-genai`` SDKs' among them) is closed when the test ends. One left open kept its
+    pooled socket until the garbage collector found it, in whichever test ran then: a
+    ResourceWarning (an error here) charged to a test that had nothing to do with it. Clients
+    of wider-scoped fixtures are made before this runs and are left alone."""
+    made: weakref.WeakSet[Any] = weakref.WeakSet()
+    for cls in _HTTP_CLIENTS:
+        monkeypatch.setattr(cls, "__init__", _tracking(cls.__init__, made))
+    yield
+    for client in list(made):
+        with contextlib.suppress(Exception):
+            client.close()
+
+
+def _tracking(init: Callable[..., None], made: weakref.WeakSet[Any]) -> Callable[..., None]:
+    def tracked(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        made.add(self)
+
+    return tracked
 
 
 @dataclass

@@ -131,7 +131,11 @@ def through_ember(make_stack: StackFactory, session: Session, **settings: Any) -
             db.close()
     else:
         seed(stack.home, ACME, FACTS)
-    session(stack.emulator, Client(stack.url, SESSION), True)
+    client = Client(stack.url, SESSION)
+    try:
+        session(stack.emulator, client, True)
+    finally:
+        client.sdk.close()  # its pooled socket would be closed by the GC: a ResourceWarning
     stack.settle()
     return stack
 
@@ -141,7 +145,10 @@ def measured_net(session: Session, doc: dict[str, Any]) -> float:
     client's and ember's own, as billed)."""
     with BackgroundServer(emulator := Emulator()) as upstream:
         client = Client(upstream.url, {})
-        session(emulator, client, False)
+        try:
+            session(emulator, client, False)
+        finally:
+            client.sdk.close()
     prices = PriceTable()
     direct = sum(prices.cost(MODEL, u) or 0.0 for u in client.usage)
     return direct - sum(r["cost_usd"] for r in [*doc["sessions"], *doc["ember_spend"]])

@@ -32,6 +32,9 @@ class Relay:
         #: when set, the next client message holding these bytes reaches the server and then
         #: that client's connection is cut before any answer (a COMMIT whose reply is lost)
         self.cut_after: bytes | None = None
+        #: with ``cut_after``: only on the connection that sent these bytes before (the
+        #: COMMIT of one write, not a read's that happened to come first)
+        self.cut_on: bytes | None = None
         #: with ``cut_after``: the port closes with the cut (the server gone before anyone
         #: could ask it what became of that COMMIT)
         self.close_on_cut = False
@@ -57,21 +60,24 @@ class Relay:
         self._acceptor.start()
 
     def close(self) -> None:
-        """Refuse new connections and cut the live ones."""
-        self._stop_listening()
+        """Refuse new connections and cut the live ones: first the live ones, at once (a
+        client must not get another answer on a second connection while the port closes),
+        then whatever the acceptor let in meanwhile."""
+        listener, self._listener = self._listener, None  # the acceptor adds no more
+        self._cut_live()
+        if self._acceptor is not None and self._acceptor is not threading.current_thread():
+            self._acceptor.join(5)  # its accept() holds the port until it returns
+        if listener is not None:
+            listener.close()
+        self._cut_live()
+
+    def _cut_live(self) -> None:
         with self._lock:
             live, self._live = self._live, set()
         for sock in live:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
             sock.close()
-
-    def _stop_listening(self) -> None:
-        listener, self._listener = self._listener, None
-        if self._acceptor is not None and self._acceptor is not threading.current_thread():
-            self._acceptor.join(5)  # its accept() holds the port until it returns
-        if listener is not None:
-            listener.close()
 
     def _accept(self, listener: socket.socket) -> None:
         while self._listener is listener:
@@ -89,6 +95,10 @@ class Relay:
                 client.close()
                 continue
             with self._lock:
+                if self._listener is not listener:  # closed while this one connected
+                    client.close()
+                    server.close()
+                    return
                 self._live.update((client, server))
             lost = threading.Event()  # the server's answers no longer reach this client
             threading.Thread(
@@ -104,9 +114,11 @@ class Relay:
         """Client to server; cuts the client off right after a message holding ``cut_after``
         (whose answer it never gets: dropped from the moment the message is seen)."""
         with contextlib.suppress(OSError):
+            armed = False
             while data := client.recv(65536):
-                marker = self.cut_after
-                cut = marker is not None and marker in data
+                marker, on = self.cut_after, self.cut_on
+                armed = armed or on is None or (on in data)
+                cut = armed and marker is not None and marker in data
                 if cut:
                     lost.set()
                 server.sendall(data)
@@ -114,7 +126,7 @@ class Relay:
                     client.shutdown(socket.SHUT_RDWR)  # the server has it; its reply is lost
                     if self.close_on_cut:
                         self.close()  # every other connection too
-                    self.cut_after = None
+                    self.cut_after = self.cut_on = None
                     break
         for sock in (client, server):
             with contextlib.suppress(OSError):

@@ -138,7 +138,7 @@ def test_a_commit_whose_answer_was_lost_before_a_stop_is_written_once(
     schema = db.schema_name  # type: ignore[attr-defined]
     db.write(_row("before").insert)  # migrated: the next COMMIT is the batch's
     server.close_on_cut = True
-    server.cut_after = b"COMMIT"
+    server.cut_after, server.cut_on = b"COMMIT", b"lost reply"  # not a read's COMMIT
     held = db.submit(_row("lost reply").insert, label="accounting")
     _wait(lambda: db.health.state == "unreachable")  # nobody could say whether it took
     assert not held.done()

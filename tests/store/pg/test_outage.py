@@ -147,7 +147,7 @@ def test_a_commit_whose_reply_is_lost_is_written_once(
     schema = db.schema_name  # type: ignore[attr-defined]
     try:
         db.write(_row("before").insert)  # migrated: the next COMMIT is the batch's
-        server.cut_after = b"COMMIT"
+        server.cut_after, server.cut_on = b"COMMIT", b"lost reply"  # not a read's COMMIT
         if waited:
             db.write(_row("lost reply").insert)
         else:
