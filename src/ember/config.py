@@ -248,17 +248,12 @@ class Settings(BaseModel):
         return PriceTable({k: Price(**v.model_dump()) for k, v in self.prices.items()})
 
     def provider_url(self, protocol: str, path: str, query: str = "") -> str:
-        """The provider URL for a client's ``path`` in wire format ``protocol``: Anthropic's
-        under ``anthropic_url``, Gemini's under ``gemini_url`` (both as the client sent it);
-        OpenAI's under ``openai_url``, which already ends in ``/v1`` as ``OPENAI_BASE_URL``
-        does (so the client's ``/v1`` is not doubled)."""
-        if protocol == "anthropic":
-            url = self.anthropic_url + path
-        elif protocol == "gemini":
-            url = self.gemini_url + path
-        else:
-            url = self.openai_url + (path[3:] if path.startswith("/v1/") else path)
-        return f"{url}?{query}" if query else url
+        """The provider URL for a client's ``path`` in wire format ``protocol`` (an adapter's
+        ``name``), as its adapter says (``ProtocolAdapter.upstream_url``): Anthropic's under
+        ``anthropic_url``, Gemini's under ``gemini_url``, OpenAI's under ``openai_url``."""
+        from ember.protocols import BY_NAME, OPENAI_CHAT
+
+        return BY_NAME.get(protocol, OPENAI_CHAT).upstream_url(self, path, query)
 
     @property
     def projects_dir(self) -> Path:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ember.learn.analyze import Answer
 from ember.prices import PriceTable
+from ember.protocols import ANTHROPIC, BY_FAMILY
 from ember.store.accounting import ExchangeRecord
 from ember.store.registry import Storage
 
@@ -37,7 +38,7 @@ def learn_record(
         ts=started or time.time(),
         session_id=session_id,
         project=None,
-        protocol="openai_chat" if protocol == "openai" else "anthropic",
+        protocol=BY_FAMILY.get(protocol, ANTHROPIC).name,
         model=answer.model,
         status=200,
         outcome="ok",

@@ -43,6 +43,16 @@ ADAPTERS: dict[str, ProtocolAdapter] = {
 _GEMINI_PATH = re.compile(
     r"^/(?:v1beta|v1)/models/(?P<model>[^/:]+):(?P<method>generateContent|streamGenerateContent)$"
 )
+#: Every path an exchange is served on, as route patterns (``proxy.routes``: ``{model}`` is one
+#: path segment); ``adapter_for_path`` gives a matching path's adapter.
+ENDPOINTS: tuple[str, ...] = (
+    *ADAPTERS,
+    *(
+        f"/{version}/models/{{model}}:{method}"
+        for version in ("v1beta", "v1")
+        for method in ("generateContent", "streamGenerateContent")
+    ),
+)
 #: Paths of Google's API that no other provider serves (``/upload/`` for files).
 _GEMINI_PREFIXES = ("/v1beta/", "/v1alpha/", "/upload/")
 
@@ -76,11 +86,16 @@ def guess_adapter(path: str, headers: Mapping[str, str]) -> ProtocolAdapter:
 
 #: Every wire format by its name (``ProtocolAdapter.name``); Gemini's unbound.
 BY_NAME: dict[str, ProtocolAdapter] = {a.name: a for a in (*ADAPTERS.values(), GEMINI)}
+#: The wire format ember speaks to each provider (``ProtocolAdapter.family``) when it calls a
+#: model itself: Anthropic's Messages, OpenAI's Chat Completions, Gemini's (unbound).
+BY_FAMILY: dict[str, ProtocolAdapter] = {a.family: a for a in (ANTHROPIC, OPENAI_CHAT, GEMINI)}
 
 __all__ = [
     "ADAPTERS",
     "ANTHROPIC",
+    "BY_FAMILY",
     "BY_NAME",
+    "ENDPOINTS",
     "GEMINI",
     "OPENAI_CHAT",
     "OPENAI_RESPONSES",

@@ -20,6 +20,7 @@ from ember.protocols.base import (
     EffortFields,
     ParamPaths,
     PartKind,
+    ProviderBases,
     TextSlot,
     ToolResult,
     Usage,
@@ -28,6 +29,7 @@ from ember.protocols.base import (
     first_words,
     not_an_object,
     text_of,
+    with_query,
 )
 from ember.protocols.jsonedit import dumps, loads
 
@@ -123,6 +125,16 @@ def _is_tool_result_only(content: Any) -> bool:
 
 class AnthropicAdapter(AdapterBase):
     name: ClassVar[str] = "anthropic"
+    family: ClassVar[str] = "anthropic"
+    #: ``output_config.effort``; Anthropic has no ``none`` or ``minimal``
+    effort_levels: ClassVar[tuple[str, ...]] = ("low", "medium", "high", "xhigh", "max")
+
+    def upstream_url(self, bases: ProviderBases, path: str, query: str = "") -> str:
+        """Under ``anthropic_url``, the path as the client sent it."""
+        return with_query(bases.anthropic_url + path, query)
+
+    def key_headers(self, key: str) -> list[tuple[str, str]]:
+        return [("x-api-key", key), ("anthropic-version", "2023-06-01")]
 
     def system_text(self, body: Any) -> str:
         return text_of(body.get("system")) if isinstance(body, dict) else ""

@@ -240,10 +240,47 @@ class ParamPaths:
     verbosity: tuple[str | int, ...] | None = None
 
 
+class ProviderBases(Protocol):
+    """The base URLs of the providers (``Settings`` has them): where a request goes."""
+
+    @property
+    def anthropic_url(self) -> str: ...
+
+    @property
+    def openai_url(self) -> str: ...
+
+    @property
+    def gemini_url(self) -> str: ...
+
+
+def with_query(url: str, query: str) -> str:
+    return f"{url}?{query}" if query else url
+
+
 class ProtocolAdapter(Protocol):
-    """Everything ember needs to know about one wire format; all methods are pure."""
+    """Everything ember needs to know about one wire format; all methods are pure.
+
+    What the rest of ember asks of a wire format it asks here: code outside ``ember.protocols``
+    never compares a wire format's name (a branch on ``"anthropic"`` in a feature is one more
+    place a new wire format silently takes the wrong way: Gemini's requests counted as
+    OpenAI's, or were sent a header scheme they refuse).
+    """
 
     name: ClassVar[str]
+    #: the provider behind the format (``anthropic``, ``openai`` for both OpenAI APIs,
+    #: ``gemini``): what shares a base URL, an API key, a reachability record and prices
+    family: ClassVar[str]
+    #: the values its effort parameter takes, lowest first (empty: it has none)
+    effort_levels: ClassVar[tuple[str, ...]]
+
+    def upstream_url(self, bases: ProviderBases, path: str, query: str = "") -> str:
+        """The provider URL of a client's ``path`` (and query string) in this format."""
+        ...
+
+    def key_headers(self, key: str) -> list[tuple[str, str]]:
+        """The headers that carry an API key to this format's provider (ember's own calls
+        made with a configured key, not the client's)."""
+        ...
 
     def model(self, body: Any) -> str | None: ...
 

@@ -29,12 +29,14 @@ from ember.protocols.base import (
     EffortFields,
     ParamPaths,
     PartKind,
+    ProviderBases,
     TextSlot,
     ToolResult,
     Usage,
     as_int,
     as_str,
     not_an_object,
+    with_query,
 )
 from ember.protocols.jsonedit import dumps, loads
 
@@ -168,6 +170,9 @@ class GeminiAdapter(AdapterBase):
     """Gemini's wire format, bound to the request's model and method (see the module)."""
 
     name: ClassVar[str] = "gemini"
+    family: ClassVar[str] = "gemini"
+    #: ``thinkingConfig.thinkingLevel``
+    effort_levels: ClassVar[tuple[str, ...]] = ("minimal", "low", "medium", "high")
 
     def __init__(self, model: str | None = None, *, stream: bool = False) -> None:
         self._model = model
@@ -178,6 +183,13 @@ class GeminiAdapter(AdapterBase):
 
     def bound(self, model: str | None, *, stream: bool) -> GeminiAdapter:
         return GeminiAdapter(model_name(model), stream=stream)
+
+    def upstream_url(self, bases: ProviderBases, path: str, query: str = "") -> str:
+        """Under ``gemini_url``, the path as the client sent it."""
+        return with_query(bases.gemini_url + path, query)
+
+    def key_headers(self, key: str) -> list[tuple[str, str]]:
+        return [("x-goog-api-key", key)]
 
     def model(self, body: Any) -> str | None:
         """The path's model; a request sent without one (ember's own) may name it in the

@@ -19,6 +19,7 @@ from ember.protocols.base import (
     EffortFields,
     ParamPaths,
     PartKind,
+    ProviderBases,
     TextSlot,
     ToolResult,
     Usage,
@@ -29,6 +30,7 @@ from ember.protocols.base import (
     part_kinds,
     structured_error,
     text_of,
+    with_query,
 )
 from ember.protocols.jsonedit import JsonDoc, dumps, loads
 
@@ -153,7 +155,27 @@ def _messages(body: Any) -> list[Any]:
 
 
 class OpenAIAdapterBase(AdapterBase):
-    """What both OpenAI wire formats share: the error shape and the cache lifetime."""
+    """What both OpenAI wire formats share: the provider, the error shape and the cache
+    lifetime."""
+
+    family: ClassVar[str] = "openai"
+    #: ``reasoning.effort`` / ``reasoning_effort``
+    effort_levels: ClassVar[tuple[str, ...]] = (
+        "none",
+        "minimal",
+        "low",
+        "medium",
+        "high",
+        "xhigh",
+    )
+
+    def upstream_url(self, bases: ProviderBases, path: str, query: str = "") -> str:
+        """Under ``openai_url``, which already ends in ``/v1`` as ``OPENAI_BASE_URL`` does
+        (so the client's ``/v1`` is not doubled)."""
+        return with_query(bases.openai_url + (path[3:] if path.startswith("/v1/") else path), query)
+
+    def key_headers(self, key: str) -> list[tuple[str, str]]:
+        return [("authorization", f"Bearer {key}")]
 
     def error_body(self, status: int, message: str) -> bytes:
         return openai_error_body(status, message)

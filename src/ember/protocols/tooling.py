@@ -33,6 +33,10 @@ class ToolSpec:
     name: str
     description: str
     input_schema: dict[str, Any]
+    #: False: the model may leave out optional properties. Said only where the wire format
+    #: defaults function tools to strict mode (Responses), which wants every property
+    #: required; elsewhere the definition's bytes stay those of a spec without it.
+    strict: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,12 @@ class ToolingOps(Protocol):
     def tool_names(self, body: Any) -> set[str]: ...
 
     def add_definitions(self, doc: JsonDoc, specs: Sequence[ToolSpec]) -> None: ...
+
+    def result(self, outcome: ToolOutcome) -> dict[str, Any]:
+        """What answers one call in the next request: an Anthropic ``tool_result`` block (it
+        goes in a user message), a Chat ``tool`` message, a Responses
+        ``function_call_output`` item, a Gemini ``functionResponse`` part."""
+        ...
 
     def continue_with(
         self, doc: JsonDoc, answer: AssembledMessage, owned: set[str], results: list[ToolOutcome]
@@ -115,17 +125,17 @@ class AnthropicTooling(_Tooling):
             ["messages"],
             {
                 "role": "user",
-                "content": [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": r.call.id,
-                        "content": r.content,
-                        **({"is_error": True} if r.is_error else {}),
-                    }
-                    for r in results
-                ],
+                "content": [self.result(r) for r in results],
             },
         )
+
+    def result(self, outcome: ToolOutcome) -> dict[str, Any]:
+        return {
+            "type": "tool_result",
+            "tool_use_id": outcome.call.id,
+            "content": outcome.content,
+            **({"is_error": True} if outcome.is_error else {}),
+        }
 
     def forbid_tools(self, doc: JsonDoc) -> None:
         doc.set_key([], "tool_choice", {"type": "none"})
@@ -174,19 +184,23 @@ class ChatTooling(_Tooling):
             ["messages"], {"role": "assistant", "content": text or None, "tool_calls": calls}
         )
         for r in results:
-            doc.append(
-                ["messages"], {"role": "tool", "tool_call_id": r.call.id, "content": r.content}
-            )
+            doc.append(["messages"], self.result(r))
+
+    def result(self, outcome: ToolOutcome) -> dict[str, Any]:
+        return {"role": "tool", "tool_call_id": outcome.call.id, "content": outcome.content}
 
 
 class ResponsesTooling(_Tooling):
     def definition(self, spec: ToolSpec) -> dict[str, Any]:
-        return {
+        definition: dict[str, Any] = {
             "type": "function",
             "name": spec.name,
             "description": spec.description,
             "parameters": spec.input_schema,
         }
+        if spec.strict is not None:
+            definition["strict"] = spec.strict
+        return definition
 
     def continue_with(
         self, doc: JsonDoc, answer: AssembledMessage, owned: set[str], results: list[ToolOutcome]
@@ -206,10 +220,7 @@ class ResponsesTooling(_Tooling):
                         "arguments": _arguments(b),
                     }
                 )
-        items += [
-            {"type": "function_call_output", "call_id": r.call.id, "output": r.content}
-            for r in results
-        ]
+        items += [self.result(r) for r in results]
         current = doc.value.get("input")
         if isinstance(current, list):
             for item in items:
@@ -220,6 +231,13 @@ class ResponsesTooling(_Tooling):
                 "content": [{"type": "input_text", "text": str(current or "")}],
             }
             doc.replace(["input"], [first, *items])
+
+    def result(self, outcome: ToolOutcome) -> dict[str, Any]:
+        return {
+            "type": "function_call_output",
+            "call_id": outcome.call.id,
+            "output": outcome.content,
+        }
 
 
 class GeminiTooling(_Tooling):
@@ -255,14 +273,16 @@ class GeminiTooling(_Tooling):
         user content answering each of ember's calls by name (and ``id``, when it had one)."""
         turn = REPLAYS["gemini"].turn(replace(answer, blocks=_kept(answer, owned)))
         doc.append(["contents"], turn[0])
-        parts = []
-        for r in results:
-            key = "error" if r.is_error else "output"
-            response: dict[str, Any] = {"name": r.call.name, "response": {key: r.content}}
-            if r.call.id:
-                response["id"] = r.call.id
-            parts.append({"functionResponse": response})
-        doc.append(["contents"], {"role": "user", "parts": parts})
+        doc.append(["contents"], {"role": "user", "parts": [self.result(r) for r in results]})
+
+    def result(self, outcome: ToolOutcome) -> dict[str, Any]:
+        """By the call's name (and ``id``, when it had one)."""
+        key = "error" if outcome.is_error else "output"
+        call = outcome.call
+        response: dict[str, Any] = {"name": call.name, "response": {key: outcome.content}}
+        if call.id:
+            response["id"] = call.id
+        return {"functionResponse": response}
 
     def forbid_tools(self, doc: JsonDoc) -> None:
         """``toolConfig.functionCallingConfig.mode: NONE``, the rest of ``toolConfig`` kept."""

@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from ember.protocols import ANTHROPIC, BY_NAME, OPENAI_CHAT
+
 WINDOW_SECONDS = 7 * 86_400.0
 #: Output a shadow answer is expected to take, for a run's estimate before it goes.
 EXPECTED_OUTPUT_TOKENS = 250
@@ -53,8 +55,10 @@ WEIGHTS: dict[str, Weights] = {
 
 
 def family(protocol: str | None) -> str:
-    """``anthropic`` or ``openai`` for a wire format name (``openai_chat``...)."""
-    return "anthropic" if not protocol or protocol == "anthropic" else "openai"
+    """The ``WEIGHTS`` of a wire format name (``openai_chat``...): its provider's
+    (``ProtocolAdapter.family``; none named: Anthropic's), else OpenAI's."""
+    adapter = BY_NAME.get(protocol, OPENAI_CHAT) if protocol else ANTHROPIC
+    return adapter.family if adapter.family in WEIGHTS else OPENAI_CHAT.family
 
 
 def weighted_tokens(

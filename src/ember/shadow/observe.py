@@ -29,6 +29,7 @@ from ember.errors import StorageUnavailable
 from ember.exchange import OutcomeKind, TaskSet, UpstreamClient, UrlFor
 from ember.facts import MemoryOpener
 from ember.project import ProjectRef
+from ember.protocols import ANTHROPIC, BY_NAME
 from ember.protocols.base import AssembledMessage, ProtocolAdapter
 from ember.sessions import SessionRegistry
 from ember.shadow import backlog, cursors, runs
@@ -359,7 +360,7 @@ class ShadowCore:
             return
         runner = self.runner
         prefix = runner.prefixes.get(req.session_id)
-        family = (req.protocol or "anthropic").split("_")[0]
+        family = BY_NAME.get(req.protocol or "", ANTHROPIC).family
         creds = prefix.credentials() if prefix is not None else None
         creds = creds or runner.prefixes.credentials(str(runner.database(req.project).path), family)
         await self.steward.run(

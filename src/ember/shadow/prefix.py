@@ -91,12 +91,13 @@ class PrefixBook:
             del self._prefixes[s]
         return len(stale)
 
-    def credentials(self, project_key: str, protocol: str) -> list[tuple[str, str]] | None:
-        """The freshest credentials a session of the project sent for ``protocol``."""
+    def credentials(self, project_key: str, family: str) -> list[tuple[str, str]] | None:
+        """The freshest credentials a session of the project sent to the provider ``family``
+        (``ProtocolAdapter.family``: both OpenAI APIs take the same key)."""
         now = self._clock()
         best: Prefix | None = None
         for p in self._prefixes.values():
-            mine = p.project_key == project_key and p.adapter.name.split("_")[0] == protocol
+            mine = p.project_key == project_key and p.adapter.family == family
             if mine and p.fresh(now) and (best is None or p.recorded_at > best.recorded_at):
                 best = p
         return best.credentials() if best is not None else None

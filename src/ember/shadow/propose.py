@@ -23,7 +23,8 @@ from __future__ import annotations
 import copy
 from typing import Any, get_args
 
-from ember.protocols.tooling import TOOLING, ToolSpec
+from ember.protocols.base import Block
+from ember.protocols.tooling import TOOLING, ToolingOps, ToolOutcome, ToolSpec
 from ember.shadow.models import MAX_FACT_CHARS, MAX_FACTS, MAX_SUPERSEDES, EvidenceKind
 
 MEMORY_PROPOSE = "memory_propose"
@@ -86,7 +87,9 @@ INPUT_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-SPEC = ToolSpec(MEMORY_PROPOSE, _DESCRIPTION, INPUT_SCHEMA)
+#: Not strict: ``category`` and the two evidence targets are optional (Responses defaults
+#: function tools to strict mode, which wants every property required).
+SPEC = ToolSpec(MEMORY_PROPOSE, _DESCRIPTION, INPUT_SCHEMA, strict=False)
 
 OUTSIDE_SHADOW = (
     "memory_propose is refused: it is only available in ember's shadow turns, which ask for it "
@@ -103,15 +106,15 @@ def memory_propose_tool(protocol: str) -> dict[str, Any]:
     """The tool's definition in ``protocol``'s wire format (``anthropic``, ``openai_chat``,
     ``openai_responses``): keep it in the tool list of every turn. A fresh copy each call
     (a caller that edits it cannot change the next one)."""
+    return copy.deepcopy(_ops(protocol).definition(SPEC))
+
+
+def _ops(protocol: str) -> ToolingOps:
+    """The tooling of one of the wire formats library mode speaks."""
     ops = TOOLING.get(protocol) if protocol in WIRE_FORMATS else None
     if ops is None:
         raise ValueError(f"unknown wire format {protocol!r}: use one of {', '.join(WIRE_FORMATS)}")
-    definition = copy.deepcopy(ops.definition(SPEC))
-    if protocol == "openai_responses":
-        # Responses defaults function tools to strict mode, which wants every property
-        # required: ``category`` and the two evidence targets are optional here.
-        definition["strict"] = False
-    return definition
+    return ops
 
 
 def tool_call_refusal(name: str, *, shadow_turn: bool) -> str | None:
@@ -126,13 +129,8 @@ def refusal_result(protocol: str, call_id: str, text: str) -> dict[str, Any]:
     """The tool result that answers a refused call, in ``protocol``'s wire format: an
     Anthropic ``tool_result`` content block (``is_error``; it goes in the next user message),
     a Chat ``tool`` message, or a Responses ``function_call_output`` item."""
-    if protocol == "anthropic":
-        return {"type": "tool_result", "tool_use_id": call_id, "content": text, "is_error": True}
-    if protocol == "openai_chat":
-        return {"role": "tool", "tool_call_id": call_id, "content": text}
-    if protocol == "openai_responses":
-        return {"type": "function_call_output", "call_id": call_id, "output": text}
-    raise ValueError(f"unknown wire format {protocol!r}: use one of {', '.join(WIRE_FORMATS)}")
+    call = Block("tool_use", id=call_id)
+    return _ops(protocol).result(ToolOutcome(call, text, is_error=True))
 
 
 def guard_tool_call(

@@ -250,15 +250,16 @@ class ShadowRunner:
         protocol: str,
         prefix: Prefix | None,
     ) -> Plan:
-        family = protocol.split("_")[0]
+        adapter = BY_NAME.get(protocol, ANTHROPIC)
         model = self.settings.section(ShadowSettings).light_model or DEFAULT_LIGHT.get(
-            family, DEFAULT_LIGHT["anthropic"]
+            adapter.family, DEFAULT_LIGHT[ANTHROPIC.family]
         )
         creds = prefix.credentials() if prefix is not None else None
-        creds = creds or self.prefixes.credentials(str(self.database(req.project).path), family)
+        path = str(self.database(req.project).path)
+        creds = creds or self.prefixes.credentials(path, adapter.family)
         key = self.settings.section(ShadowSettings).light_api_key
         if not creds and key:
-            creds = _key_headers(family, key)
+            creds = adapter.key_headers(key)
         pages = question.cold_pages(messages, self.page_tokens)
         fresh = sum(count_tokens("\n".join(p)) + 800 for p in pages)
         output = len(pages) * EXPECTED_OUTPUT_TOKENS
@@ -482,14 +483,6 @@ def _body(sent: bytes) -> Any:
         return orjson.loads(sent)
     except orjson.JSONDecodeError:
         return None
-
-
-def _key_headers(family: str, key: str) -> list[tuple[str, str]]:
-    if family == "anthropic":
-        return [("x-api-key", key), ("anthropic-version", "2023-06-01")]
-    if family == "gemini":
-        return [("x-goog-api-key", key)]
-    return [("authorization", f"Bearer {key}")]
 
 
 def _ms(started: float) -> float:

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from ember.protocols import ANTHROPIC, BY_NAME, OPENAI_CHAT
 from ember.protocols.base import EffortFields
 
 
@@ -61,18 +62,17 @@ def classify_turn(parts: Sequence[str]) -> TurnKind:
     return TurnKind.UNKNOWN
 
 
-#: Anthropic ``output_config.effort``, lowest first. Anthropic has no ``minimal``.
-ANTHROPIC_EFFORT_RANK: Mapping[str, int] = {"low": 0, "medium": 1, "high": 2, "xhigh": 3, "max": 4}
-#: OpenAI ``reasoning.effort`` / ``reasoning_effort``, lowest first; a separate table because
-#: the two scales differ at the bottom (``none``, ``minimal``).
-OPENAI_EFFORT_RANK: Mapping[str, int] = {
-    "none": 0,
-    "minimal": 1,
-    "low": 2,
-    "medium": 3,
-    "high": 4,
-    "xhigh": 5,
-}
+def effort_rank(levels: Sequence[str]) -> Mapping[str, int]:
+    """A wire format's effort values (``ProtocolAdapter.effort_levels``, lowest first) by
+    rank. Each format has its own table: the scales differ at the bottom (Anthropic has no
+    ``none`` or ``minimal``)."""
+    return {level: i for i, level in enumerate(levels)}
+
+
+#: Anthropic ``output_config.effort``, lowest first.
+ANTHROPIC_EFFORT_RANK = effort_rank(ANTHROPIC.effort_levels)
+#: OpenAI ``reasoning.effort`` / ``reasoning_effort``, lowest first.
+OPENAI_EFFORT_RANK = effort_rank(OPENAI_CHAT.effort_levels)
 VERBOSITY_RANK: Mapping[str, int] = {"low": 0, "medium": 1, "high": 2}
 LEGACY_THINKING_FLOOR = 1024
 MECHANICAL_VERBOSITY = "low"
@@ -152,10 +152,11 @@ class EffortPlan:
 
 
 def _effort_target(protocol: str, target: str) -> tuple[str, Mapping[str, int]]:
-    if protocol == "anthropic":
-        # Anthropic's floor is "low"; an OpenAI-only target maps onto it.
-        return (target if target in ANTHROPIC_EFFORT_RANK else "low"), ANTHROPIC_EFFORT_RANK
-    return target, OPENAI_EFFORT_RANK
+    """The target on the wire format's scale: a level it lacks (``minimal`` on Anthropic's)
+    maps onto its lowest."""
+    levels = BY_NAME[protocol].effort_levels
+    rank = effort_rank(levels)
+    return (target if target in rank or not levels else levels[0]), rank
 
 
 def _verbosity(fields: EffortFields, model: str | None) -> str | None:
@@ -187,7 +188,8 @@ def plan_effort(
     return EffortPlan(
         effort=lower_effort(fields.effort, effort_target, rank),
         thinking_budget=budget,
-        verbosity=_verbosity(fields, model) if protocol != "anthropic" else None,
+        # a format without a verbosity parameter reports none and none creatable
+        verbosity=_verbosity(fields, model),
     )
 
 
