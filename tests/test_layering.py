@@ -4,6 +4,7 @@ someone crosses one)."""
 from __future__ import annotations
 
 import ast
+import tempfile
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "ember"
@@ -117,3 +118,159 @@ def test_the_dashboard_imports_no_feature() -> None:
     for path in modules("ui"):
         bad = {m for m in imports_of(path) if m.split(".")[1:2] and m.split(".")[1] in FEATURES}
         assert not bad, f"{path.relative_to(SRC)} imports {bad}: declare it in Feature.views"
+
+
+def test_the_proxy_does_not_import_the_dashboard() -> None:
+    """The dashboard is one of the routes ``ember.compose`` hands the proxy, like any other:
+    the proxy serves a route list, it does not know what is mounted on it."""
+    for path in modules("proxy"):
+        bad = {m for m in imports_of(path) if m == "ember.ui" or m.startswith("ember.ui.")}
+        assert not bad, f"{path.relative_to(SRC)} imports {bad}: add its route in ember.compose"
+
+
+def proxy_import_graph() -> dict[str, set[str]]:
+    """Module -> the modules of ``ember.proxy`` it imports, wherever the import is (module
+    level, a function, ``TYPE_CHECKING``). ``from ember.proxy import x`` counts as importing
+    ``ember.proxy.x`` when ``x`` is a module."""
+    package = SRC / "proxy"
+    names = {p.stem for p in package.glob("*.py") if p.stem != "__init__"}
+    graph: dict[str, set[str]] = {}
+    for path in sorted(package.glob("*.py")):
+        module = "ember.proxy" if path.stem == "__init__" else f"ember.proxy.{path.stem}"
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "ember.proxy":
+                found |= {
+                    f"ember.proxy.{a.name}" if a.name in names else "ember.proxy"
+                    for a in node.names
+                }
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ember.proxy"):
+                found.add(str(node.module))
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name.startswith("ember.proxy")}
+        graph[module] = found - {module}
+    return graph
+
+
+def cycle_in(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` (its modules in order, the first repeated), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)) is not None:
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)) is not None:
+            return found
+    return None
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert cycle_in({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert cycle_in({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_no_module_cycle_inside_the_proxy() -> None:
+    """Each module of the proxy can be read, and changed, knowing only what it imports: the
+    app takes the WebSocket endpoint it serves, the endpoint never reaches back for the app,
+    and both relays of owned tools stand on what they share."""
+    graph = proxy_import_graph()
+    assert {"ember.proxy.app", "ember.proxy.websocket", "ember.proxy.flow"} <= set(graph)
+    cycle = cycle_in(graph)
+    assert cycle is None, f"import cycle in ember.proxy: {' -> '.join(cycle or [])}"
+
+
+#: Where a wire format's name may be compared with a string, and why: the adapters answer
+#: every question about a wire format (``ProtocolAdapter``), so a branch on a name elsewhere
+#: is a place a new wire format takes the wrong way unnoticed.
+NAMES_COMPARED_IN_PACKAGES = {
+    "protocols": "the wire formats themselves",
+    "testing": "the provider emulator answers each wire format as its provider does",
+    "cli": "client names: Gemini CLI is the client `gemini`",
+    "clients": "client names, and the clients' own settings (Qwen Code's auth type)",
+}
+NAMES_COMPARED_IN_MODULES = {
+    "learn/logs/gemini.py": "the kinds of records in Gemini CLI's logs",
+    "learn/analyze.py": "the official SDK learn's analysis is called through, as the user chose",
+    "learn/cli.py": "which API key variable the user set for learn's analysis",
+}
+
+
+def wire_format_names() -> set[str]:
+    from ember.protocols import BY_NAME
+
+    return {a.name for a in BY_NAME.values()} | {a.family for a in BY_NAME.values()}
+
+
+def name_comparisons(path: Path, names: set[str]) -> list[str]:
+    """``x == "anthropic"``, ``x in ("openai_chat", ...)``, ``x.startswith("openai")`` in
+    ``path``, as source lines."""
+
+    def strings(node: ast.expr) -> set[str]:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return {node.value}
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            return {e.value for e in node.elts if isinstance(e, ast.Constant)} & names
+        return set()
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            operands = node.args if node.func.attr in ("startswith", "endswith") else []
+        else:
+            continue
+        if any(strings(o) & names for o in operands):
+            found.append(f"{path.relative_to(SRC).as_posix()}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_name_check_sees_each_way_of_comparing() -> None:
+    source = (
+        "a = p == 'anthropic'\nb = p in ('gemini', 'x')\nc = p.startswith('openai')\n"
+        "d = p == 'anthropics'\ne = p in OTHERS\n"
+    )
+    with tempfile.TemporaryDirectory(dir=SRC) as folder:
+        probe = Path(folder) / "probe.py"
+        probe.write_text(source, encoding="utf-8")
+        found = name_comparisons(probe, wire_format_names())
+    assert [line.split(": ", 1)[1] for line in found] == [
+        "p == 'anthropic'",
+        "p in ('gemini', 'x')",
+        "p.startswith('openai')",
+    ]
+
+
+def test_no_wire_format_name_is_compared_outside_the_adapters() -> None:
+    names = wire_format_names()
+    assert {"anthropic", "openai_chat", "openai_responses", "gemini", "openai"} <= names
+    found: dict[str, list[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        relative = path.relative_to(SRC)
+        if relative.parts[0] in NAMES_COMPARED_IN_PACKAGES:
+            continue
+        if lines := name_comparisons(path, names):
+            found[relative.as_posix()] = lines
+    new = [
+        line
+        for module, lines in found.items()
+        if module not in NAMES_COMPARED_IN_MODULES
+        for line in lines
+    ]
+    assert not new, (
+        "wire formats compared by name outside ember.protocols (ask the adapter: "
+        f"ProtocolAdapter.family, upstream_url, key_headers, effort_levels...): {new}"
+    )
+    gone = sorted(set(NAMES_COMPARED_IN_MODULES) - set(found))
+    assert not gone, f"{gone} compare no wire format name: remove them from the list"

@@ -1,14 +1,17 @@
 """Where the app is built: the registered features' stages (``ember.features``, in their
-order), accounting last so it sees the final outcome, one storage and one session registry.
+order), accounting last so it sees the final outcome, one storage and one session registry,
+and every route the proxy serves (``routes``), in one list.
 
 The proxy imports no feature and no feature imports the proxy; a new feature registers itself
-and nothing here or in the proxy changes. Library mode (``shadow_library``) is built here too.
+and nothing here or in the proxy changes. The proxy does not import the dashboard either: its
+route is added here. Library mode (``shadow_library``) is built here too.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ember.accounting import AccountingStage
 from ember.config import Settings
@@ -16,8 +19,12 @@ from ember.exchange import Stage
 from ember.features import Composition
 from ember.features import stages as feature_stages
 from ember.memory.router import MemoryRouter
+from ember.protocols import ENDPOINTS
 from ember.proxy.app import ProxyApp
+from ember.proxy.relay import Receive, Send
+from ember.proxy.routes import Mount, Route, WebSocketRoute
 from ember.proxy.upstream import Upstream
+from ember.proxy.websocket import PATH as RESPONSES_SOCKET
 from ember.session import CredentialTags
 from ember.sessions import SessionRegistry
 from ember.shadow.library import ShadowLibrary
@@ -56,7 +63,48 @@ def build_app(
         stages = list(features)
     if settings.accounting:
         stages.append(AccountingStage(storage, settings.price_table(), sessions))
-    return ProxyApp(settings, stages, storage=storage, sessions=sessions)
+    return ProxyApp(settings, stages, routes=routes, storage=storage, sessions=sessions)
+
+
+#: What the proxy answers itself: reads, which a ``HEAD`` may ask too.
+_READ = ("GET", "HEAD")
+
+
+def routes(app: ProxyApp) -> list[Route]:
+    """Every route of ``ember proxy``, the first match answering (``proxy.routes``): what the
+    proxy answers itself, the model endpoints (a ``POST``; any other method is passed
+    through), Responses over WebSocket, the dashboard (which checks its own doors), and
+    every other request passed through to the provider."""
+    return [
+        Route("/healthz", app.health, methods=_READ),
+        Route("/metrics", app.metrics_page, methods=_READ),
+        Route("/", app.root, methods=_READ),
+        *(Route(path, app.exchanges.exchange, methods=("POST",)) for path in ENDPOINTS),
+        WebSocketRoute(RESPONSES_SOCKET, app.responses_socket),
+        Mount("/ui", LazyDashboard(app), doors=False),
+        Mount("", app.exchanges.pass_through),
+    ]
+
+
+class LazyDashboard:
+    """The dashboard (``ember.ui``) under ``/ui``, built on its first visit: the proxy's
+    start-up and memory do not pay for a page nobody opened. It reads through the proxy's own
+    storage owner, so its forget and edit are writes of the one writer of each file, and its
+    live feeds end when the proxy stops. It checks its own doors (the same policy, stricter
+    peers)."""
+
+    def __init__(self, app: ProxyApp) -> None:
+        self.proxy = app
+        self._dashboard: Any = None
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if self._dashboard is None:
+            from ember.ui.app import Dashboard
+
+            proxy = self.proxy
+            self._dashboard = Dashboard(proxy.settings, proxy.storage)
+            self._dashboard.stopping = lambda: proxy.stopping() or not proxy.ready
+        await self._dashboard(scope, receive, send)
 
 
 def shadow_library(settings: Settings) -> ShadowLibrary:

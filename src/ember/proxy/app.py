@@ -1,17 +1,18 @@
-"""The proxy as an ASGI application.
+"""The proxy as an ASGI application: its lifecycle, and each request handed to its route.
 
-Every request and WebSocket upgrade first passes ``ember.hosts``'s policy (``proxy.doors``): a
-``Host`` that is not this proxy's, a web page's ``Origin`` on a request that changes state, or
-a peer on another machine without ``proxy_token`` is refused in the protocol's error shape
-before anything is read, forwarded or recorded.
+What is served where is a list of routes (``proxy.routes``) that ``ember.compose`` assembles
+in one place: the app answers ``GET /healthz`` (once it is started), ``GET /metrics`` (the
+app's registry in Prometheus' text format: the kernel's metrics and what each stage
+registered) and ``GET /`` itself; its ``exchanges`` serve the model endpoints through the
+pipeline and pass every other request through untouched to the provider its headers point at
+(``proxy.http_exchange``); its ``responses_socket`` serves Responses over WebSocket on
+``/v1/responses`` (``proxy.websocket``). The app imports none of what else is mounted (the
+dashboard comes from ``ember.compose``).
 
-Routes: ``POST /v1/messages`` (Anthropic), ``POST /v1/chat/completions`` and
-``POST /v1/responses`` (OpenAI), ``POST /v1beta/models/{model}:generateContent`` and
-``:streamGenerateContent`` (Gemini) go through the pipeline, and so does each request on a
-WebSocket to ``/v1/responses`` (``proxy/websocket.py``); ``GET /healthz`` answers once the app
-is started, ``GET /metrics`` with the app's registry in Prometheus' text format (the kernel's
-metrics and what each stage registered); any other path is passed through untouched to the
-provider the headers point at.
+Every request and WebSocket upgrade first passes ``ember.hosts``'s policy (``proxy.doors``)
+unless its route checks its own: a ``Host`` that is not this proxy's, a web page's ``Origin``
+on a request that changes state, or a peer on another machine without ``proxy_token`` is
+refused in the protocol's error shape before anything is read, forwarded or recorded.
 
 The proxy itself never crashes on input: a body that is not JSON (or is nested past
 ``max_json_depth``) gets a 400 in the protocol's error shape, one past ``max_body_mb`` a 413, a
@@ -31,21 +32,18 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ember.config import Settings
-from ember.errors import ProtocolError, RequestTooLarge
-from ember.exchange import Exchange, Refusal, Services, Stage, Stopping, TaskSet
+from ember.exchange import Services, Stage, Stopping, TaskSet
 from ember.hosts import Refused
 from ember.metrics import StorageCollector, new_registry
-from ember.protocols import adapter_for_path, guess_adapter
 from ember.protocols.base import ProtocolAdapter
-from ember.proxy import limits
-from ember.proxy.delivery import Delivered, answered_refusal
 from ember.proxy.doors import Doors
 from ember.proxy.flow import ExchangeFlow
-from ember.proxy.owned import relay_owned
+from ember.proxy.http_exchange import HttpExchanges, HttpTransport
 from ember.proxy.pipeline import Pipeline
-from ember.proxy.relay import Receive, Send, relay, send_json
-from ember.proxy.upstream import Upstream, forward_headers
-from ember.proxy.websocket import serve as serve_websocket
+from ember.proxy.relay import Receive, Send, send_json
+from ember.proxy.routes import Route, Router
+from ember.proxy.upstream import Upstream
+from ember.proxy.websocket import ResponsesSocket, deny
 from ember.sessions import SessionRegistry
 from ember.store import startcheck
 from ember.store.registry import Storage, storage_for
@@ -57,9 +55,8 @@ _HEALTH_OK = b'{"status":"ok"}'
 _ROOT = b'{"service":"ember"}'
 _HEALTH_STARTING = b'{"status":"starting"}'
 
-
-def _headers(scope: dict[str, Any]) -> list[tuple[str, str]]:
-    return [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope["headers"]]
+#: The routes of an app, built once its parts exist (``ember.compose.routes``).
+RouteTable = Callable[["ProxyApp"], Sequence[Route]]
 
 
 class ProxyApp:
@@ -68,10 +65,12 @@ class ProxyApp:
         settings: Settings,
         stages: Sequence[Stage] = (),
         *,
+        routes: RouteTable,
         storage: Storage | None = None,
         sessions: SessionRegistry | None = None,
     ) -> None:
-        """``stages`` is the whole list, accounting included (``ember.compose`` builds it)."""
+        """``stages`` is the whole list, accounting included, and ``routes`` every route
+        (``ember.compose`` builds both)."""
         self.settings = settings
         self.upstream = Upstream.from_settings(settings)
         self.storage = storage or storage_for(settings)
@@ -88,9 +87,16 @@ class ProxyApp:
         self.interrupted: Callable[[], bool] = lambda: False
         #: whether the server is stopping (the dashboard's live feeds end); set by the server
         self.stopping: Callable[[], bool] = lambda: False
-        self._dashboard: Any = None
-        #: who may use the proxy (``ember.hosts``): checked before any route
+        #: who may use the proxy (``ember.hosts``): checked before every route but those that
+        #: check their own
         self.doors = Doors(settings)
+        #: the model endpoints and pass-through, over HTTP
+        self.exchanges = HttpExchanges(settings, self.upstream, self.flow)
+        #: Responses over WebSocket
+        self.responses_socket = ResponsesSocket(
+            settings, self.upstream, self.flow, lambda: self.pipeline.http_only
+        )
+        self.router = Router(routes(self))
 
     # -- ASGI entry -------------------------------------------------------------------------
 
@@ -104,12 +110,12 @@ class ProxyApp:
                 return
             except Exception:
                 log.exception("unexpected error handling %s %s", scope["method"], scope["path"])
-                adapter = guess_adapter(scope["path"], dict(_headers(scope)))
                 # If the answer had already started, the connection is simply closed.
                 with contextlib.suppress(Exception):
-                    await send_json(send, 500, adapter.error_body(500, "ember: internal error"))
+                    answer = HttpTransport(scope, receive, send, self.settings)
+                    await answer.error(500, "ember: internal error")
         elif scope["type"] == "websocket":
-            await serve_websocket(self, scope, receive, send)
+            await self._websocket(scope, receive, send)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -163,87 +169,65 @@ class ProxyApp:
     # -- routing ----------------------------------------------------------------------------
 
     async def _http(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
-        path, method = scope["path"], scope["method"]
-        if path == "/ui" or path.startswith("/ui/"):
-            await self._ui(scope, receive, send)  # the dashboard checks its own doors
+        route = self.router.http(scope["path"], scope["method"])
+        if route is None or route.doors:
+            refused = self.doors.check(scope)
+            if refused is not None:
+                await self._refuse_door(scope, receive, send, refused)
+                return
+        if route is None:  # a route table without pass-through
+            answer = HttpTransport(scope, receive, send, self.settings)
+            await answer.error(404, f"ember: nothing is served at {scope['path']}")
             return
-        refused = self.doors.check(scope)
-        if refused is not None:
-            await self._refuse_door(scope, refused, send)
-            return
-        if path == "/healthz" and method in ("GET", "HEAD"):
-            status, body = (200, self._health()) if self.ready else (503, _HEALTH_STARTING)
-            await send_json(send, status, body)
-            return
-        if path == "/metrics" and method in ("GET", "HEAD"):
-            await self._metrics(send, head=method == "HEAD")
-            return
-        if path == "/" and method in ("GET", "HEAD"):
-            # Claude Code checks it can reach its base URL with a bare ``HEAD /`` (no key, no
-            # version header): ember answers it; forwarding it guessed a provider at random.
-            await send_json(send, 200, _ROOT)
-            return
-        headers = _headers(scope)
-        hmap = dict(headers)
-        query = scope.get("query_string", b"").decode("latin-1")
-        adapter = adapter_for_path(path) if method == "POST" else None
-        try:
-            body = await limits.read_body(
-                receive, hmap, limits.body_limit(self.settings), limits.body_timing(self.settings)
-            )
-        except RequestTooLarge:
-            log.warning("refused a request body over max_body_mb on %s %s", method, path)
-            message = f"ember: {limits.too_large_message(self.settings)}"
-            error = (adapter or guess_adapter(path, hmap)).error_body(413, message)
-            await send_json(send, 413, error)
-            return
-        except limits.BodyTimedOut as exc:
-            log.warning("gave up on a request body on %s %s: %s", method, path, exc)
-            message = f"ember: {limits.timed_out_message(exc)}"
-            error = (adapter or guess_adapter(path, hmap)).error_body(408, message)
-            await send_json(send, 408, error, close=True)
-            return
-        if adapter is None or hmap.get("x-ember-bypass", "").strip() == "1":
-            target = adapter or guess_adapter(path, hmap)
-            url = self._url(target, path, query)
-            await relay(
-                self.upstream,
-                receive,
-                send,
-                method=method,
-                url=url,
-                headers=forward_headers(headers),
-                body=body,
-                error_body=target.error_body,
-            )
-            return
-        try:
-            ex = self.flow.open(adapter, path, query, hmap, body)
-        except ProtocolError as exc:
-            await send_json(send, 400, adapter.error_body(400, f"ember: {exc}"))
-            return
-        await self._relay_exchange(ex, headers, receive, send)
+        await route.endpoint(scope, receive, send)
 
-    async def _refuse_door(self, scope: dict[str, Any], refused: Refused, send: Send) -> None:
+    async def _refuse_door(
+        self, scope: dict[str, Any], receive: Receive, send: Send, refused: Refused
+    ) -> None:
         """A request ``ember.hosts`` refused, answered in its protocol's error shape before
         its body is read: nothing forwarded, nothing recorded. The connection is closed
         (the unread body is never read on), and the SDKs are told not to retry."""
-        hmap = dict(_headers(scope))
-        adapter = guess_adapter(scope["path"], hmap)
-        body = adapter.error_body(refused.status, f"ember: {refused.message}")
-        extra = [(b"x-should-retry", b"false")]
-        await send_json(send, refused.status, body, close=True, extra=extra)
+        answer = HttpTransport(scope, receive, send, self.settings)
+        await answer.error(refused.status, f"ember: {refused.message}", close=True, retry=False)
 
-    async def _ui(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
-        """The dashboard (``ember.ui``), built on its first visit: the proxy's start-up and
-        memory do not pay for a page nobody opened. It reads through the proxy's own
-        storage owner, so its forget and edit are writes of the one writer of each file."""
-        if self._dashboard is None:
-            from ember.ui.app import Dashboard
+    async def _websocket(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        """One client WebSocket, from its handshake to its close: the doors, then its route.
+        Every refusal is an HTTP answer to the upgrade (``websocket.deny``). Never raises: a
+        bug here is logged, and a handshake not yet answered is answered 500 by the server."""
+        try:
+            if (await receive())["type"] != "websocket.connect":
+                return
+            refused = self.doors.check(scope)
+            if refused is not None:  # before anything is asked of the provider
+                await deny(send, scope, refused.status, refused.message)
+                return
+            path = scope["path"]
+            route = self.router.websocket(path)
+            if route is None:
+                served = " or ".join(self.router.websocket_paths) or "HTTP"
+                await deny(send, scope, 404, f"no WebSocket endpoint at {path}; use {served}")
+                return
+            await route.endpoint(scope, receive, send)
+        except OSError:  # the client went away before its handshake was answered
+            return
+        except Exception:
+            log.exception("unexpected error serving a WebSocket on %s", scope.get("path"))
 
-            self._dashboard = Dashboard(self.settings, self.storage)
-            self._dashboard.stopping = lambda: self.stopping() or not self.ready
-        await self._dashboard(scope, receive, send)
+    # -- what the proxy answers itself ------------------------------------------------------
+
+    async def health(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        """``GET /healthz``: 200 with ``_health`` once started, 503 until then."""
+        status, body = (200, self._health()) if self.ready else (503, _HEALTH_STARTING)
+        await send_json(send, status, body)
+
+    async def root(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        """``GET /``: Claude Code checks it can reach its base URL with a bare ``HEAD /`` (no
+        key, no version header): ember answers it; forwarding it guessed a provider at
+        random."""
+        await send_json(send, 200, _ROOT)
+
+    async def metrics_page(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        await self._metrics(send, head=scope["method"] == "HEAD")
 
     async def _metrics(self, send: Send, *, head: bool) -> None:
         """The registry in Prometheus' text format, answered by ember (before, the path was
@@ -276,56 +260,4 @@ class ProxyApp:
         return json.dumps(detail).encode()
 
     def _url(self, adapter: ProtocolAdapter, path: str, query: str) -> str:
-        return self.settings.provider_url(adapter.name, path, query)
-
-    # -- one exchange -----------------------------------------------------------------------
-
-    async def _relay_exchange(
-        self, ex: Exchange, headers: list[tuple[str, str]], receive: Receive, send: Send
-    ) -> None:
-        await self.flow.prepare(ex)
-        if ex.refusal is not None:
-            await self._refuse(ex, ex.refusal, send)
-            return
-        try:
-            relayed = await self._relay(ex, headers, receive, self.flow.announcing(ex, send))
-        except BaseException:
-            self.flow.abandon(ex)
-            raise
-        self.flow.finish(ex, relayed)
-
-    async def _refuse(self, ex: Exchange, refusal: Refusal, send: Send) -> None:
-        """Answer with the stage's error in the protocol's shape; accounted like any answer
-        (status, no tokens), the provider never asked."""
-        extra = [(b"x-should-retry", b"false")]
-        if refusal.retry_after is not None:
-            extra.append((b"retry-after", str(max(1, round(refusal.retry_after))).encode()))
-        body = ex.adapter.error_body(refusal.status, refusal.message)
-        await send_json(send, refusal.status, body, extra=extra)
-        self.flow.finish(ex, answered_refusal(refusal, body))
-
-    async def _relay(
-        self, ex: Exchange, headers: list[tuple[str, str]], receive: Receive, send: Send
-    ) -> Delivered:
-        url = self._url(ex.adapter, ex.path, ex.query)
-        if ex.owned_tools is not None:
-            return await relay_owned(
-                self.upstream,
-                receive,
-                send,
-                adapter=ex.adapter,
-                url=url,
-                headers=forward_headers(headers),
-                doc=ex.doc,
-                tools=ex.owned_tools,
-            )
-        return await relay(
-            self.upstream,
-            receive,
-            send,
-            method="POST",
-            url=url,
-            headers=forward_headers(headers),
-            body=ex.doc.to_bytes(),
-            error_body=ex.adapter.error_body,
-        )
+        return adapter.upstream_url(self.settings, path, query)

@@ -1,14 +1,22 @@
 """One exchange's lifecycle, the same for every transport (HTTP POST and Responses over
 WebSocket).
 
-A transport only moves bytes; everything a feature sees of an exchange goes through here:
-- ``open``: the client's bytes become an ``Exchange`` (parse, project, session, thread);
+A transport only moves bytes (``proxy.transport``); everything a feature sees of an exchange
+goes through here:
+- ``admit``: the client's bytes become an ``Exchange`` (parse, project, session, thread), or
+  the client is answered 400 when ember cannot read them;
 - ``prepare``: the session is marked busy (background work of the session waits) and the
-  request stages run (they may edit the request);
-- ``finish``: the session is idle again, and once the client has its answer the response
+  request stages run (they may edit the request). It returns the exchange's ``Turn``, or None
+  when a stage refused the request: then ember answered it and the turn is already finished;
+- ``Turn.finish``: the session is idle again, and once the client has its answer the response
   stages run in the background on one ``Outcome`` built the same way for both transports — the
   exact bytes sent upstream (``sent``), the answer's raw bytes (``chunks``), the assembled
-  message, the verdict.
+  message, the verdict. ``Turn.abandon`` instead when the exchange broke off inside ember.
+
+A turn ends exactly once: a second end raises, and a turn used as a context manager is
+abandoned when its block leaves without ending it (an exception, a cancelled task). A session
+whose turn never ended would stay busy, and its background work (shadow memory) would wait
+for it forever.
 
 Two copies of this lifecycle (one per transport) drifted once: the WebSocket copy never filled
 ``sent``/``chunks``, so shadow memory never saw a Codex session's prefix and never forked it,
@@ -21,16 +29,19 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from types import TracebackType
 from typing import Any
 
 from ember.config import Settings
+from ember.errors import ProtocolError
 from ember.exchange import Exchange, Outcome
 from ember.protocols.assemble import assemble
 from ember.protocols.base import AssembledMessage, ProtocolAdapter
-from ember.proxy.delivery import Delivered
+from ember.proxy.delivery import Delivered, answered_refusal
 from ember.proxy.intake import build_exchange
 from ember.proxy.pipeline import Pipeline
 from ember.proxy.reach import Reachability
+from ember.proxy.transport import Transport
 from ember.proxy.verdict import judge
 from ember.sessions import SessionRegistry
 
@@ -49,20 +60,46 @@ class ExchangeFlow:
         self.reach = Reachability()
         self._finishing: set[asyncio.Task[None]] = set()
 
-    def open(
-        self, adapter: ProtocolAdapter, path: str, query: str, headers: dict[str, str], body: bytes
-    ) -> Exchange:
-        """Raises ``ProtocolError`` (answer 400) for a body that is not a JSON object or is
-        nested past ``max_json_depth``."""
-        return build_exchange(adapter, path, query, headers, body, self.settings, self.sessions)
+    async def admit(
+        self,
+        transport: Transport,
+        adapter: ProtocolAdapter,
+        path: str,
+        query: str,
+        headers: dict[str, str],
+        body: bytes,
+    ) -> Exchange | None:
+        """The request as an ``Exchange``; None once the client was answered 400 for a body
+        that is not a JSON object or is nested past ``max_json_depth``."""
+        try:
+            return build_exchange(adapter, path, query, headers, body, self.settings, self.sessions)
+        except ProtocolError as exc:
+            await transport.error(400, f"ember: {exc}")
+            return None
 
-    async def prepare(self, ex: Exchange, *, edit: bool = True) -> None:
+    async def prepare(
+        self, ex: Exchange, transport: Transport, *, edit: bool = True
+    ) -> Turn | None:
         """Mark the session busy, then run the request stages (``edit=False``: a message with
-        nothing for them to edit, e.g. a ``response.append``). Every ``prepare`` must be
-        followed by exactly one ``finish``."""
-        self.sessions.begin(ex.session_id)
-        if edit:
-            await self.pipeline.run_request(ex)
+        nothing for them to edit, e.g. a ``response.append``). None when a stage refused the
+        request: the client has the refusal (its status, in the protocol's shape, and not to be
+        retried) and the turn is finished, accounted like any answer with the provider never
+        asked. Otherwise the turn, to finish once the client has the answer."""
+        turn = Turn(self, ex)
+        try:
+            if edit:
+                await self.pipeline.run_request(ex)
+            refusal = ex.refusal
+            if refusal is None:
+                return turn
+            body = await transport.error(
+                refusal.status, refusal.message, retry=False, retry_after=refusal.retry_after
+            )
+        except BaseException:
+            turn.abandon()
+            raise
+        turn.finish(answered_refusal(refusal, body, transport.framing))
+        return None
 
     def announcing(self, ex: Exchange, send: Send) -> Send:
         """``send`` that tells the stages the answer is complete (``Pipeline.answered``) just
@@ -76,23 +113,20 @@ class ExchangeFlow:
 
         return last_told
 
-    def finish(self, ex: Exchange, delivered: Delivered) -> None:
+    def _finish(self, ex: Exchange, delivered: Delivered) -> None:
         """The client has its answer (or the exchange failed): the session is idle, and the
         response stages run in the background (told first of the answer's end, when no
         ``announcing`` send did)."""
         self.pipeline.answered(ex)
         self.sessions.end(ex.session_id)
-        family = ex.adapter.name.split("_")[0]  # anthropic, openai (both APIs), gemini
-        url = self.settings.provider_url(ex.adapter.name, ex.path)
-        self.reach.record(family, url, delivered.kind, delivered.error)
+        url = ex.adapter.upstream_url(self.settings, ex.path)
+        self.reach.record(ex.adapter.family, url, delivered.kind, delivered.error)
         latency = (time.perf_counter() - ex.started) * 1000
         task = asyncio.ensure_future(self._respond(ex, delivered, latency))
         self._finishing.add(task)
         task.add_done_callback(self._finishing.discard)
 
-    def abandon(self, ex: Exchange) -> None:
-        """The exchange broke off inside ember (a bug, or the proxy stopping): the session is
-        idle again; no response stage runs on a half-known outcome."""
+    def _abandon(self, ex: Exchange) -> None:
         self.sessions.end(ex.session_id)
 
     async def _respond(self, ex: Exchange, d: Delivered, latency_ms: float) -> None:
@@ -130,6 +164,59 @@ class ExchangeFlow:
         """``drain``, for at most ``timeout`` seconds (a stopping proxy)."""
         if self._finishing:
             await asyncio.wait(set(self._finishing), timeout=timeout)
+
+
+class Turn:
+    """One prepared exchange, from ``ExchangeFlow.prepare`` until exactly one ``finish`` or
+    ``abandon``. As a context manager (``with turn:``) it is abandoned when the block leaves
+    without having ended it."""
+
+    __slots__ = ("_ended", "ex", "flow")
+
+    def __init__(self, flow: ExchangeFlow, ex: Exchange) -> None:
+        self.flow = flow
+        self.ex = ex
+        self._ended = False
+        flow.sessions.begin(ex.session_id)
+
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
+    def announcing(self, send: Send) -> Send:
+        """``ExchangeFlow.announcing`` for this exchange."""
+        return self.flow.announcing(self.ex, send)
+
+    def finish(self, delivered: Delivered) -> None:
+        """The client has its answer, or the exchange failed: the session is idle, and the
+        response stages run on ``delivered`` in the background."""
+        self._end()
+        self.flow._finish(self.ex, delivered)
+
+    def abandon(self) -> None:
+        """The exchange broke off inside ember (a bug, or the proxy stopping): the session is
+        idle again; no response stage runs on a half-known outcome."""
+        self._end()
+        self.flow._abandon(self.ex)
+
+    def _end(self) -> None:
+        if self._ended:
+            raise RuntimeError(f"the exchange of session {self.ex.session_id} ended twice")
+        self._ended = True
+
+    def __enter__(self) -> Turn:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not self._ended:
+            if kind is None:
+                log.error("an exchange of session %s was left unfinished", self.ex.session_id)
+            self.abandon()
 
 
 def _assemble(adapter: ProtocolAdapter, d: Delivered) -> AssembledMessage | None:

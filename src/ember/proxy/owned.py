@@ -15,68 +15,27 @@ provider bills them.
 
 from __future__ import annotations
 
-import logging
 import time
-from dataclasses import dataclass
-from typing import Any
 
-import aiohttp
-
-from ember.exchange import HiddenRound, OwnedTools
+from ember.exchange import OwnedTools
 from ember.protocols.assemble import assemble
-from ember.protocols.base import AssembledMessage, ProtocolAdapter
+from ember.protocols.base import ProtocolAdapter
 from ember.protocols.jsonedit import JsonDoc
-from ember.protocols.tooling import TOOLING, ToolOutcome, parse_arguments
+from ember.protocols.tooling import TOOLING
 from ember.proxy.delivery import Delivered
-from ember.proxy.relay import (
-    STREAM_ERRORS,
-    Receive,
-    Send,
-    answer_cut,
-    open_upstream,
-    watched,
+from ember.proxy.owned_rounds import (
+    MAX_ROUNDS,
+    Buffered,
+    add_hidden_usage,
+    read_whole,
+    replay_whole,
+    run_calls,
 )
-from ember.proxy.upstream import Upstream, response_headers
+from ember.proxy.owned_stream import relay_spliced
+from ember.proxy.relay import STREAM_ERRORS, Receive, Send, answer_cut, open_upstream, watched
+from ember.proxy.upstream import Upstream
 
-log = logging.getLogger(__name__)
-
-MAX_ROUNDS = 4
-
-
-@dataclass
-class _Buffered:
-    status: int
-    headers: list[tuple[bytes, bytes]]
-    chunks: list[bytes]
-    streamed: bool
-
-
-async def read_whole(resp: aiohttp.ClientResponse) -> _Buffered:
-    streamed = resp.headers.get("content-type", "").startswith("text/event-stream")
-    chunks = [c async for c in resp.content.iter_any()] if streamed else [await resp.read()]
-    return _Buffered(resp.status, response_headers(resp.headers.items()), chunks, streamed)
-
-
-async def replay_whole(send: Send, buf: _Buffered) -> None:
-    headers = list(buf.headers)
-    if not buf.streamed:
-        headers.append((b"content-length", str(sum(map(len, buf.chunks))).encode()))
-    await send({"type": "http.response.start", "status": buf.status, "headers": headers})
-    for chunk in buf.chunks:
-        await send({"type": "http.response.body", "body": chunk, "more_body": True})
-    await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-async def run_calls(tools: OwnedTools, calls: list[Any]) -> list[ToolOutcome]:
-    outcomes = []
-    for call in calls:
-        try:
-            content, is_error = await tools.call(call.name, parse_arguments(call.input))
-        except Exception as exc:  # a tool must not break the user's request
-            log.exception("owned tool %s failed", call.name)
-            content, is_error = f"tool failed: {exc}", True
-        outcomes.append(ToolOutcome(call, content, is_error))
-    return outcomes
+__all__ = ["MAX_ROUNDS", "relay_owned"]
 
 
 async def relay_owned(
@@ -93,8 +52,6 @@ async def relay_owned(
     """A streamed request streams (``ember.proxy.owned_stream``: owned calls held back,
     their continuation spliced in); a JSON one is read whole, as it is sent whole anyway."""
     if adapter.is_stream(doc.value):
-        from ember.proxy.owned_stream import relay_spliced
-
         return await relay_spliced(
             upstream, receive, send, adapter=adapter, url=url, headers=headers, doc=doc, tools=tools
         )
@@ -136,11 +93,7 @@ async def relay_owned(
     return await watched(receive, send, work)
 
 
-def add_hidden_usage(result: Delivered, answer: AssembledMessage) -> None:
-    result.hidden.append(HiddenRound(answer.model, answer.usage))
-
-
-async def _finish(send: Send, buf: _Buffered, result: Delivered) -> None:
+async def _finish(send: Send, buf: Buffered, result: Delivered) -> None:
     result.status = buf.status
     result.streamed = buf.streamed
     result.chunks = buf.chunks

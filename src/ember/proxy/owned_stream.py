@@ -28,7 +28,13 @@ from ember.protocols.splice import Splice, splice_for
 from ember.protocols.sse import RawEvents
 from ember.protocols.tooling import TOOLING
 from ember.proxy.delivery import Delivered
-from ember.proxy.owned import MAX_ROUNDS, add_hidden_usage, read_whole, replay_whole, run_calls
+from ember.proxy.owned_rounds import (
+    MAX_ROUNDS,
+    add_hidden_usage,
+    read_whole,
+    replay_whole,
+    run_calls,
+)
 from ember.proxy.relay import STREAM_ERRORS, Receive, Send, open_upstream, watched
 from ember.proxy.upstream import Upstream, response_headers
 

@@ -16,8 +16,9 @@ Invariants:
   silent for ``upstream_read_timeout`` while a response is unfinished, closes the client's
   socket; unfinished responses are ``cut``.
 - A message ember cannot read (not a JSON object, nested past ``max_json_depth``) is answered
-  with an ``error`` event of status 400, one past ``max_body_mb`` with status 413, as the HTTP
-  path answers them, and goes no further.
+  with an ``error`` event of status 400, one past ``max_body_mb`` with status 413, by the same
+  code that answers them on HTTP (``proxy.transport``; ``SocketMessage`` is this framing), and
+  goes no further.
 - Codex sends only its first request of a thread with the whole history (later ones name a
   ``previous_response_id`` and carry new items only: no developer prompt, another first
   message). A request continuing a response of this socket is therefore of that response's
@@ -39,9 +40,9 @@ import aiohttp
 import orjson
 
 from ember.config import Settings
-from ember.errors import ProtocolError
+from ember.errors import RequestTooLarge
 from ember.exchange import Exchange, OutcomeKind
-from ember.protocols import OPENAI_RESPONSES
+from ember.protocols import ADAPTERS
 from ember.protocols.openai_responses import opens_with_system
 from ember.protocols.responses_ws import (
     ANSWERED,
@@ -55,9 +56,10 @@ from ember.protocols.responses_ws import (
     standalone_body,
 )
 from ember.proxy import limits
-from ember.proxy.delivery import Delivered, answered_refusal
-from ember.proxy.flow import ExchangeFlow
+from ember.proxy.delivery import Delivered, Framing
+from ember.proxy.flow import ExchangeFlow, Turn
 from ember.proxy.relay import Receive, Send
+from ember.proxy.transport import read_request
 
 if TYPE_CHECKING:
     from ember.project import ProjectRef
@@ -65,7 +67,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: The one path served over WebSocket, and its adapter.
 PATH = "/v1/responses"
+ADAPTER = ADAPTERS[PATH]
 #: Close codes a server may send on to its client (RFC 6455 7.4); others become 1011.
 _SENDABLE_CLOSE = frozenset({1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013})
 
@@ -79,11 +83,46 @@ _HISTORIES_KEPT = 8
 Ended = Literal["client", "provider", "ember"]
 
 
+class SocketMessage:
+    """One client message as a transport (``proxy.transport``): its bytes, within
+    ``max_body_mb``, and ember's own errors as ``error`` events on the socket."""
+
+    framing: Framing = "events"
+    where = f"a WebSocket message on {PATH}"
+
+    def __init__(self, text: str, send: Send, settings: Settings) -> None:
+        self.text = text
+        self.send = send
+        self.settings = settings
+
+    async def read(self) -> bytes:
+        raw = self.text.encode()
+        limit = limits.body_limit(self.settings)
+        if len(raw) > limit:
+            raise RequestTooLarge(limit)
+        return raw
+
+    async def error(
+        self,
+        status: int,
+        message: str,
+        *,
+        close: bool = False,
+        retry: bool = True,
+        retry_after: float | None = None,
+    ) -> bytes:
+        """An ``error`` event; the socket stays open (``close`` and the retry hints have no
+        place in an event)."""
+        event = error_event(status, message)
+        await self.send({"type": "websocket.send", "text": event})
+        return event.encode()
+
+
 @dataclass
 class _Flight:
     """One ``response.create`` sent upstream and not yet finished."""
 
-    ex: Exchange
+    turn: Turn
     lane: str | None
     sent: float = 0.0
     ttfb_ms: float | None = None
@@ -94,6 +133,10 @@ class _Flight:
     #: the request as one standalone body, the whole history in its ``input`` (None: the
     #: response it continues is not known here, so no such body can be built)
     whole: dict[str, Any] | None = None
+
+    @property
+    def ex(self) -> Exchange:
+        return self.turn.ex
 
 
 @dataclass(frozen=True)
@@ -175,34 +218,31 @@ class ResponsesSession:
             return self._fault("ember: internal error", "ember")
 
     async def _on_text(self, text: str) -> None:
-        raw = text.encode()
-        if len(raw) > limits.body_limit(self.settings):
-            log.warning("refused a WebSocket message over max_body_mb")
-            await self._to_client(
-                error_event(413, f"ember: {limits.too_large_message(self.settings)}")
-            )
+        message = SocketMessage(text, self.send, self.settings)
+        raw = await read_request(message, self.settings)
+        if raw is None:
             return
-        try:
-            ex = self._exchange(raw)
-        except ProtocolError as exc:
-            await self._to_client(error_event(400, f"ember: {exc}"))
+        ex = await self.flow.admit(message, ADAPTER, PATH, self.query, self.headers, raw)
+        if ex is None:
             return
+        self._on_socket(ex)
         kind = message_type(ex.doc.value)
         if kind not in ANSWERED:
             await self.upstream.send_str(text)  # response.processed, response.steer...: as sent
             return
         inherited = self._continue_thread(ex, kind)
         # an append has no instructions or tools for the stages to edit
-        await self.flow.prepare(ex, edit=kind == CREATE)
-        if ex.refusal is not None:
-            event = error_event(ex.refusal.status, ex.refusal.message)
-            await self._to_client(event)
-            self.flow.finish(ex, answered_refusal(ex.refusal, event.encode(), "events"))
+        turn = await self.flow.prepare(ex, message, edit=kind == CREATE)
+        if turn is None:
             return
-        flight = _Flight(ex, lane(ex.doc.value))
-        flight.has_system = inherited or opens_with_system(ex.doc.value)
-        flight.whole = self._whole(ex.doc.value, kind)
-        self._lanes.setdefault(flight.lane, deque()).append(flight)
+        try:  # from here the session's end finishes the flight
+            flight = _Flight(turn, lane(ex.doc.value))
+            flight.has_system = inherited or opens_with_system(ex.doc.value)
+            flight.whole = self._whole(ex.doc.value, kind)
+            self._lanes.setdefault(flight.lane, deque()).append(flight)
+        except BaseException:
+            turn.abandon()
+            raise
         flight.sent = self._last_activity = time.monotonic()
         await self.upstream.send_str(ex.doc.to_bytes().decode() if ex.doc.edited else text)
 
@@ -238,14 +278,14 @@ class ResponsesSession:
         while len(self._histories) > _HISTORIES_KEPT:
             self._histories.popitem(last=False)
 
-    def _exchange(self, raw: bytes) -> Exchange:
-        ex = self.flow.open(OPENAI_RESPONSES, PATH, self.query, self.headers, raw)
+    def _on_socket(self, ex: Exchange) -> None:
+        """The exchange came on this socket: it takes the socket's project when it names
+        none, and gives the socket its own."""
         ex.over_socket = True
         if ex.project is not None:
             self._project = ex.project
         elif self._project is not None:
             ex.project = self._project
-        return ex
 
     # -- provider -> client -----------------------------------------------------------------
 
@@ -346,4 +386,4 @@ class ResponsesSession:
             sent_value=flight.whole,
             framing="events",
         )
-        self.flow.finish(flight.ex, delivered)
+        flight.turn.finish(delivered)
