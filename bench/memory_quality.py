@@ -48,7 +48,6 @@ import numpy.typing as npt
 
 from ember.memory import HierarchicalMemory, NewMemory
 from ember.memory.models import TURN
-from ember.memory.retrieval.calibrate import MAX_DROPPED, choose_floor, shares
 from ember.memory.retrieval.rank import Ranking
 from ember.models import get_embedder
 from ember.models.base import Embedder
@@ -56,6 +55,7 @@ from ember.models.compiled import Weights
 
 sys.path.insert(0, str(Path(__file__).parent))
 from memory_sets import CHITCHAT_SETS, HELD_OUT, EvalSet, all_sets
+from support.calibrate import MAX_DROPPED, choose_floor, shares
 from turn_context import Variant, contexts, joined, parse
 
 K = 10
@@ -392,7 +392,7 @@ def embedders(e5: bool, weights: Sequence[str] = ()) -> list[CachedEmbedder]:
         )
         out.append(CachedEmbedder(inner))
     if e5:
-        from ember.models.e5 import E5Embedder
+        from support.e5 import E5Embedder
 
         out.append(CachedEmbedder(E5Embedder()))
     return out

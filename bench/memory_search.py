@@ -356,7 +356,7 @@ def main() -> None:
     args = ap.parse_args()
     embedder: Embedder = get_embedder()
     if args.e5:
-        from ember.models.e5 import E5Embedder
+        from support.e5 import E5Embedder
 
         embedder = E5Embedder()
     print(f"embedder {embedder.name} ({embedder.dim}-d)")

@@ -7,13 +7,13 @@ import random
 from pathlib import Path
 
 import pytest
+from bench.support.calibrate import MAX_DROPPED, choose_floor, shares
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ember.config import load_settings
 from ember.memory import HierarchicalMemory, InjectionBudget, Memory, MemoryHit
 from ember.memory.retrieval.budget import MIN_SCORE_FLOOR
-from ember.memory.retrieval.calibrate import MAX_DROPPED, choose_floor, shares
 from ember.memory.retrieval.rank import Candidate, Ranking, rank, relevance
 from ember.memory.settings import MemorySettings
 
