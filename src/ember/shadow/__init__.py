@@ -1,2 +1,2 @@
 """Shadow memory: facts extracted from the still-hot prompt cache by the context that just
-spoke (seed 000, adapted to a proxy: ``docs/architecture.md``)."""
+spoke, forked from the client's own last request (``docs/architecture.md``)."""

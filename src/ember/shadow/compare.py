@@ -1,5 +1,5 @@
 """The comparison of the shadow against the steward: each measure kept apart, each with how it
-was computed (pure; seed 000 §6). The semantic pairing is in ``pairing.py``.
+was computed (pure). The semantic pairing is in ``pairing.py``.
 
 Three coverage measures, never added up, because each can be wrong in its own way:
 - **exact**: the texts are equal once NFKC-normalised with whitespace and punctuation

@@ -1,4 +1,4 @@
-"""Where each session's shadow starts reading (seed 000 §7), initialised once, then its own.
+"""Where each session's shadow starts reading, initialised once, then its own.
 
 The rule: a conversation's history from before shadow memory first saw it is never read;
 everything said from then on is. "Seen" is the first request of the conversation (of each

@@ -1,5 +1,5 @@
 """Semantic coverage: a light model pairs steward facts with shadow proposals that say the same
-thing — reviewable pairs, not ground truth (seed 000 §6).
+thing — reviewable pairs, not ground truth.
 
 Guard rails, each against a way the measure could lie:
 - one call per group (a session's facts of both sides); a group with only one side makes no

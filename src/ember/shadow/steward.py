@@ -1,4 +1,4 @@
-"""The steward: the cold central extractor the shadow is measured against (seed 000's baseline).
+"""The steward: the cold central extractor the shadow is measured against (the baseline).
 
 It reads a session's backlog the old way — rendered cold pages (the user's words whole, the
 rest shortened) read from scratch by the *session's own model*, with no cached prefix. That is
