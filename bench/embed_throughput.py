@@ -230,7 +230,7 @@ SPACED: dict[str, Tuning] = {
     "int8, 1 thread": Tuning(threads=1),
     "float32, 2 threads": Tuning(weights="float32", threads=2),
     "float32, 1 thread": Tuning(weights="float32", threads=1),
-    # Not shipped: recall@10 drops on three test sets (docs/benchmarks.md).
+    # Not shipped: recall@10 drops on three test sets (docs/benchmarks-history.md).
     "int8 attention weights too, 1 thread": Tuning(fused_attention=False, threads=1),
 }
 

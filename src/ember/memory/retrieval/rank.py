@@ -71,7 +71,7 @@ DECAY_DAYS = 30.0
 RECENCY_WEIGHT = 0.25
 _DAY = 86400.0
 #: ``norm`` defaults, chosen on the dev splits of bench/memory_quality.py (generated,
-#: agent-logs and the real chats of chitchat; docs/benchmarks.md): the grid's best MRR among
+#: agent-logs and the real chats of chitchat; docs/benchmarks-history.md): the grid's best MRR among
 #: settings within one question of its best recall@10, both summed over the dev sets (questions
 #: found, each set's MRR). ``--tune`` prints the pick. With time-aware asks and replies on,
 #: 0.6 (196 found, MRR sum 1.865) beat 0.8 (197, 1.842), chosen before either and the chats.
@@ -82,22 +82,22 @@ LEXICAL_HALF = 8.0
 #: relevance. ``mix`` kept 0.25, and the option stays for comparison.
 CHOSEN_RECENCY_WEIGHT = 0.0
 #: How much an ask's time window weighs (``window_factor``); 0 switches time-aware asks off.
-#: Chosen on the dev splits (docs/benchmarks.md): 0.3, 0.5 and 0.7 each found one more
+#: Chosen on the dev splits (docs/benchmarks-history.md): 0.3, 0.5 and 0.7 each found one more
 #: chitchat question in the top 10 and changed nothing else; the smallest was kept.
 TIME_WEIGHT = 0.3
 #: Closeness outside a window decays over ``max(1 day, window length x TIME_SPREAD)``: a turn
 #: saying "last night" the morning after Halloween is still close to "on Halloween".
 TIME_SPREAD = 0.25
 #: The share of a turn's score its reply inherits (``inherit``; 0 switches it off). Chosen on
-#: the dev splits (docs/benchmarks.md): 0.7 found three more chitchat questions and changed
+#: the dev splits (docs/benchmarks-history.md): 0.7 found three more chitchat questions and changed
 #: nothing on the other sets; 0.8 and 0.9 cost agent-log and generated questions.
 REPLY_WEIGHT = 0.7
 #: How many turns after a top hit count as its replies. 2 found one more dev question on each
 #: chat store (3 and 4 no more), but lost one net on the 156 real-chat questions nothing was
-#: chosen on: noise either way, so the simpler 1 stays (docs/benchmarks.md).
+#: chosen on: noise either way, so the simpler 1 stays (docs/benchmarks-history.md).
 REPLY_DEPTH = 1
 #: A conversation turn with fewer content terms than this scores less (``substance``; 0
-#: switches it off). Chosen on the dev splits with the vector weight (docs/benchmarks.md):
+#: switches it off). Chosen on the dev splits with the vector weight (docs/benchmarks-history.md):
 #: 3-5 with a square root or linear scale all found 2-6 more questions than none; 4 with the
 #: square root had the best MRR among those within one question of the most found.
 SHORT_TURN_TERMS = 4
