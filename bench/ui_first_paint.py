@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx2 as httpx
 
+from ember.compose import spec
 from ember.config import load_settings
 from ember.memory import HierarchicalMemory, NewMemory
 from ember.models import get_embedder
@@ -201,7 +202,7 @@ def main() -> None:
     settings = load_settings(env={"EMBER_HOME": str(home)})
     storage = storage_for(settings)
     busiest = _busiest(home)
-    dashboard = Dashboard(settings, storage)
+    dashboard = Dashboard(settings, storage, spec().views())
     if not args.cold:
         dashboard.warm()  # what `ember ui` does in a thread as it starts
     try:

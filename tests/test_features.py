@@ -14,17 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from ember.compose import spec
 from ember.config import load_settings
 from ember.errors import ConfigError, FeatureError
-from ember.features import (
-    BUILTIN,
-    ENTRY_POINT_GROUP,
-    Feature,
-    command_named,
-    registered,
-    registry,
-    resolve,
-)
+from ember.features import BUILTIN, ENTRY_POINT_GROUP, Feature, resolve
 from ember.server import BackgroundServer
 from ember.store.driver import connect
 from ember.store.schema import PROJECT, STATS
@@ -112,7 +105,7 @@ def ember(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_builtin_features_come_in_pipeline_order() -> None:
-    assert [f.name for f in registered()[: len(BUILTIN)]] == [
+    assert [f.name for f in spec().features[: len(BUILTIN)]] == [
         "budget",  # first: a refused request is never edited or searched for
         "shaping",
         "memory",
@@ -129,13 +122,13 @@ def test_a_command_declared_by_name_is_the_one_its_feature_builds() -> None:
     """``ember mcp`` is run from its reference alone (``Feature.command_refs``); the list,
     the help and ``ember features`` show the feature's built commands: the same command."""
     declared = 0
-    for feature in registered():
+    for feature in spec().features:
         built = {c.name: c for c in feature.commands()}
         for name in feature.command_refs:
-            assert command_named(name) is built[name], (feature.name, name)
+            assert spec().command_named(name) is built[name], (feature.name, name)
             declared += 1
-    assert declared and command_named("mcp") is not None
-    assert command_named("no-such-command") is None
+    assert declared and spec().command_named("mcp") is not None
+    assert spec().command_named("no-such-command") is None
 
 
 def test_the_schemas_are_the_kernels_then_each_features_in_order() -> None:
@@ -143,7 +136,7 @@ def test_the_schemas_are_the_kernels_then_each_features_in_order() -> None:
     from ember.store.schema.accounting import ACCOUNTING
 
     expected = list(ACCOUNTING)
-    for feature in registered():
+    for feature in spec().features:
         expected.extend(feature.project_migrations())
     assert list(PROJECT.migrations) == expected
     assert {"memories", "shadow_memory_runs", "traffic_sightings"} <= tables_created(
@@ -213,10 +206,10 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     site = tmp_path / "site"
     install_plugin(site)
     monkeypatch.syspath_prepend(str(site))
-    registry.cache_clear()
+    spec.cache_clear()
     yield site
     sys.modules.pop("ember_hello", None)
-    registry.cache_clear()
+    spec.cache_clear()
 
 
 def test_a_features_section_comes_from_the_file_and_the_environment(
@@ -281,10 +274,10 @@ def test_a_feature_named_like_a_setting_is_refused_when_settings_load(
     site = tmp_path / "site"
     install_plugin(site, name="port")
     monkeypatch.syspath_prepend(str(site))
-    registry.cache_clear()
+    spec.cache_clear()
     try:
         with pytest.raises(FeatureError, match="is named 'port', like a setting"):
             load_settings(env={}, home=tmp_path)
     finally:
         sys.modules.pop("ember_hello", None)
-        registry.cache_clear()
+        spec.cache_clear()

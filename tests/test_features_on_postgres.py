@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ember.compose import spec
 from ember.config import load_settings
 from ember.facts import MEMORIES
-from ember.features import Composition, not_on_postgres, registered
+from ember.features import Composition
 from ember.store.schema import PG_PROJECT, PG_STATS, PROJECT, STATS
 from ember.traffic import feature as traffic
 
@@ -17,11 +18,11 @@ PORTED = ("budget", "shaping", "memory", "shadow", "traffic", "learn")
 
 
 def test_the_ported_features_run_there_with_every_migration_in_both_forms() -> None:
-    assert not set(PORTED) & set(not_on_postgres())
+    assert not set(PORTED) & set(spec().not_on_postgres)
     for schema, pg in ((PROJECT, PG_PROJECT), (STATS, PG_STATS)):
         assert pg.unported() == []
         names = {m.name for m in pg.migrations}
-        ported = [f for f in registered() if f.postgres]
+        ported = [f for f in spec().features if f.postgres]
         for feature in ported:
             part = feature.project_migrations if schema is PROJECT else feature.stats_migrations
             assert {m.name for m in part()} <= names, feature.name
@@ -38,6 +39,6 @@ def test_traffic_learning_runs_on_postgresql_where_its_transcript_does(tmp_path:
     settings = load_settings(env={"EMBER_HOME": str(tmp_path)})
     comp = Composition(settings, _Storage())  # type: ignore[arg-type]
     comp.provide(MEMORIES, lambda project: None)
-    assert {"shadow", "traffic"} <= {f.name for f in registered() if f.postgres}
+    assert {"shadow", "traffic"} <= {f.name for f in spec().features if f.postgres}
     stages: Any = traffic.FEATURE.stages(comp)
     assert [s.name for s in stages] == ["traffic"]

@@ -274,3 +274,55 @@ def test_no_wire_format_name_is_compared_outside_the_adapters() -> None:
     )
     gone = sorted(set(NAMES_COMPARED_IN_MODULES) - set(found))
     assert not gone, f"{gone} compare no wire format name: remove them from the list"
+
+
+#: What a module may import from ``ember.features``: the types a feature registers with
+#: (``Feature`` and its parts) and reads as a listing (``Registered``). Reading the registry,
+#: or importing the module to reach it, is ``ember.compose``'s alone.
+FEATURE_TYPES = frozenset({"Feature", "Composition", "Registered", "later"})
+#: The registry's reader, and the module that defines it.
+REGISTRY_READERS = frozenset({"compose.py", "features.py"})
+
+
+def registry_reads(path: Path) -> list[str]:
+    """The imports of ``path`` that reach the registry: a name from ``ember.features`` other
+    than its types, or the module itself (``import ember.features``, ``from ember import
+    features``), wherever the import is (module level, a function, ``TYPE_CHECKING``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module == "ember.features":
+            found += [a.name for a in node.names if a.name not in FEATURE_TYPES]
+        elif isinstance(node, ast.ImportFrom) and node.module == "ember":
+            found += ["ember.features" for a in node.names if a.name == "features"]
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name == "ember.features"]
+    return found
+
+
+def test_the_registry_check_sees_each_way_of_reaching_it() -> None:
+    source = (
+        "from ember.features import Feature, registry\n"
+        "def f():\n    from ember import features\n    import ember.features\n"
+        "from ember.features import Composition, later\n"
+    )
+    with tempfile.TemporaryDirectory(dir=SRC) as folder:
+        probe = Path(folder) / "probe.py"
+        probe.write_text(source, encoding="utf-8")
+        assert sorted(registry_reads(probe)) == ["ember.features", "ember.features", "registry"]
+
+
+def test_only_compose_reads_the_feature_registry() -> None:
+    """``ember.compose`` builds one spec from the registry and hands the settings, the
+    schemas, the dashboard and the CLI what they need of it: a part that read the registry
+    itself would see features the others do not (a cache cleared, a plugin half-loaded) and
+    bring back the import cycle through the kernel that reading it from below made."""
+    found = {
+        path.relative_to(SRC).as_posix(): reads
+        for path in sorted(SRC.rglob("*.py"))
+        if path.relative_to(SRC).as_posix() not in REGISTRY_READERS
+        and (reads := registry_reads(path))
+    }
+    assert not found, (
+        f"modules reading the feature registry {found}: take what you need from "
+        "ember.compose.spec() (or as a parameter from who builds you)"
+    )

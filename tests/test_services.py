@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from ember import features
+from ember.compose import spec
 from ember.config import load_settings
 from ember.errors import FeatureError
 from ember.facts import MEMORIES
@@ -25,7 +26,7 @@ ANSWERS: ServiceKey[int] = ServiceKey("answers")
 
 def built(tmp_path: Path, **env: str) -> dict[str, Any]:
     settings = load_settings(env={"EMBER_HOME": str(tmp_path), **env})
-    return {s.name: s for s in features.stages(Composition(settings, Storage(tmp_path)))}
+    return {s.name: s for s in spec().stages(Composition(settings, Storage(tmp_path)))}
 
 
 def test_shadow_and_traffic_save_into_the_stores_the_memory_stage_reads(tmp_path: Path) -> None:
@@ -76,7 +77,7 @@ def test_the_order_check_says_who_provides_it_and_what_to_do() -> None:
 
 
 def test_ember_s_own_features_declare_memory_s_stores() -> None:
-    wiring = {f.name: (f.provides, f.needs) for f in features.registered()}
+    wiring = {f.name: (f.provides, f.needs) for f in spec().features}
     assert wiring["memory"] == ((MEMORIES,), ())
     assert wiring["shadow"] == ((), (MEMORIES,)) and wiring["traffic"] == ((), (MEMORIES,))
 
@@ -95,12 +96,12 @@ def needy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     (tmp_path / "ember_needy.py").write_text(PLUGIN, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(features, "BUILTIN", (*features.BUILTIN, "ember_needy:FEATURE"))
-    features.registry.cache_clear()
+    spec.cache_clear()
     yield
     sys.modules.pop("ember_needy", None)
-    features.registry.cache_clear()
+    spec.cache_clear()
 
 
 def test_a_feature_needing_what_nobody_provides_is_refused_at_start_up(needy: None) -> None:
     with pytest.raises(FeatureError, match="feature 'hello' needs 'greetings'"):
-        features.registry()
+        spec()

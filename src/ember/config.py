@@ -276,17 +276,25 @@ class Settings(BaseModel):
         name = feature if isinstance(feature, str) else _owner(feature)
         found = self._sections.get(name)
         if found is None:
-            section = feature_sections.models().get(name)
+            section = _sections().get(name)
             if section is None:
                 raise KeyError(f"feature {name!r} declares no settings")
             found = self._sections[name] = section.model()
         return found
 
 
+def _sections() -> feature_sections.Models:
+    """The registered features' sections, as ``ember.compose`` read them (checked against the
+    kernel's settings: no key has two owners)."""
+    from ember.compose import spec
+
+    return spec().sections
+
+
 @cache
 def _owner(model: type[BaseModel]) -> str:
     """The name of the feature whose settings are ``model``."""
-    for name, section in feature_sections.models().items():
+    for name, section in _sections().items():
         if section.model is model:
             return name
     raise KeyError(f"no registered feature declares {model.__name__} as its settings")
@@ -372,7 +380,7 @@ def load_settings(
     ``overrides`` are command-line values; ``None`` means "flag not given".
     """
     env = os.environ if env is None else env
-    sections = feature_sections.models(_FIELDS)
+    sections = _sections()
     env_values, env_sections, env_origin = _from_env(env, sections)
     flat = feature_sections.flat_fields(sections)
     given = {k: v for k, v in overrides.items() if v is not None}

@@ -1,8 +1,9 @@
 """A feature is one unit: its stages, its tables and its commands, registered together.
 
 The app, the database schemas and the CLI iterate over the registered features instead of
-naming them: adding a feature touches its own folder and one line here (or, for a feature
-shipped by another package, one entry point), never the proxy, the store or the CLI.
+naming them (``ember.compose`` reads the registry and hands each what it needs): adding a
+feature touches its own folder and one line here (or, for a feature shipped by another
+package, one entry point), never the proxy, the store or the CLI.
 
 Registration is by reference (``"package.module:ATTRIBUTE"``), resolved on first use: the kernel
 imports no feature, and a feature's module imports nothing heavy at the top (its stages and
@@ -25,7 +26,6 @@ import importlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: The public part (README, Adding a feature); the rest is internal.
-__all__ = ["ENTRY_POINT_GROUP", "Composition", "Feature", "Registered", "registered", "registry"]
+__all__ = ["ENTRY_POINT_GROUP", "Composition", "Feature", "Registered", "later", "registry"]
 
 ENTRY_POINT_GROUP = "ember.features"
 
@@ -206,9 +206,11 @@ def _installed() -> list[tuple[str, str]]:
     return sorted(found)
 
 
-@cache
 def registry() -> tuple[Registered, ...]:
-    """Every feature with its source, builtins first, then installed ones by reference."""
+    """Every feature with its source, builtins first, then installed ones by reference;
+    ``FeatureError`` for one that cannot be loaded, takes a name already taken, declares flat
+    settings, or needs a service no feature before it provides. Read by ``ember.compose``
+    alone, which hands every part what it needs of it (``ember.compose.spec``)."""
     out = [Registered(resolve(r), r, "builtin") for r in BUILTIN]
     taken = {r.feature.name for r in out}
     for reference, dist in _installed():
@@ -229,60 +231,3 @@ def registry() -> tuple[Registered, ...]:
     if problems:
         raise FeatureError("; ".join(problems))
     return tuple(out)
-
-
-def registered() -> tuple[Feature, ...]:
-    """Every feature, builtins first, then installed ones (entry points)."""
-    return tuple(r.feature for r in registry())
-
-
-def migrations(database: str, *, postgres: bool = False) -> tuple[Migration, ...]:
-    """The features' migrations of ``database`` (``project`` or ``stats``), in order; with
-    ``postgres``, only those of the features that run on PostgreSQL (``Feature.postgres``)."""
-    out: list[Migration] = []
-    for feature in registered():
-        if postgres and not feature.postgres:
-            continue
-        part = feature.project_migrations if database == "project" else feature.stats_migrations
-        out.extend(part())
-    return tuple(out)
-
-
-def stages(comp: Composition) -> list[Stage]:
-    """Every registered feature's stages for ``comp.settings``, in order; on a PostgreSQL
-    store, only those of the features that run there (``not_on_postgres`` names the rest)."""
-    skip = comp.storage.postgres
-    out: list[Stage] = []
-    for feature in registered():
-        if skip and not feature.postgres:
-            continue
-        comp.building = feature.name
-        out.extend(feature.stages(comp))
-    return out
-
-
-def not_on_postgres() -> list[str]:
-    """The features that do not run on a PostgreSQL store yet (``Feature.postgres``)."""
-    return [f.name for f in registered() if not f.postgres]
-
-
-def banners(settings: Settings) -> list[str]:
-    """What the registered features say when the proxy starts, in order."""
-    return [line for feature in registered() if (line := feature.banner(settings))]
-
-
-def commands() -> list[click.Command]:
-    """Every registered feature's CLI commands."""
-    return [command for feature in registered() for command in feature.commands()]
-
-
-def command_named(name: str) -> click.Command | None:
-    """The feature command ``name`` when a feature declares it by reference
-    (``Feature.command_refs``), imported alone; None otherwise (build ``commands()``)."""
-    for feature in registered():
-        reference = feature.command_refs.get(name)
-        if reference is not None:
-            module_name, _, attribute = reference.partition(":")
-            command: click.Command = getattr(importlib.import_module(module_name), attribute)
-            return command
-    return None

@@ -19,14 +19,16 @@ its defaults when nothing was set.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
 from ember.errors import ConfigError, FeatureError
-from ember.features import registry
+
+if TYPE_CHECKING:
+    from ember.features import Registered
 
 
 @dataclass(frozen=True)
@@ -46,14 +48,14 @@ class Section:
 Models = Mapping[str, Section]
 
 
-def models(core: Collection[str] = ()) -> dict[str, Section]:
-    """The sections of the registered features that declare settings. ``FeatureError`` when a
-    top-level key would have two owners (``core``: the kernel's settings): a flat field another
-    feature or the kernel has too, or an installed feature named like a setting (its
-    ``[name]`` table would be that setting)."""
+def models(features: Iterable[Registered], core: Collection[str] = ()) -> dict[str, Section]:
+    """The sections of ``features`` that declare settings (``ember.compose`` hands the
+    registered ones). ``FeatureError`` when a top-level key would have two owners (``core``:
+    the kernel's settings): a flat field another feature or the kernel has too, or an installed
+    feature named like a setting (its ``[name]`` table would be that setting)."""
     owner = dict.fromkeys(core, "the kernel")
     out: dict[str, Section] = {}
-    for found in registry():
+    for found in features:
         f = found.feature
         if f.settings is None:
             continue

@@ -264,6 +264,7 @@ def test_a_remote_peer_is_refused_even_naming_a_loopback_host(tmp_path: Path) ->
     """A proxy bound to all interfaces keeps its dashboard to this machine."""
     import asyncio
 
+    from ember.compose import spec
     from ember.config import load_settings
     from ember.store.registry import Storage
     from ember.ui.app import Dashboard
@@ -287,7 +288,7 @@ def test_a_remote_peer_is_refused_even_naming_a_loopback_host(tmp_path: Path) ->
         return int(sent[0]["status"])
 
     settings = load_settings(env={"EMBER_HOME": str(tmp_path / "home")})
-    dash = Dashboard(settings, Storage(settings.home, vec=False))
+    dash = Dashboard(settings, Storage(settings.home, vec=False), spec().views())
     assert asyncio.run(call(("192.168.1.20", 50000))) == 403
     assert asyncio.run(call(("127.0.0.1", 50000))) == 200
 

@@ -46,8 +46,9 @@ KERNEL: dict[str, str] = {
 class _Commands(click.Group):
     """The root group: a kernel command is imported when asked for by name, and so is a
     feature's that its feature declares by name (``Feature.command_refs``); the features'
-    other commands (``ember.features``: memory, output-savings, shadow, learn, toin, and any
-    installed feature's) are all loaded for any other name, or when the list is shown."""
+    other commands (``ember.compose.Spec.commands``: memory, output-savings, shadow, learn,
+    toin, and any installed feature's) are all loaded for any other name, or when the list is
+    shown."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -76,10 +77,10 @@ class _Commands(click.Group):
         if self._features_loaded:
             return
         self._features_loaded = True
-        from ember.features import commands as feature_commands
+        from ember.compose import spec
 
         try:
-            found = feature_commands()
+            found = spec().commands()
         except EmberError as exc:
             click.echo(f"ember: warning: {exc}", err=True)
             return
@@ -90,10 +91,10 @@ class _Commands(click.Group):
 def _feature_command(name: str) -> click.Command | None:
     """A feature's command declared by name (``Feature.command_refs``), alone; None when no
     feature declares it so, or a feature cannot be loaded (the full list says why)."""
-    from ember.features import command_named
+    from ember.compose import spec
 
     try:
-        return command_named(name)
+        return spec().command_named(name)
     except EmberError:
         return None
 

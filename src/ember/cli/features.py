@@ -8,7 +8,8 @@ import click
 
 from ember.cmdkit import render
 from ember.cmdkit.options import json_option
-from ember.features import Registered, registry
+from ember.compose import spec
+from ember.features import Registered
 
 
 def describe(entry: Registered) -> dict[str, Any]:
@@ -34,7 +35,7 @@ def features(as_json: bool) -> None:
 
     A feature that cannot be loaded is an error naming it and what to do.
     """
-    docs = [describe(entry) for entry in registry()]
+    docs = [describe(entry) for entry in spec().registered]
     if as_json:
         render.echo_json({"features": docs})
         return

@@ -81,8 +81,7 @@ def proxy(
         log_level=log_level,
     )
     from ember import logs
-    from ember.compose import build_app
-    from ember.features import banners
+    from ember.compose import build_app, spec
     from ember.launch.finisher import Finisher
     from ember.proxy.startup import review
     from ember.server import serve_forever
@@ -97,7 +96,7 @@ def proxy(
         f"openai -> {settings.openai_url}, gemini -> {settings.gemini_url})\n"
         f"  export ANTHROPIC_BASE_URL={url}\n  export OPENAI_BASE_URL={url}/v1\n"
         f"  export GOOGLE_GEMINI_BASE_URL={url}\n"
-        + "\n".join([*_storage_banner(settings), *banners(settings)]),
+        + "\n".join([*_storage_banner(settings), *spec().banners(settings)]),
         err=True,
     )
     for warning in warnings:
@@ -113,10 +112,10 @@ def _storage_banner(settings: Settings) -> list[str]:
     password, and the features that stay off there until they run on PostgreSQL."""
     if settings.store_url is None:
         return []
-    from ember.features import not_on_postgres
+    from ember.compose import spec
     from ember.store.pg.url import redacted
 
-    off = not_on_postgres()
+    off = spec().not_on_postgres
     line = f"storage: PostgreSQL {redacted(settings.store_url)}, one schema per project"
     if off:
         line += f"; off there until they support it: {', '.join(off)}"

@@ -35,6 +35,7 @@ def ui(host: str, port: int, config_file: Path | None) -> None:
     Loopback only; changing data needs the token of the page this process served.
     """
     from ember import logs
+    from ember.compose import spec
     from ember.config import load_settings
     from ember.hosts import is_loopback_name
     from ember.server import serve_forever
@@ -56,7 +57,7 @@ def ui(host: str, port: int, config_file: Path | None) -> None:
     click.echo(
         f"ember dashboard on http://{shown}:{port}{PREFIX}  (data: {settings.home})", err=True
     )
-    dashboard = Dashboard(settings, storage)
+    dashboard = Dashboard(settings, storage, spec().views())
     threading.Thread(target=dashboard.warm, name="ui-warm", daemon=True).start()
     try:
         serve_forever(dashboard, host, port, settings.log_level)

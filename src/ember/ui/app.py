@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, MutableMapping
+from collections.abc import AsyncIterator, Callable, Mapping, MutableMapping, Sequence
 from importlib import resources
 from typing import Any
 
@@ -25,7 +25,6 @@ from starlette.staticfiles import StaticFiles
 
 from ember.config import Settings
 from ember.errors import EmberError
-from ember.features import registered
 from ember.savings import OutputRates
 from ember.store.accounting import savings_rows
 from ember.store.registry import Storage
@@ -45,17 +44,23 @@ FEED_SECONDS = 60.0
 
 
 class Dashboard:
-    """The app and what it reads with. ``stopping``: true once the server is shutting down
-    (the live feed ends at once)."""
+    """The app and what it reads with. ``views``: the features' JSON routes by feature name
+    (``ember.compose.Spec.views``). ``stopping``: true once the server is shutting down (the
+    live feed ends at once)."""
 
-    def __init__(self, settings: Settings, storage: Storage) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        storage: Storage,
+        views: Mapping[str, Sequence[ViewRoute]],
+    ) -> None:
         self.settings = settings
         self.storage = storage
         self.token = guard.new_token()
         self.doors = guard.policy(settings)
         self.reader = HomeReader(settings.home, storage)
         self.context = ViewContext(settings, storage)
-        self.views = _feature_views()
+        self.views = views
         self.stopping: Callable[[], bool] = lambda: False
         static = resources.files("ember.ui") / "static"
         self.app = Starlette(
@@ -237,19 +242,6 @@ class Dashboard:
 
     def _stamps(self) -> dict[str, tuple[float, ...]]:
         return {p.name: self.reader.stamp(p) for p in self.reader.projects()}
-
-
-def _feature_views() -> dict[str, tuple[ViewRoute, ...]]:
-    out = {}
-    for feature in registered():
-        try:
-            routes = tuple(feature.views())
-        except Exception:  # a plugin's views failing must not take the dashboard down
-            log.exception("the views of feature %s could not be loaded", feature.name)
-            continue
-        if routes:
-            out[feature.name] = routes
-    return out
 
 
 def _query(request: Request, body: dict[str, Any] | None = None) -> Query:

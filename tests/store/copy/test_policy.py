@@ -7,14 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ember.features import registered
+from ember import compose
 from ember.store.copy import policy
 from ember.store.schema import PG_PROJECT, PG_STATS, PROJECT, STATS
 
 
 def _named() -> set[str]:
     named = set(policy.DERIVED) | set(policy.OWNED_ROWS)
-    for feature in registered():
+    for feature in compose.spec().features:
         named |= set(feature.derived())
     return named
 
@@ -34,7 +34,7 @@ def test_every_table_a_trigger_writes_is_named() -> None:
 
 
 def test_every_feature_with_derived_tables_rebuilds_them() -> None:
-    for feature in registered():
+    for feature in compose.spec().features:
         if feature.derived():
             assert feature.rebuild is not None, feature.name
 

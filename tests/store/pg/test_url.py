@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from ember.cli.proxy import _storage_banner
+from ember.compose import spec
 from ember.config import load_settings
 from ember.errors import ConfigError
-from ember.features import not_on_postgres
 from ember.store.pg.url import redacted
 from ember.store.registry import Storage
 
@@ -64,7 +64,7 @@ def test_a_good_url_is_kept_whole_and_shown_without_its_password() -> None:
     assert redacted(url) == "ember@db.internal:6543/team"
     [banner] = _storage_banner(settings)
     assert "ember@db.internal:6543/team" in banner and PASSWORD not in banner
-    off = not_on_postgres()
+    off = spec().not_on_postgres
     assert all(name in banner for name in off)  # the features that stay off there are named
     assert redacted("postgres://db/x") == "db:5432/x"
     assert redacted("postgresql:///ember?host=/run/pg") == "/run/pg:5432/ember"

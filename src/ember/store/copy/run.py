@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ember.features import registered
+from ember.compose import spec
 from ember.store.copy import catalog, policy, rehearsal
 from ember.store.copy.catalog import Table, ident
 from ember.store.copy.ends import (
@@ -123,7 +123,7 @@ class _Copier:
         """``schema``: the target's schema (PostgreSQL), else None."""
         self.src, self.src_dialect, self.src_schema = src, dialect, src_schema
         self.unit, self.progress, self.schema = unit, progress, schema
-        features = registered()
+        features = spec().features
         self.derived = dict(policy.DERIVED)
         for f in features:
             self.derived.update(f.derived())
