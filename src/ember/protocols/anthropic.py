@@ -248,7 +248,7 @@ class AnthropicAdapter(AdapterBase):
         kind = _ERROR_TYPES.get(status, "api_error")
         return dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
 
-    # -- output shaping (issue #3) ------------------------------------------------------------
+    # -- output shaping ----------------------------------------------------------------------
 
     def turn_parts(self, body: Any) -> tuple[PartKind, ...]:
         """The kinds of the blocks of the last message when it is a user turn, else ``()``

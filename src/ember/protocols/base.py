@@ -326,7 +326,7 @@ class ProtocolAdapter(Protocol):
 
     def error_body(self, status: int, message: str) -> bytes: ...
 
-    # -- output shaping (issue #3) ------------------------------------------------------------
+    # -- output shaping ----------------------------------------------------------------------
 
     def turn_parts(self, body: Any) -> tuple[PartKind, ...]: ...
 

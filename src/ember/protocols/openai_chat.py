@@ -298,7 +298,7 @@ class OpenAIChatAdapter(OpenAIAdapterBase):
     def assembler(self) -> ChatAssembler:
         return ChatAssembler()
 
-    # -- output shaping (issue #3) ------------------------------------------------------------
+    # -- output shaping ----------------------------------------------------------------------
 
     def turn_parts(self, body: Any) -> tuple[PartKind, ...]:
         """The trailing ``tool`` messages (an error by structured fields only: Chat has no
