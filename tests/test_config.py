@@ -113,7 +113,7 @@ def test_ember_own_features_settings_keep_their_names_and_live_with_the_feature(
 ) -> None:
     """``traffic_learning`` and ``toin`` are declared by their features (sections), yet are
     typed exactly as before: top-level keys, EMBER_<NAME>, flags; a misspelling still says
-    what was meant, and a table of the feature's name is not a way around that."""
+    what was meant, in a table of the feature's name too."""
     assert load_settings(env={}, home=tmp_path).section("learn").toin is True
     off = load_settings(env={"EMBER_TOIN": "false"}, home=tmp_path)
     assert off.section("learn").toin is False
@@ -125,8 +125,8 @@ def test_ember_own_features_settings_keep_their_names_and_live_with_the_feature(
     config.write_text("trafic_learning = false\n")
     with pytest.raises(ConfigError, match="Did you mean traffic_learning"):
         load_settings(config, env={})
-    config.write_text("[traffic]\ntraffic_learning = false\n")
-    with pytest.raises(ConfigError, match=r"config\.toml: traffic: unknown key"):
+    config.write_text("[traffic]\ntraffic_learning = false\n")  # in its table it is `learning`
+    with pytest.raises(ConfigError, match=r"config\.toml: traffic\.traffic_learning: unknown key"):
         load_settings(config, env={})
     with pytest.raises(ConfigError, match="EMBER_TOIN: Input should be a valid boolean"):
         load_settings(env={"EMBER_TOIN": "maybe"}, home=tmp_path / "other")

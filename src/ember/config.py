@@ -50,8 +50,8 @@ class PriceModel(BaseModel):
 
 
 class Settings(BaseModel):
-    """Every setting ember reads. Field ``name`` is ``name`` in the file and ``EMBER_NAME``
-    in the environment."""
+    """The kernel's settings (each feature's own are its section: ``section``). Field
+    ``name`` is ``name`` in the file and ``EMBER_NAME`` in the environment."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -171,20 +171,10 @@ class Settings(BaseModel):
     #: start, printed once on stderr. Never logged.
     mcp_token: str | None = Field(default=None, repr=False)
 
-    # -- stopping (shadow memory reads what is unread: issue #9) ----------------------------
-    #: A stopping proxy (``ember wrap``'s client exited, Ctrl-C, SIGTERM) gives unread sessions
-    #: this long to be read while the provider's cache is hot; a second Ctrl-C skips it. 0: off.
-    shadow_stop_seconds: float = Field(default=5.0, ge=0.0, le=60.0)
-    #: The proxy ``ember wrap`` started, once the last wrap using it exits, keeps serving
-    #: while it finishes reading its sessions for up to this long, then stops by itself: a
-    #: provider that takes longer than ``shadow_stop_seconds`` to answer no longer loses the
-    #: read (the wrap returns at once and says so). 0: stop at once, as a proxy stopped by a
-    #: signal does. 120: a slow provider's answer, a few times over.
-    shadow_finish_seconds: float = Field(default=120.0, ge=0.0, le=3600.0)
-
     # Each feature's own settings are a section of its own, declared with the feature
     # (``Feature.settings``; ``ember.sections``): ``traffic_learning`` (traffic/feature.py),
-    # ``toin`` (learn/feature.py), and any installed feature's ``[name]`` table.
+    # ``toin`` (learn/feature.py), ``shadow_stop_seconds`` (shadow/settings.py), and any
+    # installed feature's ``[name]`` table.
 
     # -- Responses over WebSocket (issue #8; rules and sources: ember/proxy/ws_support.py) -----
     #: auto: relay WebSocket upgrades on /v1/responses when the provider accepts them, and
@@ -259,6 +249,20 @@ class Settings(BaseModel):
     def projects_dir(self) -> Path:
         return self.home / "projects"
 
+    # -- how long a stopping proxy waits for shadow memory: shadow's settings, read here by the
+    # proxy and ``ember wrap``'s launcher, which name no feature ------------------------------
+    @property
+    def shadow_stop_seconds(self) -> float:
+        """Shadow's ``shadow_stop_seconds`` (``[shadow] stop_seconds``): how long a stopping
+        proxy lets its stages read what is unread while the provider's cache is hot."""
+        return float(self.section("shadow").shadow_stop_seconds)
+
+    @property
+    def shadow_finish_seconds(self) -> float:
+        """Shadow's ``shadow_finish_seconds`` (``[shadow] finish_seconds``): how long the
+        proxy ``ember wrap`` started keeps reading after the last wrap using it exits."""
+        return float(self.section("shadow").shadow_finish_seconds)
+
     #: the sections of features that declare settings (``ember.sections``), set by
     #: ``load_settings``; a section nothing set is the feature model's defaults
     _sections: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
@@ -323,8 +327,13 @@ def _from_env(env: Mapping[str, str], sections: feature_sections.Models) -> _Rea
         field = key[len(ENV_PREFIX) :].lower()
         if key in of_sections and field not in _FIELDS:
             name, part = of_sections[key]
+            canonical = sections[name].key(name, part)
+            if canonical in origin:
+                raise ConfigError(
+                    key, f"the same setting as {origin[canonical]}, also set; unset one of them"
+                )
             by_section.setdefault(name, {})[part] = raw
-            origin[sections[name].key(name, part)] = key
+            origin[canonical] = key
             continue
         if field not in _FIELDS or field in _ENV_ONLY_SKIP:
             raise ConfigError(
@@ -344,20 +353,16 @@ def _from_file(path: Path, sections: feature_sections.Models) -> _Read:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(path), f"not valid TOML: {exc}") from exc
     flat = feature_sections.flat_fields(sections)
-    tables = {name for name, section in sections.items() if not section.flat}
-    known = sorted(_FIELDS | tables | set(flat))
+    known = sorted(_FIELDS | set(sections) | set(flat))
     for key in data:
-        if key not in _FIELDS and key not in tables and key not in flat:
+        if key not in _FIELDS and key not in sections and key not in flat:
             raise ConfigError(
                 f"{path.name}: {key}",
                 "unknown key." + _suggest(key, known) + " Remove it or fix the spelling.",
             )
-    by_section = feature_sections.from_file(data, sections, path.name)
+    by_section, origin = feature_sections.from_file(data, sections, path.name)
     core = {k: v for k, v in data.items() if k in _FIELDS}
-    origin = {k: f"{path.name}: {k}" for k in core}
-    for name, table in by_section.items():
-        section = sections[name]
-        origin.update({section.key(name, k): f"{path.name}: {section.key(name, k)}" for k in table})
+    origin.update({k: f"{path.name}: {k}" for k in core})
     return core, by_section, origin
 
 

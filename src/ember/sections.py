@@ -4,11 +4,20 @@ A feature that declares ``Feature.settings`` (a pydantic model) gets it from the
 with the same precedence and the same errors as every other setting:
 
 - in the TOML file, a table named after the feature: ``[hello]`` then ``greeting = "hi"``;
-- in the environment, ``EMBER_<FEATURE>_<FIELD>``: ``EMBER_HELLO_GREETING=hi``.
+- in the environment, ``EMBER_<FEATURE>__<FIELD>`` (``EMBER_HELLO__GREETING=hi``), or
+  ``EMBER_<FEATURE>_<FIELD>`` (``EMBER_HELLO_GREETING=hi``).
 
 ember's own features keep the names users already type (README's Configuration table): their
-sections are *flat* (``Feature.flat_settings``), each field a top-level key of the file and
-``EMBER_<FIELD>`` (``traffic_learning``, ``EMBER_TRAFFIC_LEARNING``), owned by one feature.
+sections are *flat* (``Feature.flat_settings``), each field also a top-level key of the file and
+``EMBER_<FIELD>`` (``traffic_learning``, ``EMBER_TRAFFIC_LEARNING``), owned by one feature. Their
+grouped name, in the table and in ``EMBER_<FEATURE>__<NAME>``, is the field's without the
+feature's name and ``_`` in front (``memory_mode`` is ``[memory] mode``,
+``EMBER_MEMORY__MODE``); a field that does not start with them keeps its name (``light_model``
+is ``[shadow] light_model``; the switch ``shadow`` is ``[shadow] shadow``).
+
+One setting written both ways in one place (the file, or the environment) stops start-up with
+a message naming both: which one was meant cannot be guessed. Between places the usual
+precedence holds whatever the form (``EMBER_MEMORY__MODE`` beats the file's ``memory_mode``).
 
 An unknown key in a section, or an ``EMBER_*`` variable that names nothing, stops start-up with
 a message naming where it was written and the closest known name; a bad value names the key
@@ -37,11 +46,27 @@ class Section:
 
     model: type[BaseModel]
     flat: bool = False
+    #: the feature's name (its table, and the head of its grouped variables)
+    name: str = ""
 
     def key(self, name: str, field: str) -> str:
         """How ``field`` is named where it was written (``origin``): ``traffic_learning``
         for a flat section, ``hello.greeting`` for a table."""
         return field if self.flat else f"{name}.{field}"
+
+    def grouped(self, field: str) -> str:
+        """``field``'s name in the feature's table and ``EMBER_<FEATURE>__<NAME>``: a flat
+        field without ``<feature>_`` in front (``memory_mode`` -> ``mode``), any other as
+        it is (``light_model``, ``shadow``, a table-only section's ``greeting``)."""
+        head = f"{self.name}_"
+        if self.flat and field.startswith(head) and len(field) > len(head):
+            return field[len(head) :]
+        return field
+
+    @property
+    def fields(self) -> dict[str, str]:
+        """``grouped name -> field`` of every field."""
+        return {self.grouped(field): field for field in self.model.model_fields}
 
 
 #: The sections, by feature name.
@@ -51,25 +76,34 @@ Models = Mapping[str, Section]
 def models(features: Iterable[Registered], core: Collection[str] = ()) -> dict[str, Section]:
     """The sections of ``features`` that declare settings (``ember.compose`` hands the
     registered ones). ``FeatureError`` when a top-level key would have two owners (``core``:
-    the kernel's settings): a flat field another feature or the kernel has too, or an installed
-    feature named like a setting (its ``[name]`` table would be that setting)."""
+    the kernel's settings): a flat field another feature or the kernel has too, or a feature
+    named like another's setting (its ``[name]`` table would be that setting); or when two
+    fields of one section would have the same grouped name."""
+    features = tuple(features)
     owner = dict.fromkeys(core, "the kernel")
     out: dict[str, Section] = {}
     for found in features:
         f = found.feature
         if f.settings is None:
             continue
+        section = Section(f.settings, f.flat_settings, f.name)
+        if len(section.fields) != len(f.settings.model_fields):
+            raise FeatureError(
+                f"two settings of {f.name!r} have one name in its [{f.name}] table; rename one"
+            )
         if f.flat_settings:
             for key in f.settings.model_fields:
                 if key in owner:
                     raise FeatureError(f"setting {key!r} of {f.name!r} is {owner[key]}'s too")
                 owner[key] = f.name
-        elif f.name in owner:
+        out[f.name] = section
+    for found in features:
+        f = found.feature
+        if f.name in out and owner.get(f.name, f.name) != f.name:
             raise FeatureError(
                 f"feature {found.reference!r} is named {f.name!r}, like a setting: its "
                 f"section [{f.name}] would be that setting; rename it"
             )
-        out[f.name] = Section(f.settings, f.flat_settings)
     return out
 
 
@@ -84,13 +118,15 @@ def flat_fields(sections: Models) -> dict[str, str]:
 
 
 def env_names(sections: Models, prefix: str) -> dict[str, tuple[str, str]]:
-    """``EMBER_HELLO_GREETING -> ("hello", "greeting")`` for every field of every section
-    (``EMBER_TRAFFIC_LEARNING -> ("traffic", "traffic_learning")`` for a flat one)."""
+    """``EMBER_HELLO__GREETING`` and ``EMBER_HELLO_GREETING -> ("hello", "greeting")`` for
+    every field of every section; for a flat one, ``EMBER_MEMORY__MODE`` and
+    ``EMBER_MEMORY_MODE -> ("memory", "memory_mode")``."""
     out: dict[str, tuple[str, str]] = {}
     for name, section in sections.items():
-        for field in section.model.model_fields:
+        for grouped, field in section.fields.items():
             head = "" if section.flat else f"{name.upper()}_"
             out[f"{prefix}{head}{field.upper()}"] = (name, field)
+            out[f"{prefix}{name.upper()}__{grouped.upper()}"] = (name, field)
     return out
 
 
@@ -99,31 +135,58 @@ def suggest(name: str, choices: list[str]) -> str:
     return f" Did you mean {close[0]}?" if close else ""
 
 
-def from_file(data: Mapping[str, Any], sections: Models, file: str) -> dict[str, dict[str, Any]]:
-    """Each section's values in the file (a flat one's top-level keys, else its table);
-    ``ConfigError`` for a key of a table that no field has."""
+def from_file(
+    data: Mapping[str, Any], sections: Models, file: str
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Each section's values in the file (a flat one's top-level keys, and its table), and
+    where each was written (``origin``: ``"memory_mode" -> "config.toml: memory.mode"``);
+    ``ConfigError`` for a key of a table that no field has, and for one setting written both
+    as a top-level key and in its table."""
     out: dict[str, dict[str, Any]] = {}
+    origin: dict[str, str] = {}
     for name, section in sections.items():
-        model = section.model
+        given: dict[str, Any] = {}
         if section.flat:
-            given = {k: v for k, v in data.items() if k in model.model_fields}
-            if given:
-                out[name] = given
-            continue
-        table = data.get(name)
-        if table is None:
-            continue
-        if not isinstance(table, dict):
-            raise ConfigError(f"{file}: {name}", f"must be a table ([{name}]), not a value")
-        for key in table:
-            if key not in model.model_fields:
-                known = sorted(model.model_fields)
+            for field in section.model.model_fields:
+                if field in data and not (field == name and isinstance(data[field], dict)):
+                    given[field] = data[field]
+                    origin[section.key(name, field)] = f"{file}: {field}"
+        for key, value in _table(data, name, section, file).items():
+            field = section.fields[key]
+            written = f"{file}: {name}.{key}"
+            if field in given:
                 raise ConfigError(
-                    f"{file}: {name}.{key}",
-                    "unknown key." + suggest(key, known) + " Remove it or fix the spelling.",
+                    written, f"the same setting as {field}, which this file sets too; keep one"
                 )
-        out[name] = dict(table)
-    return out
+            given[field] = value
+            origin[section.key(name, field)] = written
+        if given:
+            out[name] = given
+    return out, origin
+
+
+def _table(data: Mapping[str, Any], name: str, section: Section, file: str) -> dict[str, Any]:
+    """The ``[name]`` table of ``data`` (empty when absent); ``ConfigError`` for a value in
+    its place (a flat field named like its feature, ``compress = "on"``, is that field) or a
+    key no field has."""
+    table = data.get(name)
+    if table is None or (
+        section.flat and name in section.model.model_fields and not isinstance(table, dict)
+    ):
+        return {}
+    if not isinstance(table, dict):
+        raise ConfigError(f"{file}: {name}", f"must be a table ([{name}]), not a value")
+    for key in table:
+        if key not in section.fields:
+            if key in section.model.model_fields:  # [memory] memory_mode
+                hint = f" In [{name}] it is {section.grouped(key)} (or {key} at the top level)."
+            else:
+                hint = suggest(key, sorted(section.fields))
+            raise ConfigError(
+                f"{file}: {name}.{key}",
+                "unknown key." + hint + " Remove it or fix the spelling.",
+            )
+    return dict(table)
 
 
 def validated(
