@@ -227,7 +227,7 @@ def _announce(settings: Settings, console: Console) -> None:
         f"session 1, {CWD}, a short task in which the user states how releases are deployed.\n"
         f"  The agent exits and the proxy stops, as `ember wrap`'s does: first it reads what "
         f"the session said while the provider's cache is hot (at most "
-        f"{settings.shadow_stop_seconds:g} s)..."
+        f"{settings.section(ShadowSettings).shadow_stop_seconds:g} s)..."
     )
 
 

@@ -1,6 +1,8 @@
 """Shadow memory's settings: a flat section (``ember.sections``), so the keys keep the names
-README's Configuration table gives them (``shadow``, ``EMBER_SHADOW_IDLE_SECONDS``...).
-``shadow_stop_seconds`` is the kernel's: how long a stopping proxy lets its stages wind down."""
+README's Configuration table gives them (``shadow``, ``EMBER_SHADOW_IDLE_SECONDS``...), and are
+also written grouped (``[shadow] idle_seconds``, ``EMBER_SHADOW__IDLE_SECONDS``). The proxy and
+``ember wrap``'s launcher, which import no feature, read the two stopping times through
+``Settings.shadow_stop_seconds`` and ``Settings.shadow_finish_seconds``."""
 
 from __future__ import annotations
 
@@ -35,3 +37,12 @@ class ShadowSettings(BaseModel):
     #: A key for the light model when no session's credentials are in memory (after a
     #: restart). Read from the environment or the file, never written anywhere by ember.
     light_api_key: str | None = Field(default=None, repr=False)
+    #: A stopping proxy (``ember wrap``'s client exited, Ctrl-C, SIGTERM) gives unread sessions
+    #: this long to be read while the provider's cache is hot; a second Ctrl-C skips it. 0: off.
+    shadow_stop_seconds: float = Field(default=5.0, ge=0.0, le=60.0)
+    #: The proxy ``ember wrap`` started, once the last wrap using it exits, keeps serving
+    #: while it finishes reading its sessions for up to this long, then stops by itself: a
+    #: provider that takes longer than ``shadow_stop_seconds`` to answer no longer loses the
+    #: read (the wrap returns at once and says so). 0: stop at once, as a proxy stopped by a
+    #: signal does. 120: a slow provider's answer, a few times over.
+    shadow_finish_seconds: float = Field(default=120.0, ge=0.0, le=3600.0)
