@@ -164,3 +164,19 @@ def test_the_readmes_grouped_example_is_what_it_says(config: Path) -> None:
     flat = loaded(config, 'memory_mode = "tool"\nmemory_max_items = 4\ncompress_min_chars = 8000\n')
     for model in (MemorySettings, CompressSettings):
         assert grouped.section(model) == flat.section(model) != model()
+
+
+def test_the_mcp_token_is_memorys_and_is_never_echoed(config: Path) -> None:
+    """``mcp_token`` (read by ``ember mcp --http`` alone) moved to memory's section: the same
+    names, the same rule for a guessable token, and a bad one is never shown in the error."""
+    assert "mcp_token" not in Settings.model_fields
+    token = "t" * 24
+    assert loaded(config, "", EMBER_MCP_TOKEN=token).section(MemorySettings).mcp_token == token
+    grouped = loaded(config, f'[memory]\nmcp_token = "{token}"\n')
+    assert grouped.section(MemorySettings).mcp_token == token
+    assert token not in repr(grouped.section(MemorySettings))
+    for written in ({"EMBER_MCP_TOKEN": "short-secret"}, {"EMBER_MEMORY__MCP_TOKEN": "s3cr3t"}):
+        with pytest.raises(ConfigError, match="at least 16 characters") as err:
+            loaded(config, "", **written)
+        ((key, secret),) = written.items()
+        assert err.value.key == key and secret not in str(err.value)

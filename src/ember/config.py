@@ -40,6 +40,20 @@ M = TypeVar("M", bound=BaseModel)
 _META_ENV = {"EMBER_CONFIG", "EMBER_TEST_PG_URL", "EMBER_TEST_PG_REQUIRED"}
 
 
+def check_token(v: str | None) -> str | None:
+    """A token a client must send (``proxy_token``, memory's ``mcp_token``): ``ValueError``
+    saying how to make one when it is short enough to guess or holds a space."""
+    if v is None:
+        return None
+    if len(v) < MIN_TOKEN_CHARS or any(c.isspace() for c in v):
+        raise ValueError(
+            f"must be at least {MIN_TOKEN_CHARS} characters, without spaces (a short "
+            'token can be guessed); make one with: python -c "import secrets; '
+            'print(secrets.token_urlsafe(32))"'
+        )
+    return v
+
+
 class PriceModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     input: float = Field(ge=0)
@@ -167,9 +181,7 @@ class Settings(BaseModel):
     #: The token a client on another machine sends in ``x-ember-proxy-token``; a proxy bound
     #: beyond loopback refuses to start without one. Never forwarded, logged or shown.
     proxy_token: str | None = Field(default=None, repr=False)
-    #: The bearer token ``ember mcp --http`` asks of every client; unset: a new one at each
-    #: start, printed once on stderr. Never logged.
-    mcp_token: str | None = Field(default=None, repr=False)
+    #: ``ember mcp --http``'s token is memory's (``mcp_token``: ember/memory/settings.py).
 
     # Each feature's own settings are a section of its own, declared with the feature
     # (``Feature.settings``; ``ember.sections``): ``traffic_learning`` (traffic/feature.py),
@@ -211,18 +223,10 @@ class Settings(BaseModel):
             out.append(host_name(name))
         return tuple(out)
 
-    @field_validator("proxy_token", "mcp_token")
+    @field_validator("proxy_token")
     @classmethod
     def _token(cls, v: str | None) -> str | None:
-        if v is None:
-            return None
-        if len(v) < MIN_TOKEN_CHARS or any(c.isspace() for c in v):
-            raise ValueError(
-                f"must be at least {MIN_TOKEN_CHARS} characters, without spaces (a short "
-                'token can be guessed); make one with: python -c "import secrets; '
-                'print(secrets.token_urlsafe(32))"'
-            )
-        return v
+        return check_token(v)
 
     @field_validator("store_url")
     @classmethod
@@ -306,8 +310,9 @@ def _owner(model: type[BaseModel]) -> str:
 
 _FIELDS = set(Settings.model_fields)
 _ENV_ONLY_SKIP = {"prices"}  # tables live in the file only
-#: Values never echoed in an error: a store URL may hold a password; tokens are secrets.
-_SECRET = {"store_url", "proxy_token", "mcp_token"}
+#: Values never echoed in an error: a store URL may hold a password; tokens are secrets (a
+#: section's are its fields with ``repr=False``: ``ember.sections.validated``).
+_SECRET = {"store_url", "proxy_token"}
 
 
 _suggest = feature_sections.suggest

@@ -204,7 +204,14 @@ def validated(
             field = str(err["loc"][0]) if err["loc"] else ""
             key = section.key(name, field) if field else name
             problem = err["msg"]
-            if "input" in err and not isinstance(err["input"], dict):
+            secret = field in section.model.model_fields and not _shown(section, field)
+            if "input" in err and not isinstance(err["input"], dict) and not secret:
                 problem += f"; got {err['input']!r}"
             raise ConfigError(origin.get(key, key), problem) from exc
     return out
+
+
+def _shown(section: Section, field: str) -> bool:
+    """Whether ``field``'s value may be echoed in an error: not a secret's (a field with
+    ``repr=False``: a token, an API key), which would land in a terminal or a log."""
+    return section.model.model_fields[field].repr

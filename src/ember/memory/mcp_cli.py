@@ -110,15 +110,17 @@ def _serve(
     import anyio
 
     from ember.memory import mcp_server
+    from ember.memory.settings import MemorySettings
 
     try:
         if over_http:
             port = port or mcp_server.DEFAULT_HTTP_PORT
             shown = f"[{host}]" if ":" in host else host
             where = f"http://{shown}:{port}{mcp_server.HTTP_PATH}"
-            token = settings.mcp_token or secrets.token_urlsafe(32)
+            mine = settings.section(MemorySettings).mcp_token
+            token = mine or secrets.token_urlsafe(32)
             click.echo(f"ember mcp: serving {label} at {where}", err=True)
-            click.echo(http_client_lines(where, None if settings.mcp_token else token), err=True)
+            click.echo(http_client_lines(where, None if mine else token), err=True)
             names = settings.allowed_hosts
             anyio.run(mcp_server.serve_http, server, host, port, token, names)
         else:

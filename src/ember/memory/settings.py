@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ember.config import check_token
 
 
 class MemorySettings(BaseModel):
@@ -51,3 +53,11 @@ class MemorySettings(BaseModel):
     #: slot. A search takes milliseconds; this bounds a store that stopped answering (a
     #: PostgreSQL server that hangs never closes the connection, and the ask would wait).
     memory_search_wait: float = Field(default=2.0, gt=0, le=60)
+    #: The bearer token ``ember mcp --http`` asks of every client; unset: a new one at each
+    #: start, printed once on stderr. Never logged, never echoed in an error.
+    mcp_token: str | None = Field(default=None, repr=False)
+
+    @field_validator("mcp_token")
+    @classmethod
+    def _token(cls, v: str | None) -> str | None:
+        return check_token(v)
