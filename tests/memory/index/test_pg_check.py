@@ -22,6 +22,8 @@ def test_a_store_ember_wrote_agrees_and_each_cut_is_named(open_store: OpenStore)
     store.add("Releases deploy to eu-west-1 on tags")
     store.add("Tests run with pytest -q")
     store.delete(first.id)
+    old = store.add("The staging database is PostgreSQL 15")
+    store.supersede(old.id, "The staging database is PostgreSQL 16")  # history: unindexed
     db = store.database
     assert db.read(problems) == {}
     cuts = {
