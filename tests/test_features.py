@@ -223,6 +223,8 @@ def test_a_features_section_comes_from_the_file_and_the_environment(
     # the environment wins over the file, key by key, as for every setting
     both = load_settings(config, env={"EMBER_HELLO_GREETING": "hi"}).section("hello")
     assert (both.greeting, both.times) == ("hi", 2)
+    grouped = load_settings(config, env={"EMBER_HELLO__TIMES": "3"}).section("hello")
+    assert (grouped.greeting, grouped.times) == ("hey", 3)
 
 
 def test_a_features_bad_or_unknown_setting_says_where_and_what_was_meant(

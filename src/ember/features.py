@@ -133,11 +133,13 @@ class Feature:
     #: need from the features before it (``Composition.need``): checked when registered
     provides: tuple[ServiceKey[Any], ...] = ()
     needs: tuple[ServiceKey[Any], ...] = ()
-    #: its settings (a pydantic model): the file's ``[name]`` table and ``EMBER_NAME_FIELD``
-    #: variables, read as ``settings.section(Model)`` (``ember.sections``)
+    #: its settings (a pydantic model): the file's ``[name]`` table and ``EMBER_NAME__FIELD``
+    #: (or ``EMBER_NAME_FIELD``) variables, read as ``settings.section(Model)``
+    #: (``ember.sections``)
     settings: type[BaseModel] | None = None
-    #: its fields are top-level keys and ``EMBER_FIELD`` variables instead (ember's own
-    #: features: the names README's Configuration table gives users)
+    #: its fields are also top-level keys and ``EMBER_FIELD`` variables (ember's own features:
+    #: the names README's Configuration table gives users); in the table, a field loses the
+    #: feature's name in front (``memory_mode`` is ``[memory] mode``)
     flat_settings: bool = False
     #: what ``ember proxy`` says of the feature when it starts, or None: for what a user must
     #: learn where they look first (shadow memory calls the model with the client's key)
