@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Collection, Sequence
+from functools import cached_property
 from typing import Any, Literal
 
 Scope = dict[str, Any]
@@ -86,16 +87,9 @@ class Route:
 class Mount(Route):
     """``path`` and every path under it, any method unless ``methods`` says."""
 
-    def __init__(
-        self,
-        path: str,
-        endpoint: Endpoint,
-        *,
-        methods: Collection[str] | None = None,
-        doors: bool = True,
-    ) -> None:
-        super().__init__(path, endpoint, methods=methods, doors=doors)
-        self._under = path.rstrip("/") + "/"
+    @cached_property
+    def _under(self) -> str:
+        return self.path.rstrip("/") + "/"
 
     def matches_path(self, path: str) -> bool:
         return path == self.path or path.startswith(self._under)
