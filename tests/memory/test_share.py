@@ -8,8 +8,11 @@ import logging
 import pytest
 
 from ember.memory import HierarchicalMemory, NewMemory
+from ember.memory.errors import MemoryStoreError
 from ember.memory.share import CpuShare
+from ember.store import writerloop
 from tests.memory.conftest import HashEmbedder, OpenStore, RawSql
+from tests.store.test_database import Disk, fill_up, until
 
 FACT = "Staging deploys go out through the blue-green pipeline on Fridays"
 
@@ -152,3 +155,36 @@ def test_machine_idle_reads_the_share_of_idle_ticks_between_readings() -> None:
     none = MachineIdle(read=lambda: None, clock=t)
     t.now += 1.0
     assert none() == 1.0  # a platform that does not say: the whole share
+
+
+def test_a_catch_up_refused_by_a_store_gone_away_loses_nothing_and_counts_nothing(
+    open_store: OpenStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The facts keep waiting for their vectors; the refusal is not reported as a lost write
+    (a PostgreSQL outage's "back" line said "1 lost" for it while nothing was)."""
+    monkeypatch.setattr(writerloop, "connect", (disk := Disk()).connect)
+    monkeypatch.setattr(writerloop, "RETRY_AFTER_SECONDS", 0.3)
+    t = _Time()
+    share = CpuShare(0.1, cores=1, clock=t)
+    store = open_store(cpu_share=share)
+    _spent(share)
+    store.add_many([NewMemory(FACT)], background=True)
+    db = store.database
+    disk.fill(db)
+    fill_up(db)
+    dropped = db.health.dropped  # fill_up's own probe rows
+    t.now += 30.0  # the share has credit: the catch-up embeds, and its write is refused
+    with pytest.raises(MemoryStoreError):
+        store.catch_up()
+    assert store.deferred and db.health.dropped == dropped
+    assert "memory" not in dict(db.health.dropped_by)
+    disk.free()
+    assert until(lambda: _caught_up(store), 10)  # the next catch-up after the retry is due
+    assert _vectors(store) == 1 and not store.deferred
+
+
+def _caught_up(store: HierarchicalMemory) -> bool:
+    try:
+        return store.catch_up() == 1
+    except MemoryStoreError:
+        return False

@@ -172,12 +172,18 @@ class HierarchicalMemory:
         self._vectors.external_change()
 
     def _transact(
-        self, fn: Callable[[Connection, VectorIndex | None], T], *, embed: bool = True
+        self,
+        fn: Callable[[Connection, VectorIndex | None], T],
+        *,
+        embed: bool = True,
+        retried: bool = False,
     ) -> T:
         """One write transaction over rows, vectors, FTS and evidence, run on the owner's
         writer thread; ``fn`` gets the writer's connection and the vector index
         (``embed=False``: a removal that must not wait for the model to load). An index kept
-        outside SQLite applies its staged change only after the commit."""
+        outside SQLite applies its staged change only after the commit. ``retried``: a
+        refusal loses nothing (the caller does it again later), so it is not counted as a
+        dropped write."""
         if self._closed:
             raise MemoryStoreError(f"memory store {self.path} is closed")
         try:
@@ -189,6 +195,7 @@ class HierarchicalMemory:
                 on_commit=index.commit if index is not None else None,
                 on_rollback=index.rollback if index is not None else None,
                 label="memory",
+                retried=retried,
             )
         except store_errors() as exc:
             raise MemoryStoreError(f"memory write failed in {self.path}: {exc}") from exc

@@ -181,7 +181,9 @@ class IndexSlot:
                 )
                 rows.bump_generation(conn)
 
-            self._transact(fill, embed=False)
+            # refused (a store gone away), the facts still lack their vectors and the next
+            # catch-up embeds them: nothing is lost, so nothing is counted as dropped
+            self._transact(fill, embed=False, retried=True)
             done += len(seqs)
             if progress is not None:
                 progress(len(seqs))
