@@ -55,6 +55,7 @@ from ember.store.health import TRANSIENT, Health, State, classify
 from ember.store.hold import HoldLimit
 from ember.store.migrations import Schema
 from ember.store.readers import IDLE_READERS, Readers
+from ember.store.sql import Dialect
 from ember.store.writerloop import WAL_CHECK_BYTES, WriterLoop
 from ember.store.writestats import Tally, WriteStats
 
@@ -136,6 +137,12 @@ class Database(WriterLoop):
         """The file's standing with this owner's counts (held, written late, dropped)."""
         with self._state_lock:
             return self._tally.onto(self._health)
+
+    @property
+    def dialect(self) -> Dialect:
+        """Which SQL this database speaks (``sql.dialect`` of its connections): a feature
+        picks its SQLite or PostgreSQL part by asking, never by the owner's class."""
+        return "sqlite"
 
     @property
     def durable_hold(self) -> bool:

@@ -38,7 +38,7 @@ from ember.store.database import Database
 from ember.store.health import Health
 from ember.store.hold import HOLD_WRITES, HoldLimit
 from ember.store.migrations import Schema
-from ember.store.pg.url import conninfo, redacted, require_driver
+from ember.store.pg.url import conninfo, redacted, require_driver, where
 from ember.store.problems import (
     PROBLEMS_FILE,
     Reported,
@@ -63,6 +63,7 @@ __all__ = [
     "problems_path",
     "read_problems",
     "stats_db_path",
+    "stats_where",
     "storage_for",
 ]
 
@@ -72,6 +73,17 @@ log = logging.getLogger(__name__)
 def stats_db_path(home: Path) -> Path:
     """Accounting of requests whose project could not be resolved (token counts only)."""
     return home / "stats.db"
+
+
+def stats_where(home: Path, store_url: str | None) -> str:
+    """How the home's own database (``stats_db_path``) is named in messages: the file, or on
+    a PostgreSQL store (``store_url``) its home schema on the server, password left out. A
+    message naming stats.db sent the user looking for a file that a server store never makes."""
+    if store_url is None:
+        return str(stats_db_path(home))
+    from ember.store.pg.names import HOME_SCHEMA
+
+    return where(HOME_SCHEMA, store_url)
 
 
 class Storage:
@@ -145,6 +157,19 @@ class Storage:
     def postgres(self) -> bool:
         """Whether this storage keeps its data in PostgreSQL (``store_url``)."""
         return self.store_url is not None
+
+    def paths(self) -> list[Path]:
+        """The path of every database this storage holds for its home: the files under it
+        (stats.db, the global store, each project's), or on PostgreSQL each schema the
+        server holds under the path it maps back to (nothing is kept in the home there).
+        Creates nothing; raises the driver's error when the server cannot be reached."""
+        if self.store_url is None:
+            from ember.store.inspect import databases
+
+            return [path for path, _ in databases(self.home)]
+        from ember.store.pg.catalog import home_paths
+
+        return home_paths(self.store_url, self.home)
 
     def _new(self, path: Path, schema: Schema) -> Database:
         kw: dict[str, Any] = {} if self._idle is None else {"idle_seconds": self._idle}

@@ -50,7 +50,7 @@ from ember.store.hold import HoldLimit
 from ember.store.migrations import Schema
 from ember.store.pg import pool as pools
 from ember.store.pg.batch import CommitUnknown, run_batch, settle
-from ember.store.pg.connection import PgConnection
+from ember.store.pg.connection import Dialect, PgConnection
 from ember.store.pg.failures import classify
 from ember.store.pg.held import HeldWrites, JournalSource
 from ember.store.pg.migrate import migrate, quoted, require_ported, set_schema
@@ -118,6 +118,10 @@ class PgDatabase(HeldWrites):
     @property
     def where(self) -> str:
         return self._label
+
+    @property
+    def dialect(self) -> Dialect:
+        return "postgres"
 
     def _gap_policy(self, state: State) -> str:
         journal = self.journal
