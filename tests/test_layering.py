@@ -326,3 +326,71 @@ def test_only_compose_reads_the_feature_registry() -> None:
         f"modules reading the feature registry {found}: take what you need from "
         "ember.compose.spec() (or as a parameter from who builds you)"
     )
+
+
+#: Who may import the PostgreSQL backend (``ember.store.pg``), and why. Everyone else asks
+#: the store's interface, which answers for SQLite and PostgreSQL alike: ``ember.store.sql``
+#: (a connection's dialect, ``truncated``, ``one_writer``), ``Database.dialect``, ``Storage``
+#: (``paths``, ``holds``) and ``registry.stats_where``. A feature that reached into the
+#: backend broke with it, and pulled the server's code into processes that only open files.
+PG_IMPORTERS_IN_PACKAGES = {
+    "store": "the backends themselves, and the interface that answers for both",
+    "cli": "ember store init/copy, doctor and the proxy's banner set up or examine a server",
+    "cmdkit": "a one-shot command's own short-lived owner of a schema (pg_database)",
+}
+PG_IMPORTERS_IN_MODULES = {
+    "config.py": "a store_url is checked when the settings are read (check_store_url)",
+}
+
+
+def backend_imports(path: Path) -> list[str]:
+    """The imports of ``path`` that reach ``ember.store.pg`` (``from ember.store.pg.x import
+    y``, ``import ember.store.pg.x``, ``from ember.store import pg``), wherever they are."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module == "ember.store":
+            found += ["ember.store.pg" for a in node.names if a.name == "pg"]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found += [node.module] if node.module.startswith("ember.store.pg") else []
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("ember.store.pg")]
+    return [m for m in found if m == "ember.store.pg" or m.startswith("ember.store.pg.")]
+
+
+def test_the_backend_check_sees_each_way_of_reaching_it() -> None:
+    source = (
+        "from ember.store.pg.connection import dialect\n"
+        "def f():\n    from ember.store import pg\n    import ember.store.pg.serial\n"
+        "from ember.store.sql import one_writer\nfrom ember.store import registry\n"
+        "import ember.store.pgx\n"
+    )
+    with tempfile.TemporaryDirectory(dir=SRC) as folder:
+        probe = Path(folder) / "probe.py"
+        probe.write_text(source, encoding="utf-8")
+        assert sorted(backend_imports(probe)) == [
+            "ember.store.pg",
+            "ember.store.pg.connection",
+            "ember.store.pg.serial",
+        ]
+
+
+def test_features_and_the_dashboard_reach_storage_only_through_its_interface() -> None:
+    """No module outside the allowed ones imports the PostgreSQL backend: behaviour that
+    differs by backend is asked of the store (``ember.store.sql``, ``Database.dialect``,
+    ``Storage``), so a feature runs the same on files and on a server without knowing
+    either's code."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        relative = path.relative_to(SRC)
+        if relative.parts[0] in PG_IMPORTERS_IN_PACKAGES:
+            continue
+        if reached := backend_imports(path):
+            found[relative.as_posix()] = reached
+    assert {"memory", "shadow", "shaping", "learn", "traffic", "budget"} <= set(FEATURES)
+    new = {m: r for m, r in found.items() if m not in PG_IMPORTERS_IN_MODULES}
+    assert not new, (
+        f"modules importing the PostgreSQL backend {new}: ask ember.store.sql (dialect, "
+        "truncated, one_writer), Database.dialect or Storage instead"
+    )
+    gone = sorted(set(PG_IMPORTERS_IN_MODULES) - set(found))
+    assert not gone, f"{gone} import no store backend: remove them from the list"

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from ember.budget import policy
 from ember.budget.spend import HOURS, OTHERS
 from ember.store.driver import Connection
-from ember.store.pg.serial import one_writer
+from ember.store.sql import one_writer
 
 #: A reservation whose request already has its accounting row (correlated on ``r``).
 _ROW_WRITTEN = (

@@ -36,7 +36,7 @@ from ember.memory.index.pgvector import PgVectorIndex
 from ember.memory.index.sqlite_vec import SqliteVecIndex
 from ember.memory.store import rows
 from ember.store.driver import errors
-from ember.store.pg.connection import dialect
+from ember.store.sql import dialect
 
 #: Rows added per call of an index's ``add``.
 CHUNK = 1000

@@ -49,7 +49,6 @@ from ember.memory.vectors import EmbedderSlot, EmbedderSource, QueryVectors, cos
 from ember.memory.vindex import IndexSlot
 from ember.store.database import Database
 from ember.store.driver import Connection
-from ember.store.pg.database import PgDatabase
 from ember.store.schema import PROJECT
 
 log = logging.getLogger(__name__)
@@ -91,7 +90,7 @@ class HierarchicalMemory:
         except store_errors() as exc:
             self._close_db()
             raise MemoryStoreError(f"cannot open memory database {self.where}: {exc}") from exc
-        postgres = isinstance(self._db, PgDatabase)
+        postgres = self._db.dialect == "postgres"
         use_vec = False if postgres else self._check_vec(vector_index)
         self._fts = PgTextIndex() if postgres else FtsIndex()
         self._cache = LruCache(cache_size)

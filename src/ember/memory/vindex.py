@@ -1,7 +1,7 @@
 """Choosing, creating and filling the vector index of one store.
 
 The index exists once an embedder does (its dimension fixes the index). When it is created:
-- pgvector on a PostgreSQL store (``PgDatabase``); on SQLite, sqlite-vec if the database's
+- pgvector on a PostgreSQL store (``Database.dialect``); on SQLite, sqlite-vec if the database's
   connections loaded the extension, else the hnswlib fallback;
 - if the vectors on file came from another embedder (``memory_meta.embedder`` differs), they
   are dropped and the memories re-embedded: vectors of two models are not comparable, and
@@ -29,7 +29,6 @@ from ember.memory.store import rows
 from ember.memory.vectors import EmbedderSlot, embed
 from ember.store.database import Database
 from ember.store.driver import Connection
-from ember.store.pg.database import PgDatabase
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +104,7 @@ class IndexSlot:
     def _new_index(self, dim: int) -> VectorIndex:
         """The index, its searches of a small store answered from memory (``MatrixSearch``).
         The table of pgvector or sqlite-vec is created here, at the embedder's dimension."""
-        if isinstance(self._db, PgDatabase):
+        if self._db.dialect == "postgres":
             graph = PgVectorIndex(dim)
             self._db.write(graph.ensure, label="memory_vec")
             return MatrixSearch(graph, dim)

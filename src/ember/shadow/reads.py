@@ -20,7 +20,7 @@ from typing import Any
 from ember.shadow.compare import SIDES, FactRow, Inputs, RunRow, Side, Target, pointers_of
 from ember.shadow.runs import SHADOW_TABLES, STEWARD_TABLES, Tables
 from ember.store.driver import Connection
-from ember.store.pg.connection import dialect
+from ember.store.sql import dialect
 
 _RUN_COLUMNS = (
     "id, session_id, generation, {path} AS path, {trigger} AS trigger, model, status, reason, "

@@ -14,7 +14,7 @@ from typing import Any
 from ember.prices import PriceTable
 from ember.shadow.budget import NOTHING, WEIGHTS, WINDOW_SECONDS, Budget, Spend, Weights, fmt
 from ember.store.driver import Connection
-from ember.store.pg.connection import dialect, truncated
+from ember.store.sql import dialect, truncated
 
 #: The origins whose calls the shadow budget pays for (also named by the trigger that keeps
 #: ``spend_hours``: a change here needs a migration there).

@@ -52,7 +52,7 @@ from ember.shaping.settings import ShapingSettings
 from ember.shaping.signals import PreviousAnswer, detect_signal
 from ember.shaping.state import ShapingState, load_controller, save_controller
 from ember.store.database import Database
-from ember.store.registry import Storage
+from ember.store.registry import Storage, stats_where
 from ember.strata import assign_arm, stratum_key
 
 log = logging.getLogger(__name__)
@@ -76,17 +76,6 @@ class ShapingNote:
     block_edited: bool = False
     effort_changes: tuple[str, ...] = ()
     signal: Signal | None = None
-
-
-def _kept_in(settings: Settings) -> str | None:
-    """Where shaping's state is, for messages: the PostgreSQL store's ``ember_home`` schema
-    (the URL without its password) when ``store_url`` is set, else the home's stats.db."""
-    if settings.store_url is None:
-        return None
-    from ember.store.pg.names import HOME_SCHEMA
-    from ember.store.pg.url import where
-
-    return where(HOME_SCHEMA, settings.store_url)
 
 
 def _echo(answer: str, body: Any) -> float | None:
@@ -113,7 +102,9 @@ class ShapingStage(Stage):
         #: the home's stats.db holds shaping's state; until the app hands its storage over
         #: (``start``), what is read comes from the files of before (if any)
         self.storage = storage
-        self.state = ShapingState(settings.home, self._stats, kept_in=_kept_in(settings))
+        self.state = ShapingState(
+            settings.home, self._stats, kept_in=stats_where(settings.home, settings.store_url)
+        )
         self.recorder = recorder or SavingsRecorder(self.state)
         self.sessions = SessionBook(capacity=capacity)
         self.controller: ControllerState | None = None

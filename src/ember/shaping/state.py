@@ -38,7 +38,7 @@ from ember.shaping.controller import ControllerState
 from ember.store.database import Database
 from ember.store.driver import Connection
 from ember.store.migrations import Migration
-from ember.store.pg.serial import one_writer
+from ember.store.sql import one_writer
 
 __all__ = ["SHAPING", "ShapingState", "learned_level", "load_controller", "save_controller"]
 

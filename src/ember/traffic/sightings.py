@@ -27,7 +27,7 @@ import orjson
 
 from ember.facts import Evidence
 from ember.store.driver import Connection
-from ember.store.pg.serial import one_writer
+from ember.store.sql import one_writer
 from ember.traffic.learner import MAX_PENDING, MAX_SAVED, MIN_EVIDENCE, Sighting, max_age, sight
 from ember.traffic.patterns import Category, Observation
 

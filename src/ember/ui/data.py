@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ember.store.driver import Connection
-from ember.store.pg.connection import dialect, truncated
+from ember.store.sql import dialect, truncated
 
 DAY = 86_400
 #: What the page can split spend by (a project's own column, or the project itself).

@@ -56,8 +56,8 @@ class Project:
 def projects(home: Path, storage: Storage | None = None) -> list[Project]:
     """Every project of ``home`` that has a database (on ``storage``'s PostgreSQL when it
     keeps one), sorted by folder name."""
-    if storage is not None and storage.store_url is not None:
-        return _on_postgres(home, storage.store_url)
+    if storage is not None and storage.postgres:
+        return _on_postgres(home, storage)
     found = [
         Project(d.name, d / "ember.db", "project")
         for d in sorted((home / "projects").glob("*"))
@@ -70,11 +70,9 @@ def projects(home: Path, storage: Storage | None = None) -> list[Project]:
     return found
 
 
-def _on_postgres(home: Path, url: str) -> list[Project]:
-    from ember.store.pg.catalog import home_paths
-
+def _on_postgres(home: Path, storage: Storage) -> list[Project]:
     found, extra = [], []
-    for path in home_paths(url, home):
+    for path in storage.paths():
         if path == stats_db_path(home):
             extra.append(Project(UNRESOLVED, path, "unresolved"))
         elif path.parent.name == GLOBAL and path.parent.parent == home:

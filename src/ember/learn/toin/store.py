@@ -25,7 +25,7 @@ from ember.learn.toin.keys import PatternKey
 from ember.learn.toin.patterns import Pattern
 from ember.stats import RunningStats
 from ember.store.driver import Connection
-from ember.store.pg.serial import one_writer
+from ember.store.sql import one_writer
 
 MAX_PATTERNS = 10_000
 MAX_BYTES = 128 * 1024 * 1024

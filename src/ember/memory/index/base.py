@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ember.store.driver import Connection
-from ember.store.pg.connection import dialect
+from ember.store.sql import dialect
 
 Vectors = npt.NDArray[np.float32]
 

@@ -19,7 +19,7 @@ import orjson
 
 from ember.memory.models import Evidence, Memory, MemoryFilter
 from ember.store.driver import Connection, errors
-from ember.store.pg.connection import dialect
+from ember.store.sql import dialect
 
 _COLUMNS = (
     "id, content, content_hash, user_id, session_id, agent_id, turn_id, category, importance, "
