@@ -13,7 +13,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,7 @@ from ember.protocols import ANTHROPIC, BY_NAME
 from ember.protocols.base import ProtocolAdapter, Usage
 from ember.protocols.forking import ForkRefused, answer_refusal, fork_eligibility, fork_request
 from ember.protocols.plain import plain_path, plain_request
-from ember.shadow import cursors, evidence, question, runs, spend
+from ember.shadow import cursors, evidence, promote_later, question, runs, spend
 from ember.shadow.budget import EXPECTED_OUTPUT_TOKENS, Budget, Spend, weighted_tokens
 from ember.shadow.calls import CallCut, CallResult, account, call
 from ember.shadow.known import remembered
@@ -64,6 +64,7 @@ COLD_MAX_TOKENS = 2000
 #: Validated facts become memories: (project, session, [(proposal id, fact)]) -> the memory
 #: id of each proposal (the steward's hook has the same shape).
 Promote = Callable[[ProjectRef, str, Sequence[tuple[str, FactIn]]], Awaitable[Mapping[str, str]]]
+Later = Callable[[Coroutine[Any, Any, Any], str], object]
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,8 @@ class ShadowRunner:
         self.prefixes = prefixes
         self.prices = prices
         self.promote = promote
+        #: where work outliving a run goes (the service's task set); None: nowhere
+        self.later: Later | None = None
 
     def database(self, project: ProjectRef) -> Database:
         return self.storage.database(project.db_path(self.settings.home))
@@ -427,21 +430,32 @@ class ShadowRunner:
     async def _promote(
         self, db: Database, req: RunRequest, pairs: list[tuple[str, FactIn]]
     ) -> list[str]:
-        """The facts as memories; returns their ids."""
-        assert self.promote is not None
+        """The facts as memories; returns their ids. A store that went away since the run
+        was recorded gets them once it is back (``promote_later``)."""
         try:
-            linked = await self.promote(req.project, req.session_id, pairs)
-        except StorageUnavailable:  # the database said so itself, once
-            return []
-        except Exception:
-            log.exception("promoting the shadow's facts of session %s failed", req.session_id)
-            return []
+            return await self._promote_now(db, req, pairs)
+        except Exception as exc:
+            if not promote_later.store_down(exc):
+                log.exception("promoting the shadow's facts of session %s failed", req.session_id)
+                return []
+        if self.later is not None:
+            what = f"{len(pairs)} facts of session {req.session_id}"
+            again = promote_later.when_back(db, lambda: self._promote_now(db, req, pairs), what)
+            self.later(again, f"shadow-promote:{req.session_id}")
+        return []
+
+    async def _promote_now(
+        self, db: Database, req: RunRequest, pairs: list[tuple[str, FactIn]]
+    ) -> list[str]:
+        assert self.promote is not None
+        linked = await self.promote(req.project, req.session_id, pairs)
 
         def link(conn: Connection) -> None:
             for pid, mid in linked.items():
                 runs.link_memory(conn, pid, mid)
 
-        await db.awrite(link, label="shadow")
+        # refused, it is tried again (``promote_later``): not counted as a lost write then
+        await db.awrite(link, label="shadow", retried=self.later is not None)
         return list(linked.values())
 
     async def _check(

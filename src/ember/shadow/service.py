@@ -98,6 +98,7 @@ class ShadowService:
         after_run: AfterRun | None = None,
     ) -> None:
         self.runner = runner
+        runner.later = tasks.spawn  # a run's facts outlive its cancelling (promote_later)
         self.sessions = sessions
         self.tasks = tasks
         self.idle_seconds = idle_seconds

@@ -22,6 +22,8 @@ import pytest
 
 from ember.project import ProjectRef
 from ember.server import BackgroundServer
+from ember.shadow import promote_later
+from ember.shadow.runner import ShadowRunner
 from ember.store.journal import journal_dir
 from ember.store.pg import pool, watch
 from ember.store.pg.names import schema_name
@@ -231,3 +233,56 @@ def test_sessions_that_spoke_only_while_the_server_was_down_are_read_by_shadow_l
             return {str(s): int(n) for s, n in rows}
 
     _wait_for(lambda: read() == dict.fromkeys(sessions, 4), 60)  # each ask proposed once
+
+
+def test_facts_a_run_found_as_the_server_went_away_become_memories_once_it_is_back(
+    make_stack: StackFactory, pg_url: str, server: Relay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's proposals are written, then the server goes before its facts are stored
+    as memories: the run is complete and its messages are never read again, so the facts are
+    stored when the server is back — each once, each proposal linked to its memory."""
+    monkeypatch.setattr(watch, "PROBE_SECONDS", 0.5)
+    monkeypatch.setattr(pool, "WAIT_SECONDS", 1.0)  # an outage longer than a borrow's wait
+    monkeypatch.setattr(promote_later, "POLL_SECONDS", 0.1)
+    emulator = Emulator()
+    emulator.reply_fn = shadow_replies(_every_ask)
+    promote_now = ShadowRunner._promote_now
+    cut: list[str] = []
+
+    async def server_goes_first(self: ShadowRunner, *args: Any) -> list[str]:
+        if not cut:
+            cut.append("cut")
+            server.close()  # the proposals are in; the memories not yet
+        return await promote_now(self, *args)
+
+    monkeypatch.setattr(ShadowRunner, "_promote_now", server_goes_first)
+    stack = make_stack(
+        stages="features", store_url=server.url(), emulator=emulator, shadow="primary",
+        shadow_idle_seconds=0.5, shadow_tick_seconds=0.2,
+    )  # fmt: skip
+    assert _turns(stack.url, "quiet-0", 3) == 3
+    schema = schema_name(stack.home, ACME.db_path(stack.home))
+
+    def proposals() -> list[tuple[str, str | None]]:
+        with psycopg.connect(pg_url) as conn:  # the server itself: up all along
+            there = conn.execute("SELECT to_regclass(%s)", (f"{schema}.shadow_fact_proposals",))
+            if there.fetchone()[0] is None:  # type: ignore[index]
+                return []
+            rows = conn.execute(
+                f"SELECT p.content, p.memory_id FROM {schema}.shadow_fact_proposals p "
+                "WHERE p.validation_error IS NULL ORDER BY p.content"
+            )
+            return [(str(c), m) for c, m in rows]
+
+    _wait_for(lambda: len(proposals()) == 3)
+    time.sleep(2.5)  # the promotion met the server gone, and gave up waiting for it
+    assert cut and [m for _, m in proposals()] == [None] * 3
+    server.open()
+    _wait_for(lambda: all(m is not None for _, m in proposals()), 30)
+    with psycopg.connect(pg_url) as conn:
+        memories = conn.execute(
+            f"SELECT id, content FROM {schema}.memories WHERE metadata::jsonb ->> 'source' = "
+            "'shadow'"
+        ).fetchall()
+    assert sorted(str(c) for _, c in memories) == [c for c, _ in proposals()]  # each once
+    assert {str(i) for i, _ in memories} == {str(m) for _, m in proposals()}
