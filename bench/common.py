@@ -105,8 +105,8 @@ def seed_project(home: Path, cwd: str, facts: int, store_url: str | None = None)
     of the shipped model); returns the project's database (with ``store_url``, the path whose
     PostgreSQL schema holds them). Imports ember only when called."""
     sys.path.insert(0, str(Path(__file__).parent))
+    from ember.embedder import get_embedder
     from ember.memory import HierarchicalMemory, NewMemory
-    from ember.models import get_embedder
     from ember.project import resolve_project
     from ember.store.registry import Storage
     from memory_data import short_memories

@@ -48,9 +48,9 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-from ember.models.checkpoint import read_spec
-from ember.models.files import DEFAULT_MODEL, ModelFiles, find_package_files
-from ember.models.runtime import OnnxEmbedder, Tuning, load_onnx_embedder, load_tokenizer
+from ember.embedder.checkpoint import read_spec
+from ember.embedder.files import DEFAULT_MODEL, ModelFiles, find_package_files
+from ember.embedder.runtime import OnnxEmbedder, Tuning, load_onnx_embedder, load_tokenizer
 
 BATCHES = (1, 8, 32, 128)
 #: Query lengths in word pieces: a bare ask is ~16; the soak's asks with their context ~91; a
@@ -269,7 +269,7 @@ LOAD_CHILD = """
 import json, sys, time
 start = time.perf_counter()
 from pathlib import Path
-from ember.models import load_embedder
+from ember.embedder import load_embedder
 cache = Path(sys.argv[1]) if sys.argv[1] else None
 e = load_embedder("onnx", "all-MiniLM-L6-v2", cache)
 loaded = time.perf_counter() - start

@@ -46,12 +46,12 @@ from unittest import mock
 import numpy as np
 import numpy.typing as npt
 
+from ember.embedder import get_embedder
+from ember.embedder.base import Embedder
+from ember.embedder.compiled import Weights
 from ember.memory import HierarchicalMemory, NewMemory
 from ember.memory.models import TURN
 from ember.memory.retrieval.rank import Ranking
-from ember.models import get_embedder
-from ember.models.base import Embedder
-from ember.models.compiled import Weights
 
 sys.path.insert(0, str(Path(__file__).parent))
 from memory_sets import CHITCHAT_SETS, HELD_OUT, EvalSet, all_sets
@@ -381,9 +381,9 @@ def print_floor(f: dict[str, Any]) -> None:
 
 def embedders(e5: bool, weights: Sequence[str] = ()) -> list[CachedEmbedder]:
     """The shipped embedder, or the same model with each of ``weights`` (``int8``,
-    ``float32``: ``ember.models.quantize``) side by side; then e5 when asked."""
-    from ember.models.files import DEFAULT_MODEL, locate
-    from ember.models.runtime import Tuning, load_onnx_embedder
+    ``float32``: ``ember.embedder.quantize``) side by side; then e5 when asked."""
+    from ember.embedder.files import DEFAULT_MODEL, locate
+    from ember.embedder.runtime import Tuning, load_onnx_embedder
 
     out = [CachedEmbedder(get_embedder())] if not weights else []
     for kind in weights:

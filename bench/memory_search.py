@@ -43,12 +43,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ember.embedder import get_embedder
+from ember.embedder.base import Embedder
 from ember.memory import HierarchicalMemory, NewMemory, overlap
 from ember.memory.index.fts import POSTINGS_BUDGET
 from ember.memory.retrieval.rank import Ranking
 from ember.memory.vectors import embed_query
-from ember.models import get_embedder
-from ember.models.base import Embedder
 
 sys.path.insert(0, str(Path(__file__).parent))
 from memory_data import search_queries, short_memories

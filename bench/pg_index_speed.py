@@ -69,7 +69,7 @@ def vectors_of(texts: list[str], cache: Path, name: str) -> np.ndarray:  # type:
     path = cache / f"{name}-{len(texts)}.npy"
     if path.exists():
         return np.load(path)  # type: ignore[no-any-return]
-    from ember.models import get_embedder
+    from ember.embedder import get_embedder
 
     embedder = get_embedder()
     out = np.concatenate([embedder.embed(texts[i : i + 256]) for i in range(0, len(texts), 256)])

@@ -65,10 +65,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ember.embedder import get_embedder
 from ember.memory import HierarchicalMemory
 from ember.memory import search as stages
 from ember.memory.retrieval.rank import Ranking
-from ember.models import get_embedder
 from ember.store.driver import Connection
 
 sys.path.insert(0, str(Path(__file__).parent))

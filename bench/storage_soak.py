@@ -50,10 +50,10 @@ import numpy.typing as npt
 
 from ember.compose import build_app, build_stages
 from ember.config import Settings, load_settings
+from ember.embedder import Embedder, get_embedder
 from ember.exchange import Stage
 from ember.memory import HierarchicalMemory
 from ember.memory.stage import MemoryStage
-from ember.models import Embedder, get_embedder
 from ember.project import resolve_project
 from ember.proxy.app import ProxyApp
 from ember.server import BackgroundServer

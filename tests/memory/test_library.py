@@ -21,10 +21,10 @@ import anthropic
 import pytest
 
 from ember.config import Settings, load_settings
+from ember.embedder import get_embedder
 from ember.framework import LibraryError
 from ember.memory import HierarchicalMemory
 from ember.memory.library import MemoryInjector
-from ember.models import get_embedder
 from ember.project import resolve_project
 from ember.protocols import ADAPTERS
 from ember.server import BackgroundServer

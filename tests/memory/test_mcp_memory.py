@@ -14,6 +14,8 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from ember.config import Settings, load_settings
+from ember.embedder import EmbedderCache
+from ember.embedder import factory as factory_module
 from ember.errors import EmberError
 from ember.memory.core import HierarchicalMemory
 from ember.memory.mcp_cli import OnFirstUse
@@ -21,8 +23,6 @@ from ember.memory.mcp_memory import ProjectMemory, spend_summary
 from ember.memory.mcp_server import build_server
 from ember.memory.mcp_target import Served, served
 from ember.memory.settings import MemorySettings
-from ember.models import EmbedderCache
-from ember.models import factory as factory_module
 from ember.protocols.base import Usage
 from ember.store.accounting import ExchangeRecord
 from ember.store.registry import Storage, storage_for

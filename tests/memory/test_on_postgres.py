@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from ember.cli import cli
+from ember.embedder import get_embedder
 from ember.memory import HierarchicalMemory, NewMemory
-from ember.models import get_embedder
 from ember.project import resolve_project
 from ember.store.pg.names import schema_name
 from tests.conftest import StackFactory

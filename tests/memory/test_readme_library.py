@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ember.embedder import get_embedder
 from ember.framework import project_ref
 from ember.memory import HierarchicalMemory
-from ember.models import get_embedder
 from ember.server import BackgroundServer
 from ember.testing import Emulator
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
+from ember.embedder import get_embedder
 from ember.memory import HierarchicalMemory
 from ember.memory.models import NewMemory
 from ember.memory.restating import Restatement, restatement, values
-from ember.models import get_embedder
 from tests.memory.conftest import OpenStore
 
 # (old, new, what new is to old) — the cosines are MiniLM's, measured in the test below.

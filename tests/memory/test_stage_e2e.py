@@ -11,11 +11,11 @@ import httpx2
 import pytest
 
 from ember.config import Settings
+from ember.embedder import get_embedder
 from ember.exchange import Stage
 from ember.memory import HierarchicalMemory, MemoryFilter
 from ember.memory.stage import MemoryStage
 from ember.memory.tools import MEMORY_TOOL_SPECS
-from ember.models import get_embedder
 from ember.project import resolve_project
 from ember.store.registry import Storage
 from ember.testing import Reply

@@ -13,11 +13,11 @@ import anthropic
 import pytest
 
 from ember.config import Settings
+from ember.embedder import Embedder, EmbedderCache, EmbedderUnavailable, get_embedder
+from ember.embedder import factory as factory_module
 from ember.exchange import Stage
 from ember.memory import HierarchicalMemory
 from ember.memory.stage import MemoryStage
-from ember.models import Embedder, EmbedderCache, EmbedderUnavailable, get_embedder
-from ember.models import factory as factory_module
 from ember.project import resolve_project
 from ember.store.registry import Storage
 from ember.testing import Reply

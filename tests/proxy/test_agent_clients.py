@@ -23,8 +23,8 @@ import anthropic
 import openai
 import pytest
 
+from ember.embedder import get_embedder
 from ember.memory import HierarchicalMemory
-from ember.models import get_embedder
 from ember.protocols import adapter_for_path
 from ember.server import BackgroundServer
 from ember.store.accounting import exchanges

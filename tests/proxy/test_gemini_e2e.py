@@ -13,10 +13,10 @@ from google import genai
 from google.genai import errors, types
 
 from ember.config import Settings
+from ember.embedder import get_embedder
 from ember.exchange import Stage
 from ember.memory import HierarchicalMemory
 from ember.memory.stage import MemoryStage
-from ember.models import get_embedder
 from ember.prices import BUILTIN_PRICES
 from ember.project import resolve_project
 from ember.store.accounting import exchanges

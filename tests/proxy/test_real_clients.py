@@ -116,7 +116,7 @@ def test_a_fact_injected_earlier_in_the_session_is_not_injected_again(
     """Both asks of the session find the same facts; only the first gets them (the ledger
     shows each fact in one entry, and no request carries a fact twice). On its default model
     Claude Code sends the first ask as ``[user ask, system note]``: still a new ask."""
-    from ember.models import get_embedder
+    from ember.embedder import get_embedder
     from ember.store.driver import connect
 
     stack = make_stack(stages="features")

@@ -16,8 +16,8 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
+from ember.embedder import get_embedder
 from ember.memory import HierarchicalMemory
-from ember.models import get_embedder
 from ember.project import resolve_project
 from ember.store.accounting import exchanges
 from ember.testing import Reply

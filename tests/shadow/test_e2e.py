@@ -14,8 +14,8 @@ from typing import Any
 import anthropic
 import pytest
 
+from ember.embedder import get_embedder
 from ember.memory import HierarchicalMemory
-from ember.models import get_embedder
 from ember.project import resolve_project
 from ember.store.driver import connect
 from ember.testing.agent import TOOLS, system_prompt

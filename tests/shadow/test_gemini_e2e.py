@@ -16,8 +16,8 @@ from google.genai import types
 
 from ember.compose import build_storage
 from ember.config import load_settings
+from ember.embedder import get_embedder
 from ember.memory import HierarchicalMemory
-from ember.models import get_embedder
 from ember.project import ProjectRef
 from ember.proxy.upstream import Upstream
 from ember.server import BackgroundServer

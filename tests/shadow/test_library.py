@@ -21,7 +21,7 @@ from prometheus_client import generate_latest
 
 from ember.compose import shadow_library
 from ember.config import load_settings
-from ember.models import get_embedder
+from ember.embedder import get_embedder
 from ember.protocols.jsonedit import locate
 from ember.server import BackgroundServer
 from ember.shadow.library import ShadowLibrary, database_path

@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from ember.models import get_embedder
+from ember.embedder import get_embedder
 from ember.testing.shadow import shadow_replies
 from tests.client_fixtures import ClientRequest, load_scenario
 from tests.conftest import Stack, StackFactory

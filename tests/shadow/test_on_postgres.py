@@ -21,8 +21,8 @@ from click.testing import CliRunner
 from ember.cli import cli
 from ember.compose import shadow_library
 from ember.config import load_settings
+from ember.embedder import get_embedder
 from ember.errors import StorageError
-from ember.models import get_embedder
 from ember.server import BackgroundServer
 from ember.shadow.library import database_path
 from ember.store.pg.names import schema_name

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ember.config import load_settings
-from ember.models import get_embedder
+from ember.embedder import get_embedder
 from ember.server import BackgroundServer
 from ember.shadow.library import database_path
 from ember.testing import Emulator

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from ember.models import get_embedder
+from ember.embedder import get_embedder
 from ember.testing.replies import Reply
 from ember.testing.shadow import Line, question_of, shadow_replies
 from tests.conftest import Stack, StackFactory

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from ember.embedder import get_embedder
 from ember.memory import HierarchicalMemory
-from ember.models import get_embedder
 from ember.project import ProjectRef
 from ember.proxy.upstream import Upstream
 from ember.shadow import cursors

@@ -18,7 +18,7 @@ from typing import Any
 import openai
 import pytest
 
-from ember.models import get_embedder
+from ember.embedder import get_embedder
 from ember.project import resolve_project
 from ember.testing.shadow import shadow_replies
 from tests.client_fixtures import FIXTURES

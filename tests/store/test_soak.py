@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from ember.embedder import get_embedder
 from ember.memory import HierarchicalMemory
-from ember.models import get_embedder
 from ember.project import resolve_project
 from ember.server import BackgroundServer
 from ember.store.driver import connect

@@ -296,9 +296,9 @@ def test_a_remote_peer_is_refused_even_naming_a_loopback_host(tmp_path: Path) ->
 def test_a_memorys_evidence_is_the_transcript_message_it_points_at(
     served: tuple[Stack, list[str]],
 ) -> None:
+    from ember.embedder import get_embedder
     from ember.facts import Evidence
     from ember.memory import HierarchicalMemory
-    from ember.models import get_embedder
 
     stack, _ = served
     name = project_of(stack)

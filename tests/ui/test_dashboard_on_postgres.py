@@ -7,8 +7,8 @@ from __future__ import annotations
 import httpx2 as httpx
 import pytest
 
+from ember.embedder import get_embedder
 from ember.memory import HierarchicalMemory
-from ember.models import get_embedder
 from ember.project import resolve_project
 from ember.store.pg.names import schema_name
 from tests.conftest import Stack, StackFactory

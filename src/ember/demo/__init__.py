@@ -25,7 +25,7 @@ from ember.demo.memory import MemorySummary, run_memory_demo
 from ember.demo.shadow import CWD as SHADOW_CWD
 from ember.demo.shadow import ShadowSummary, run_shadow_demo
 from ember.demo.shaping import ShapingSummary, print_shaping, shaping_summary
-from ember.models import preload_from
+from ember.embedder import preload_from
 from ember.project import resolve_project
 from ember.proxy.app import ProxyApp
 from ember.server import BackgroundServer

@@ -25,7 +25,7 @@ from rich.console import Console
 
 from ember.compose import build_app
 from ember.config import Settings, load_settings
-from ember.models import EmbedderError, preload_from
+from ember.embedder import EmbedderError, preload_from
 from ember.server import BackgroundServer
 from ember.testing import Emulator
 from ember.testing.agent import ScriptedAgent, Task

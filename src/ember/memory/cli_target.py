@@ -23,12 +23,12 @@ import click
 
 from ember.cmdkit import access
 from ember.config import Settings, load_settings
+from ember.embedder.base import Embedder
 from ember.errors import ProjectError
 from ember.memory.core import HierarchicalMemory
 from ember.memory.errors import MemoryNotFound
 from ember.memory.router import MemoryRouter
 from ember.memory.settings import MemorySettings
-from ember.models.base import Embedder
 from ember.project import ProjectRef, project_from_cli
 from ember.store.database import Database
 from ember.store.schema import PROJECT
@@ -42,7 +42,7 @@ def _embedder_factory(settings: Settings) -> EmbedderFactory:
         return override  # type: ignore[no-any-return]
 
     def load() -> Embedder:
-        from ember.models import embedder_from
+        from ember.embedder import embedder_from
 
         return embedder_from(settings)
 

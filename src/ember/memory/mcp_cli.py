@@ -30,10 +30,10 @@ if TYPE_CHECKING:
     from mcp.server import Server
 
     from ember.config import Settings
+    from ember.embedder.base import Embedder
     from ember.memory.mcp_memory import ProjectMemory
     from ember.memory.mcp_target import Served
     from ember.memory.mcp_tools import ForgetArgs, ListArgs, SaveArgs, SearchArgs, UpdateArgs
-    from ember.models.base import Embedder
     from ember.store.registry import Storage
 
 log = logging.getLogger(__name__)
@@ -155,7 +155,7 @@ def _embedder(settings: Settings) -> Callable[[], Embedder]:
     first search or save (blocking then); never before the tools are listed."""
 
     def load() -> Embedder:
-        from ember.models import embedder_from
+        from ember.embedder import embedder_from
 
         return embedder_from(settings)
 
@@ -222,8 +222,8 @@ class OnFirstUse:
         threading.Thread(target=self._warm, name="ember-mcp-warm", daemon=True).start()
 
     def _warm(self) -> None:
+        from ember.embedder import preload_from
         from ember.errors import EmberError
-        from ember.models import preload_from
 
         try:
             if self._get().has_memories():

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ember.config import Settings
+from ember.embedder import Embedder, EmbedderLoader, preload_from
 from ember.errors import EmberError, StorageUnavailable
 from ember.exchange import Exchange, Services, Stage
 from ember.memory.core import HierarchicalMemory
@@ -42,7 +43,6 @@ from ember.memory.retrieval.query import MemoryQuery
 from ember.memory.router import MemoryRouter
 from ember.memory.settings import MemorySettings
 from ember.memory.tools import MEMORY_TOOL_SPECS, MemoryTools
-from ember.models import Embedder, EmbedderLoader, preload_from
 from ember.protocols import edits
 from ember.protocols.base import ProtocolAdapter
 from ember.protocols.tooling import TOOLING

@@ -16,9 +16,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ember.bounded import Bounded
+from ember.embedder.base import Embedder
+from ember.embedder.errors import EmbedderError
 from ember.memory.index.base import Vectors
-from ember.models.base import Embedder
-from ember.models.errors import EmbedderError
 
 log = logging.getLogger(__name__)
 

@@ -15,12 +15,12 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from ember.embedder.factory import preload_from
 from ember.memory.core import HierarchicalMemory
 from ember.memory.errors import MemoryInputError, MemoryNotFound
 from ember.memory.explain import explain_hit
 from ember.memory.injected import keep, memory_use, session_injections
 from ember.memory.settings import MemorySettings
-from ember.models.factory import preload_from
 from ember.store.registry import Storage
 from ember.store.transcript import by_ids
 from ember.tokens import count_tokens

@@ -138,7 +138,7 @@ def test_real_asks_about_a_young_projects_facts_pass_the_floor(
     """Issue #10's own examples, with the real embedder, in a store of three memories: both
     asks scored ~0.25 against the fact that answers them and were not injected. The fact must
     now be injected, and the other memories must not ride along on a shared word."""
-    from ember.models import get_embedder
+    from ember.embedder import get_embedder
 
     others = ["CI runs pytest with xdist on every push", "Redis caches the session tokens"]
     with HierarchicalMemory(tmp_path / "ember.db", get_embedder(), clock=lambda: NOW) as store:

@@ -43,8 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from ember.models.files import ModelFiles
-from ember.models.spec import ModelSpec
+from ember.embedder.files import ModelFiles
+from ember.embedder.spec import ModelSpec
 
 if TYPE_CHECKING:
     import onnx
@@ -122,12 +122,12 @@ def is_complete(entry: Path) -> bool:
 def build_model(files: ModelFiles, spec: ModelSpec, kind: GraphKind) -> onnx.ModelProto:
     """Build the graph in memory. ``graph`` (and with it ``onnx``) is imported only here, so a
     start-up that finds its graph on disk never pays for that import."""
-    from ember.models.checkpoint import read_weights
-    from ember.models.graph import build_graph
+    from ember.embedder.checkpoint import read_weights
+    from ember.embedder.graph import build_graph
 
     model = build_graph(spec, read_weights(files.weights), kind.fused_attention)
     if kind.weights == "int8":
-        from ember.models.quantize import int8_weights
+        from ember.embedder.quantize import int8_weights
 
         model = int8_weights(model)
     return model

@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 
 from ember.config import load_settings
-from ember.models import (
+from ember.embedder import (
     EmbedderCache,
     EmbedderUnavailable,
     ModelFiles,
     models_dir,
     preload_from,
 )
-from ember.models import factory as factory_module
-from ember.models.compiled import (
+from ember.embedder import factory as factory_module
+from ember.embedder.compiled import (
     DATA_FILE,
     LAST_USED,
     MODEL_FILE,
@@ -36,7 +36,7 @@ from ember.models.compiled import (
     is_complete,
     user_models_dir,
 )
-from ember.models.prune import LEFTOVER_AFTER, prune
+from ember.embedder.prune import LEFTOVER_AFTER, prune
 
 from .conftest import TinyGraph
 
@@ -61,8 +61,8 @@ def test_a_build_killed_mid_write_leaves_no_entry_a_later_start_would_load(
 import os
 from pathlib import Path
 import onnx
-from ember.models import compiled
-from ember.models.files import ModelFiles
+from ember.embedder import compiled
+from ember.embedder.files import ModelFiles
 
 def save_half_then_die(model, path, **kwargs):
     Path(path).write_bytes(b"graph")

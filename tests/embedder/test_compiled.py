@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ember.models import Embedder, ModelFiles
-from ember.models import compiled as compiled_module
-from ember.models.compiled import DATA_FILE, MODEL_FILE, GraphKind, cache_key, entry_name
-from ember.models.runtime import Tuning, load_onnx_embedder
+from ember.embedder import Embedder, ModelFiles
+from ember.embedder import compiled as compiled_module
+from ember.embedder.compiled import DATA_FILE, MODEL_FILE, GraphKind, cache_key, entry_name
+from ember.embedder.runtime import Tuning, load_onnx_embedder
 
 TEXTS = ["the cached graph is the same model", "", "数据库连接池"]
 NAME = "onnx:all-MiniLM-L6-v2"

@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ember.models import Embedder, ModelFiles
-from ember.models.runtime import Tuning, load_onnx_embedder
+from ember.embedder import Embedder, ModelFiles
+from ember.embedder.runtime import Tuning, load_onnx_embedder
 
 MIN_COSINE = 0.9999
-#: The shipped graph's 8-bit weights (``ember.models.quantize``) move a vector by at most this
+#: The shipped graph's 8-bit weights (``ember.embedder.quantize``) move a vector by at most this
 #: much: the worst of the fixture's sentences (a 256-piece truncated one) sits at 0.998. A wrong
 #: scale or zero point in the quantisation lands far below (0.5-0.9).
 INT8_MIN_COSINE = 0.997

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ember.models.errors import EmbedderUnavailable
+from ember.embedder.errors import EmbedderUnavailable
 
 #: The ONNX graph's interface: int64 ``[batch, seq]`` inputs, float32 ``[batch, hidden]`` output.
 INPUT_IDS = "input_ids"

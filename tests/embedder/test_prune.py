@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ember.models import ModelFiles
-from ember.models.compiled import DATA_FILE, LAST_USED, MODEL_FILE, entry_name
-from ember.models.prune import DAY, prune
-from ember.models.runtime import Tuning, _open_session
+from ember.embedder import ModelFiles
+from ember.embedder.compiled import DATA_FILE, LAST_USED, MODEL_FILE, entry_name
+from ember.embedder.prune import DAY, prune
+from ember.embedder.runtime import Tuning, _open_session
 
 from .conftest import TinyGraph
 

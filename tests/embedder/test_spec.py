@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from ember.models import EmbedderUnavailable, ModelFiles
-from ember.models.checkpoint import read_spec
-from ember.models.spec import parse_spec
+from ember.embedder import EmbedderUnavailable, ModelFiles
+from ember.embedder.checkpoint import read_spec
+from ember.embedder.spec import parse_spec
 
 BERT: dict[str, Any] = {
     "model_type": "bert",

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from ember.models import Embedder, EmbedderUnavailable
-from ember.models import exitguard as exitguard_module
-from ember.models.exitguard import ExitGuard
+from ember.embedder import Embedder, EmbedderUnavailable
+from ember.embedder import exitguard as exitguard_module
+from ember.embedder.exitguard import ExitGuard
 
 
 def test_exit_waits_for_native_work_in_flight_and_refuses_new_work() -> None:
@@ -52,7 +52,7 @@ def test_an_embed_after_exit_began_fails_open_instead_of_starting_onnxruntime(
 EXIT_DURING_LOAD = """
 import sys, threading, time
 import onnxruntime
-from ember.models import preload
+from ember.embedder import preload
 
 entered = threading.Event()
 Session = onnxruntime.InferenceSession

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ember.models.errors import EmbedderUnavailable
+from ember.embedder.errors import EmbedderUnavailable
 
 log = logging.getLogger(__name__)
 

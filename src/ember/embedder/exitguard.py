@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 
-from ember.models.errors import EmbedderUnavailable
+from ember.embedder.errors import EmbedderUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from ember.models import Embedder, ModelFiles, compiled, get_embedder
-from ember.models.files import find_package_files
+from ember.embedder import Embedder, ModelFiles, compiled, get_embedder
+from ember.embedder.files import find_package_files
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "minilm_reference.json"
 

@@ -30,8 +30,8 @@ import numpy.typing as npt
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from ember.models.errors import EmbedderUnavailable
-from ember.models.spec import ATTENTION_MASK, INPUT_IDS, OUTPUT, ModelSpec
+from ember.embedder.errors import EmbedderUnavailable
+from ember.embedder.spec import ATTENTION_MASK, INPUT_IDS, OUTPUT, ModelSpec
 
 #: ONNX opset: 17 is the first with a native LayerNormalization, which onnxruntime runs fused.
 OPSET = 17

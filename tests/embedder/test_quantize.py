@@ -8,7 +8,7 @@ import onnxruntime as ort  # type: ignore[import-untyped]
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from ember.models.quantize import ZERO_POINT, int8_weights, quantize_blocks
+from ember.embedder.quantize import ZERO_POINT, int8_weights, quantize_blocks
 
 RNG = np.random.default_rng(7)
 

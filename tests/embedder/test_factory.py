@@ -13,7 +13,7 @@ import numpy.typing as npt
 import pytest
 
 from ember.config import load_settings
-from ember.models import (
+from ember.embedder import (
     INSTALL_HINT,
     Embedder,
     EmbedderCache,
@@ -26,10 +26,10 @@ from ember.models import (
     preload,
     preload_from,
 )
-from ember.models import factory as factory_module
-from ember.models import files as files_module
-from ember.models.compiled import user_models_dir
-from ember.models.files import Backend
+from ember.embedder import factory as factory_module
+from ember.embedder import files as files_module
+from ember.embedder.compiled import user_models_dir
+from ember.embedder.files import Backend
 
 
 class StubEmbedder:
@@ -174,7 +174,7 @@ def test_importing_the_package_does_not_load_onnxruntime() -> None:
     """The proxy imports memory code at start-up; the ~0.7 s of model libraries must be paid in
     the background loader, not before the proxy can answer."""
     code = (
-        "import sys, ember.models; "
+        "import sys, ember.embedder; "
         "print(sorted(m for m in ('onnxruntime', 'onnx', 'tokenizers') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -15,9 +15,9 @@ import numpy as np
 import numpy.typing as npt
 from safetensors.numpy import load_file
 
-from ember.models.errors import EmbedderUnavailable
-from ember.models.files import ModelFiles
-from ember.models.spec import ModelSpec, parse_spec
+from ember.embedder.errors import EmbedderUnavailable
+from ember.embedder.files import ModelFiles
+from ember.embedder.spec import ModelSpec, parse_spec
 
 
 def _read_json(path: Path | None) -> Any:

@@ -1,4 +1,4 @@
-"""Models: loading, the offline files, the background load and the shared cache in one place.
+"""The embedder: loading, the offline files, the background load and the shared cache in one place.
 
 A subsystem of its own beside the features that use a model (memory today; a reranker would
 load the same way): it imports no feature, and features import it (tests/test_layering.py).
@@ -11,9 +11,9 @@ request path use ``preload_from(settings)`` at start-up and skip memory work unt
 ``loader.ready()``. Importing this package is cheap: onnxruntime is imported by the load itself.
 """
 
-from ember.models.base import Embedder
-from ember.models.errors import EmbedderError, EmbedderNotReady, EmbedderUnavailable
-from ember.models.factory import (
+from ember.embedder.base import Embedder
+from ember.embedder.errors import EmbedderError, EmbedderNotReady, EmbedderUnavailable
+from ember.embedder.factory import (
     EmbedderCache,
     EmbedderLoader,
     embedder_from,
@@ -23,7 +23,7 @@ from ember.models.factory import (
     preload,
     preload_from,
 )
-from ember.models.files import DEFAULT_MODEL, INSTALL_HINT, ModelFiles, locate
+from ember.embedder.files import DEFAULT_MODEL, INSTALL_HINT, ModelFiles, locate
 
 __all__ = [
     "DEFAULT_MODEL",

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ember.models.compiled import (
+from ember.embedder.compiled import (
     STAGING_PREFIX,
     TRASH_PREFIX,
     entry_model,

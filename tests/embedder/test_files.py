@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from ember.models import Embedder, EmbedderUnavailable, ModelFiles, locate
-from ember.models.files import find_package_files, hub_repo
-from ember.models.runtime import load_onnx_embedder
+from ember.embedder import Embedder, EmbedderUnavailable, ModelFiles, locate
+from ember.embedder.files import find_package_files, hub_repo
+from ember.embedder.runtime import load_onnx_embedder
 
 
 class FakeHub:
@@ -131,7 +131,7 @@ def test_the_real_hub_client_fails_cleanly_when_offline(tmp_path: Path) -> None:
     """The default downloader is huggingface_hub itself; with the hub unreachable (offline mode,
     empty cache) the user gets the install hint, not a huggingface_hub traceback."""
     code = (
-        "from ember.models import locate, EmbedderUnavailable\n"
+        "from ember.embedder import locate, EmbedderUnavailable\n"
         "try:\n"
         "    locate('hub', 'all-MiniLM-L6-v2')\n"
         "except EmbedderUnavailable as exc:\n"

@@ -24,10 +24,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ember.config import Settings
-from ember.models.base import Embedder
-from ember.models.compiled import user_models_dir
-from ember.models.errors import EmbedderError, EmbedderNotReady, EmbedderUnavailable
-from ember.models.files import DEFAULT_MODEL, Backend, canonical_model, locate
+from ember.embedder.base import Embedder
+from ember.embedder.compiled import user_models_dir
+from ember.embedder.errors import EmbedderError, EmbedderNotReady, EmbedderUnavailable
+from ember.embedder.files import DEFAULT_MODEL, Backend, canonical_model, locate
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def load_embedder(backend: Backend, model: str, cache_dir: Path | None = None) -
     onnxruntime, tokenizers and onnx are imported here, not when this package is imported:
     they cost ~0.7 s, which would otherwise be spent before the proxy can answer anything.
     """
-    from ember.models.runtime import load_onnx_embedder
+    from ember.embedder.runtime import load_onnx_embedder
 
     files = locate(backend, model)
     return load_onnx_embedder(files, f"onnx:{canonical_model(model)}", cache_dir=cache_dir)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from ember.models import EmbedderUnavailable, ModelFiles
-from ember.models.runtime import load_onnx_embedder
+from ember.embedder import EmbedderUnavailable, ModelFiles
+from ember.embedder.runtime import load_onnx_embedder
 
 
 def _copy(package_files: ModelFiles, dest: Path) -> ModelFiles:

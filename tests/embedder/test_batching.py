@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ember.models.batching import plan_batches
+from ember.embedder.batching import plan_batches
 
 
 @given(

@@ -10,7 +10,7 @@ import threading
 import numpy as np
 import pytest
 
-from ember.models import Embedder
+from ember.embedder import Embedder
 
 MEMORIES = [
     "The staging database lives on port 5433, not 5432.",
@@ -78,7 +78,7 @@ def test_same_input_gives_identical_bytes(minilm: Embedder) -> None:
 def test_vectors_are_identical_in_a_fresh_process(minilm: Embedder) -> None:
     """Stored memory vectors and tomorrow's query vectors come from different processes."""
     code = (
-        "import sys; from ember.models import get_embedder; "
+        "import sys; from ember.embedder import get_embedder; "
         f"sys.stdout.buffer.write(get_embedder().embed({MEMORIES[:3]!r}).tobytes())"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, timeout=120)

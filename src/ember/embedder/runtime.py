@@ -22,14 +22,14 @@ import numpy.typing as npt
 import onnxruntime as ort  # type: ignore[import-untyped]
 from tokenizers import Tokenizer
 
-from ember.models.batching import plan_batches
-from ember.models.checkpoint import read_spec
-from ember.models.compiled import GraphKind, Weights, build_model, compiled_model, discard
-from ember.models.errors import EmbedderUnavailable
-from ember.models.exitguard import native_work
-from ember.models.files import ModelFiles
-from ember.models.prune import prune
-from ember.models.spec import ATTENTION_MASK, INPUT_IDS, OUTPUT, ModelSpec
+from ember.embedder.batching import plan_batches
+from ember.embedder.checkpoint import read_spec
+from ember.embedder.compiled import GraphKind, Weights, build_model, compiled_model, discard
+from ember.embedder.errors import EmbedderUnavailable
+from ember.embedder.exitguard import native_work
+from ember.embedder.files import ModelFiles
+from ember.embedder.prune import prune
+from ember.embedder.spec import ATTENTION_MASK, INPUT_IDS, OUTPUT, ModelSpec
 
 log = logging.getLogger(__name__)
 
