@@ -21,9 +21,9 @@ import pytest
 
 from ember.config import load_settings
 from ember.shadow import backlog, cursors, reads, runs, spend, steward, views
-from ember.shadow.budget import WINDOW_SECONDS
 from ember.shadow.models import CallUsage
 from ember.shadow.schema import SHADOW
+from ember.shadow.spend_share import WINDOW_SECONDS
 from ember.store.database import Database
 from ember.store.driver import Connection, errors
 from ember.store.transcript import (

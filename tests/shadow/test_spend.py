@@ -10,7 +10,7 @@ import pytest
 
 from ember.protocols.base import Usage
 from ember.shadow import spend
-from ember.shadow.budget import WEIGHTS, WINDOW_SECONDS, Spend
+from ember.shadow.spend_share import WEIGHTS, WINDOW_SECONDS, Spend
 from ember.store.accounting import ExchangeRecord
 from ember.store.database import Database
 from ember.store.migrations import Schema

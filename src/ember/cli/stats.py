@@ -23,7 +23,7 @@ from ember.memory.ledger import AskCounts, ask_counts
 from ember.project import project_from_cli
 from ember.savings_ledger import Ledger, build, window_start
 from ember.shadow import spend
-from ember.shadow.budget import Budget
+from ember.shadow.spend_share import Budget
 from ember.store.accounting import (
     own_spend,
     own_spend_of,

@@ -13,7 +13,8 @@ asks about releases and gets the fact injected with its ``[id]``.
 Everything printed is read back from what the provider received (the emulator's recording)
 and from the project database (``shadow_memory_runs``, ``shadow_fact_proposals``, the
 transcript, ``session_totals``): the demo asserts nothing it did not find there. What the run
-costs is set against the project's budget (``ember.shadow.budget``), as ``ember stats`` shows it.
+costs is set against the project's budget (``ember.shadow.spend_share``), as ``ember stats``
+shows it.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ember.shadow.budget import WINDOW_SECONDS
+from ember.shadow.spend_share import WINDOW_SECONDS
 from ember.store.driver import Connection
 
 #: A project is looked at most this often (seconds) by one process.

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ember.cmdkit.render import Clip, count, table
-from ember.shadow.budget import weighted_tokens
+from ember.shadow.spend_share import weighted_tokens
 
 TOKENS_HOW = "tokens: the provider's usage counters, summed over the run's calls"
 LATENCY_HOW = "latency: first call sent to last answer read"

@@ -33,7 +33,6 @@ from ember.protocols import ANTHROPIC, BY_NAME
 from ember.protocols.base import AssembledMessage, ProtocolAdapter
 from ember.sessions import SessionRegistry
 from ember.shadow import backlog, cursors, runs
-from ember.shadow.budget import NOTHING
 from ember.shadow.metrics import ShadowMetrics
 from ember.shadow.models import FactIn
 from ember.shadow.policy import turn_ended
@@ -42,6 +41,7 @@ from ember.shadow.question import Remembered
 from ember.shadow.runner import RunRecord, RunRequest, ShadowRunner, memories_for_promotion
 from ember.shadow.service import SessionShadow, ShadowService
 from ember.shadow.settings import ShadowSettings
+from ember.shadow.spend_share import NOTHING
 from ember.shadow.steward import Steward
 from ember.store.database import Database
 from ember.store.driver import Connection

@@ -6,7 +6,7 @@ Each rule is tied to what it prevents:
 - a session with a request in flight is never shadowed: its prefix is about to go stale;
 - three failures in a row in one generation back off six hours: a provider or a prompt that
   keeps failing must not be paid for every turn (failures are charged all the same);
-- what runs may spend is the project's budget (``ember.shadow.budget``): a share of its
+- what runs may spend is the project's budget (``ember.shadow.spend_share``): a share of its
   clients' spend over a window, never a per-session cap, which vetoes short sessions;
 - the hot path needs a prefix of the same generation, younger than the provider's TTL, and a
   ``tool_choice`` that lets the model answer in text — anything else is the cold path, or

@@ -28,7 +28,6 @@ from ember.protocols.base import ProtocolAdapter, Usage
 from ember.protocols.forking import ForkRefused, answer_refusal, fork_eligibility, fork_request
 from ember.protocols.plain import plain_path, plain_request
 from ember.shadow import cursors, evidence, promote_later, question, runs, spend
-from ember.shadow.budget import EXPECTED_OUTPUT_TOKENS, Budget, Spend, weighted_tokens
 from ember.shadow.calls import CallCut, CallResult, account, call
 from ember.shadow.known import remembered
 from ember.shadow.metrics import ShadowMetrics
@@ -44,6 +43,7 @@ from ember.shadow.models import (
 from ember.shadow.policy import hot_blocker
 from ember.shadow.prefix import Prefix, PrefixBook
 from ember.shadow.settings import ShadowSettings
+from ember.shadow.spend_share import EXPECTED_OUTPUT_TOKENS, Budget, Spend, weighted_tokens
 from ember.store.database import Database
 from ember.store.driver import Connection
 from ember.store.registry import Storage

@@ -24,7 +24,7 @@ class ShadowSettings(BaseModel):
     shadow_idle_seconds: float = Field(default=60.0, gt=0)
     #: How often the shadow scheduler looks for idle sessions and expired prefixes (seconds).
     shadow_tick_seconds: float = Field(default=15.0, gt=0)
-    #: The shadow's budget (ember/shadow/budget.py): over the last 7 days, a project's shadow
+    #: The shadow's budget (ember/shadow/spend_share.py): over the last 7 days, a project's shadow
     #: (and steward) calls may spend this share of what its clients spent, plus the allowance.
     shadow_max_share: float = Field(default=0.15, ge=0.0, le=1.0)
     #: Spend each project may have on top of the share over 7 days, in weighted tokens (a

@@ -3,7 +3,7 @@
 One query over the hourly sums (``spend_hours``) and the rows of the window's first hour: the
 clients' own calls, and ember's extraction calls (``shadow`` and ``steward``), each in dollars —
 NULL as soon as one call has no price, never a smaller number — and in weighted tokens
-(``budget.WEIGHTS``).
+(``spend_share.WEIGHTS``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from ember.prices import PriceTable
-from ember.shadow.budget import NOTHING, WEIGHTS, WINDOW_SECONDS, Budget, Spend, Weights, fmt
+from ember.shadow.spend_share import NOTHING, WEIGHTS, WINDOW_SECONDS, Budget, Spend, Weights, fmt
 from ember.store.driver import Connection
 from ember.store.sql import dialect, truncated
 

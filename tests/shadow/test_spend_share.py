@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ember.shadow.budget import Budget, Spend, weighted_tokens
+from ember.shadow.spend_share import Budget, Spend, weighted_tokens
 
 
 def test_a_cache_read_counts_a_tenth_of_a_fresh_token_and_output_as_priced() -> None:
@@ -54,7 +54,7 @@ def test_no_allowance_and_no_share_lets_nothing_run() -> None:
 
 
 def test_amounts_read_as_a_person_would_say_them() -> None:
-    from ember.shadow.budget import fmt
+    from ember.shadow.spend_share import fmt
 
     assert [fmt(v, "tokens") for v in (12, 4_027.8, 4_027_800)] == [
         "12 tokens",
