@@ -29,6 +29,8 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+# An entry point: the composition root installs the features' settings and tables.
+import ember.compose  # noqa: F401
 from ember.protocols.base import Usage
 from ember.store.accounting import ExchangeRecord
 from ember.store.database import Database

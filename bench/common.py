@@ -19,6 +19,10 @@ from typing import TYPE_CHECKING
 
 import aiohttp
 
+# The benches' entry point: the composition root installs the features' settings and
+# tables (``ember.installed``) for the databases a bench opens in its own process.
+import ember.compose  # noqa: F401
+
 if TYPE_CHECKING:
     from ember.memory.ledger import AskCounts
 

@@ -21,6 +21,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# The benches' entry point: the composition root installs the features' settings and
+# tables (``ember.installed``) for the databases a bench opens in its own process.
+import ember.compose  # noqa: F401
+
 DATA = Path(__file__).with_name("data") / "memory_conversations.json"
 
 SERVICES = [

@@ -7,9 +7,11 @@ and nothing here or in the proxy changes. The proxy does not import the dashboar
 route is added here. Library mode (``shadow_library``) is built here too.
 
 Only this module reads the feature registry (``ember.features.registry``): it builds one
-``Spec`` from it, and the settings, the schemas, the dashboard and the CLI are handed what they
-need of it (``spec()``). Its imports are light (the proxy's, memory's and shadow's are made in
-the builders) because ``load_settings`` and every command reach it.
+``Spec`` from it and hands each part what it needs of it. Loading this module installs the
+spec for the settings and the schemas (``ember.installed``), the parts below every feature;
+the dashboard, ``ember store copy`` and the CLI get theirs as parameters. No part imports this
+module: the entry points do (the CLI, the demo, library mode). Its imports are light (the
+proxy's, memory's and shadow's are made in the builders) because every command loads it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from ember import installed
 from ember.config import Settings
 from ember.features import Composition, Feature, Registered, registry
 from ember.sections import Section
@@ -134,6 +137,11 @@ def spec() -> Spec:
     the feature that cannot be loaded, or whose name or settings clash)."""
     features = registry()
     return Spec(features, feature_sections(features, core=set(Settings.model_fields)))
+
+
+#: Loading the composition root hands the settings and the schemas the features' parts
+#: (``ember.installed``): read through ``spec`` on each use, so still on first use only.
+installed.install(spec)
 
 
 def build_storage(settings: Settings) -> Storage:

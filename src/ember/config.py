@@ -21,6 +21,7 @@ from typing import Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from ember import installed
 from ember import sections as feature_sections
 from ember.errors import ConfigError
 from ember.hosts import host_name
@@ -292,11 +293,9 @@ class Settings(BaseModel):
 
 
 def _sections() -> feature_sections.Models:
-    """The registered features' sections, as ``ember.compose`` read them (checked against the
-    kernel's settings: no key has two owners)."""
-    from ember.compose import spec
-
-    return spec().sections
+    """The registered features' sections, as ``ember.compose`` installed them (checked against
+    the kernel's settings: no key has two owners); ``NotInstalled`` before that."""
+    return installed.parts().sections
 
 
 @cache

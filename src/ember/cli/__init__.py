@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+# The CLI is an entry point: loading the composition root installs the features'
+# settings and tables for every command (``ember.installed``).
+import ember.compose  # noqa: F401
 from ember import __version__
 from ember.errors import EmberError
 

@@ -34,6 +34,10 @@ from typing import Any, overload
 
 from prometheus_client import CollectorRegistry
 
+# Library mode is an entry point: a program that imports this module and calls
+# ``ember.config.load_settings()`` (README) gets the registered features' settings and
+# tables, which loading the composition root installs (``ember.installed``).
+import ember.compose  # noqa: F401
 from ember.config import Settings
 from ember.errors import StorageUnavailable
 from ember.exchange import Exchange

@@ -1,7 +1,7 @@
 """Every table ember keeps, as one ordered list of named migrations per kind of database.
 
 - ``PROJECT``: ``$EMBER_HOME/projects/<name>-<digest>/ember.db`` (and the opt-in global store):
-  the kernel's accounting, then each registered feature's tables (``ember.compose.spec``: the
+  the kernel's accounting, then each registered feature's tables (``ember.installed``: the
   injection ledger and memory, shadow memory with the transcript and the steward's tables,
   traffic learning's sightings, then any installed feature's).
 - ``STATS``: ``$EMBER_HOME/stats.db``, accounting of requests whose project is unknown, and
@@ -25,15 +25,15 @@ with the feature (an installed one's import may be slow, or fail with a message 
 
 from __future__ import annotations
 
+from ember import installed
 from ember.store.migrations import Migration, Schema
 from ember.store.schema.accounting import ACCOUNTING
 
 
 def _features(database: str, *, postgres: bool = False) -> tuple[Migration, ...]:
-    """The registered features' part of ``database`` (``ember.compose.Spec.migrations``)."""
-    from ember.compose import spec
-
-    return spec().migrations(database, postgres=postgres)
+    """The registered features' part of ``database``, as ``ember.compose`` installed them
+    (``ember.installed``; ``NotInstalled`` before that)."""
+    return installed.parts().migrations(database, postgres=postgres)
 
 
 def _project() -> tuple[Migration, ...]:
