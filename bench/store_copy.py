@@ -33,6 +33,7 @@ import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from ember.compose import spec
 from ember.memory import HierarchicalMemory, NewMemory
 from ember.project import project_dir_name
 from ember.store.accounting import ExchangeRecord
@@ -96,7 +97,7 @@ def make_home(home: Path, n: int, second: bool = False) -> Path:
 
 def timed(src: str, dst: str) -> tuple[float, CopyReport]:
     started = time.perf_counter()
-    report = copy_store(parse(src), parse(dst))
+    report = copy_store(parse(src), parse(dst), features=spec().features)
     seconds = time.perf_counter() - started
     assert report.ok, "\n".join(report.lines())
     return seconds, report

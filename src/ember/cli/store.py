@@ -105,11 +105,12 @@ def copy(source: str, target: str, dry_run: bool, as_json: bool) -> None:
       ember store copy --from ~/.ember --to postgresql://ember@db:5432/ember
       ember store copy --from postgresql://ember@db:5432/ember --to ~/ember-backup --json
     """
+    from ember.compose import spec
     from ember.store.copy import copy_store, parse
 
     src, dst = parse(source), parse(target)
     if as_json:
-        report = copy_store(src, dst, dry_run=dry_run)
+        report = copy_store(src, dst, features=spec().features, dry_run=dry_run)
         click.echo(json.dumps(report.to_json(), indent=2, default=str))
     else:
         report = _with_progress(src, dst, dry_run)
@@ -124,6 +125,7 @@ def _with_progress(src: Any, dst: Any, dry_run: bool) -> Any:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
+    from ember.compose import spec
     from ember.store.copy import copy_store
 
     console = Console(stderr=True)
@@ -137,7 +139,7 @@ def _with_progress(src: Any, dst: Any, dry_run: bool) -> Any:
                 tasks[key] = bar.add_task(f"{database} {table}", total=total)
             bar.update(tasks[key], completed=done)
 
-        return copy_store(src, dst, progress, dry_run=dry_run)
+        return copy_store(src, dst, progress, features=spec().features, dry_run=dry_run)
 
 
 @store.command("prune")

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from ember.cli import cli
+from ember.compose import spec
 from ember.memory import HierarchicalMemory, NewMemory
 from ember.project import project_dir_name
 from ember.store.accounting import ExchangeRecord
@@ -89,7 +90,7 @@ def _tables(report: dict[str, Any], database: str) -> dict[str, dict[str, Any]]:
 
 
 def _run(src: str, dst: str) -> dict[str, Any]:
-    return copy_store(parse(src), parse(dst)).to_json()
+    return copy_store(parse(src), parse(dst), features=spec().features).to_json()
 
 
 def _searches(store: HierarchicalMemory) -> list[list[tuple[str, float]]]:
@@ -174,7 +175,7 @@ def test_a_second_run_copies_nothing_and_says_so(pg_url: str, tmp_path: Path) ->
     home = tmp_path / "home"
     make_home(home)
     assert _run(str(home), pg_url)["copied"] > 0
-    second = copy_store(parse(str(home)), parse(pg_url))
+    second = copy_store(parse(str(home)), parse(pg_url), features=spec().features)
     assert second.ok and second.copied == 0
     assert any("nothing new to copy" in line for line in second.lines())
     for unit in second.to_json()["databases"]:
@@ -287,7 +288,9 @@ def test_a_failure_mid_copy_rolls_back_that_database_and_a_rerun_finishes(
         if database == victim and table == "memories":
             raise RuntimeError("the network went away")
 
-    broken = copy_store(parse(str(home)), parse(pg_url), progress).to_json()
+    broken = copy_store(
+        parse(str(home)), parse(pg_url), progress, features=spec().features
+    ).to_json()
     assert not broken["ok"]
     failed = next(u for u in broken["databases"] if u["database"] == victim)
     assert "the network went away" in failed["error"]

@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from ember.cli import cli
+from ember.compose import spec
 from ember.memory import HierarchicalMemory
 from ember.store.copy import CopyReport, copy_store, parse
 from ember.store.database import Database
@@ -180,12 +181,14 @@ def test_two_homes_of_one_project_merge_into_one_store(
     marks = {who: _source(p, _positions) for who, p in sources.items()}
     vectors = {who: _source(p, _vectors) for who, p in sources.items()}
 
-    first = copy_store(parse(str(homes["a"])), parse(dst))
+    first = copy_store(parse(str(homes["a"])), parse(dst), features=spec().features)
     assert first.ok, "\n".join(first.lines())
-    rehearsed = copy_store(parse(str(homes["b"])), parse(dst), dry_run=True)
+    rehearsed = copy_store(
+        parse(str(homes["b"])), parse(dst), features=spec().features, dry_run=True
+    )
     assert rehearsed.ok and rehearsed.dry_run, "\n".join(rehearsed.lines())
     assert _read(open_target("project"), _counts) == before["a"]  # the dry run wrote nothing
-    second = copy_store(parse(str(homes["b"])), parse(dst))
+    second = copy_store(parse(str(homes["b"])), parse(dst), features=spec().features)
     assert second.ok, "\n".join(second.lines())
     assert _copied(rehearsed, "project") == _copied(second, "project")
     assert _copied(rehearsed, "stats") == _copied(second, "stats")
@@ -225,7 +228,7 @@ def test_two_homes_of_one_project_merge_into_one_store(
         assert _read(open_target(kind), _totals) == summed, kind
 
     for who in ("a", "b"):
-        again = copy_store(parse(str(homes[who])), parse(dst))
+        again = copy_store(parse(str(homes[who])), parse(dst), features=spec().features)
         assert again.ok and again.copied == 0, "\n".join(again.lines())
     assert _read(open_target("project"), _counts) == merged
 
@@ -248,7 +251,7 @@ def test_a_dry_run_into_postgres_leaves_no_schema(pg_url: str, tmp_path: Path) -
     psycopg = pytest.importorskip("psycopg")
     home = tmp_path / "a"
     make_home(home, "a")
-    report = copy_store(parse(str(home)), parse(pg_url), dry_run=True)
+    report = copy_store(parse(str(home)), parse(pg_url), features=spec().features, dry_run=True)
     assert report.ok and report.copied > 0
     with psycopg.connect(pg_url) as conn:
         left = conn.execute(
@@ -266,13 +269,13 @@ def test_a_row_whose_parent_is_not_copied_is_a_conflict_not_a_dangling_row(
     home = tmp_path / "a"
     path = make_home(home, "a")
     target = tmp_path / "t"
-    assert copy_store(parse(str(home)), parse(str(target))).ok
+    assert copy_store(parse(str(home)), parse(str(target)), features=spec().features).ok
     db = Database(target / path.relative_to(home), PROJECT, log_failures=False)
     try:
         db.write(lambda c: c.execute("UPDATE memories SET content = 'changed' WHERE seq = 1"))
     finally:
         db.close()
-    report = copy_store(parse(str(home)), parse(str(target)))
+    report = copy_store(parse(str(home)), parse(str(target)), features=spec().features)
     unit = next(u for u in report.units if u.kind == "project")
     memories = next(t for t in unit.tables if t.table == "memories")
     assert memories.conflicts == 1 and memories.conflict_keys == [[1]]
@@ -305,7 +308,9 @@ def test_a_child_of_a_row_that_could_not_go_in_is_left_out_as_a_conflict(
             db.write(lambda c, w=who: [c.execute(sql) for sql in (*tables, *rows[w])])
         finally:
             db.close()
-    report = copy_store(parse(str(tmp_path / "a")), parse(str(tmp_path / "t")))
+    report = copy_store(
+        parse(str(tmp_path / "a")), parse(str(tmp_path / "t")), features=spec().features
+    )
     unit = next(u for u in report.units if u.kind == "project")
     found = {t.table: t for t in unit.tables}
     assert found["zz_parent"].conflicts == 1 and found["zz_parent"].copied == 0

@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from ember.cli import cli
+from ember.compose import spec
 from ember.testing.postgres import PgServer
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
@@ -139,7 +140,7 @@ def test_a_second_role_is_told_how_to_share_the_first_ones_schemas(
     first_url = _with(cluster.server.database_url(database), user=first)
     assert _init(first_url).exit_code == 0
     make_home(tmp_path / "a", "a")
-    assert copy_store(parse(str(tmp_path / "a")), parse(first_url)).ok
+    assert copy_store(parse(str(tmp_path / "a")), parse(first_url), features=spec().features).ok
 
     second_url = _with(cluster.server.database_url(database), user=second)
     told = _init(second_url)
@@ -150,7 +151,7 @@ def test_a_second_role_is_told_how_to_share_the_first_ones_schemas(
     as_first = f"{second_url}&options=-c%20role%3D{first}"
     assert _init(as_first).exit_code == 0
     make_home(tmp_path / "b", "b")
-    merged = copy_store(parse(str(tmp_path / "b")), parse(as_first))
+    merged = copy_store(parse(str(tmp_path / "b")), parse(as_first), features=spec().features)
     assert merged.ok, "\n".join(merged.lines())
 
 
@@ -202,7 +203,7 @@ def test_a_role_that_may_not_write_is_told_about_rights_not_files(
     first_url = _with(cluster.server.database_url(database), user=first)
     assert _init(first_url).exit_code == 0
     make_home(tmp_path / "a", "a")
-    assert copy_store(parse(str(tmp_path / "a")), parse(first_url)).ok
+    assert copy_store(parse(str(tmp_path / "a")), parse(first_url), features=spec().features).ok
 
     second_url = _with(cluster.server.database_url(database), user=second)
     env = {"EMBER_HOME": str(tmp_path / "h"), "EMBER_STORE_URL": second_url}

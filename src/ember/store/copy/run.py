@@ -14,10 +14,9 @@ finishes it (rows already there are counted, never written twice).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from ember.compose import spec
 from ember.store.copy import catalog, policy, rehearsal
 from ember.store.copy.catalog import Table, ident
 from ember.store.copy.ends import (
@@ -35,16 +34,26 @@ from ember.store.copy.source import Source, unreachable
 from ember.store.pg.catalog import COMMENT
 from ember.store.pg.connection import Dialect
 
+if TYPE_CHECKING:
+    from ember.features import Feature
+
 #: (database, table, rows done, rows in all): called as batches land.
 Progress = Callable[[str, str, int, int], None]
 
 
 def copy_store(
-    src: End, dst: End, progress: Progress | None = None, *, dry_run: bool = False
+    src: End,
+    dst: End,
+    progress: Progress | None = None,
+    *,
+    features: Sequence[Feature],
+    dry_run: bool = False,
 ) -> CopyReport:
     """Copy every database of ``src`` into ``dst``. ``CopyError`` for ends that cannot be
     used (the same end twice, not an ember home, a server that cannot be reached); a
     database that fails is reported (``UnitReport.error``) and the others still copied.
+    ``features``: the registered ones (``ember.compose.Spec.features``), whose derived
+    tables are rebuilt rather than copied and who are named as a table's owner.
     ``dry_run``: the same work, counted, then rolled back (``rehearsal``)."""
     if same(src, dst):
         raise CopyError(f"--from and --to are the same store ({src}): nothing to copy")
@@ -62,7 +71,7 @@ def copy_store(
         if dst.url is not None:
             _probe(dst.url)
         for unit in units:
-            report.units.append(_copy_unit(source, unit, dst, progress, dry_run))
+            report.units.append(_copy_unit(source, unit, dst, progress, features, dry_run))
     report.seconds = time.monotonic() - started
     return report
 
@@ -81,7 +90,12 @@ def _probe(url: str) -> None:
 
 
 def _copy_unit(
-    source: Source, unit: Unit, dst: End, progress: Progress | None, dry_run: bool
+    source: Source,
+    unit: Unit,
+    dst: End,
+    progress: Progress | None,
+    features: Sequence[Feature],
+    dry_run: bool,
 ) -> UnitReport:
     target = target_schema(unit) if dst.url is not None else str(dst.home) + "/" + str(unit.rel)
     out = UnitReport(unit.name, unit.kind, str(unit.schema or unit.rel), target)
@@ -93,7 +107,9 @@ def _copy_unit(
         ):
 
             def job(conn: Any) -> tuple[list[TableReport], dict[str, int]]:
-                copier = _Copier(source.dialect, src_conn, src_schema, unit, progress, schema)
+                copier = _Copier(
+                    source.dialect, src_conn, src_schema, unit, progress, schema, features
+                )
                 done = copier.run(conn, dst.url is not None, dry_run)
                 if dry_run:
                     raise rehearsal.Rehearsed(done)
@@ -119,11 +135,11 @@ class _Copier:
         unit: Unit,
         progress: Progress | None,
         schema: str | None,
+        features: Sequence[Feature],
     ) -> None:
         """``schema``: the target's schema (PostgreSQL), else None."""
         self.src, self.src_dialect, self.src_schema = src, dialect, src_schema
         self.unit, self.progress, self.schema = unit, progress, schema
-        features = spec().features
         self.derived = dict(policy.DERIVED)
         for f in features:
             self.derived.update(f.derived())
