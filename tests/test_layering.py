@@ -323,8 +323,80 @@ def test_only_compose_reads_the_feature_registry() -> None:
         and (reads := registry_reads(path))
     }
     assert not found, (
-        f"modules reading the feature registry {found}: take what you need from "
-        "ember.compose.spec() (or as a parameter from who builds you)"
+        f"modules reading the feature registry {found}: take what you need as a parameter "
+        "from who builds you (ember.compose), or from ember.installed"
+    )
+
+
+#: Who may import the composition root (``ember.compose``), and why: the entry points, which
+#: build the parts and hand them what they need. Loading it installs the features' settings
+#: sections and tables for the kernel (``ember.installed``).
+COMPOSE_IMPORTERS = {
+    # the ``ember`` command (``python -m ember`` goes through it): lists the features'
+    # commands, builds the proxy and the dashboard, hands ``ember store copy`` the features
+    "cli/": "the ember command",
+    # ``ember demo``: builds the proxy it tours in its own process
+    "demo/": "ember demo",
+    # library mode: README's programs call ``ember.config.load_settings()`` after importing
+    # these, never ember.compose, and must get the features' settings and tables
+    "memory/library.py": "library mode (MemoryInjector)",
+    "shadow/library.py": "library mode (ShadowLibrary)",
+}
+
+
+def compose_imports(path: Path) -> list[str]:
+    """The imports of ``path`` that reach ``ember.compose``, wherever they are (module level,
+    a function, ``TYPE_CHECKING``): ``import ember.compose``, ``from ember.compose import
+    x``, ``from ember import compose``, or the same relative to ``path``'s package."""
+    package = ["ember", *path.relative_to(SRC).parent.parts]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("ember.compose")]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            if module == "ember.compose" or module.startswith("ember.compose."):
+                found.append(module)
+            elif module == "ember":
+                found += ["ember.compose" for a in node.names if a.name == "compose"]
+    return found
+
+
+def test_the_compose_check_sees_each_way_of_reaching_it() -> None:
+    source = (
+        "import ember.compose\nfrom ember.compose import spec\n"
+        "def f():\n    from ember import compose\n    from .. import compose\n"
+        "    from ..compose import build_app\n"
+        "from ember import config\nfrom ember.composer import x\nfrom . import compose\n"
+    )
+    with tempfile.TemporaryDirectory(dir=SRC) as folder:
+        probe = Path(folder) / "probe.py"
+        probe.write_text(source, encoding="utf-8")
+        assert compose_imports(probe) == ["ember.compose"] * 5
+
+
+def test_only_the_entry_points_import_the_composition_root() -> None:
+    """The parts are handed what they need by the composition root and the entry points; a
+    module below that imported ``ember.compose`` would fetch its parts for itself and bring
+    back the import cycle through the kernel (settings -> compose -> features -> settings)."""
+    found: dict[str, list[str]] = {}
+    allowed: set[str] = set()
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        if rel == "compose.py" or not (reached := compose_imports(path)):
+            continue
+        entry = next((e for e in COMPOSE_IMPORTERS if rel == e or rel.startswith(e)), None)
+        if entry is None:
+            found[rel] = reached
+        else:
+            allowed.add(entry)
+    assert not found, (
+        f"modules importing ember.compose {found}: take what you need as a parameter from "
+        "who builds you, or from ember.installed (settings sections, migrations)"
+    )
+    assert allowed == set(COMPOSE_IMPORTERS), (
+        f"{set(COMPOSE_IMPORTERS) - allowed} import ember.compose no more: remove them"
     )
 
 
