@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -161,3 +164,38 @@ def test_a_model_no_feature_registers_is_refused_not_defaulted(tmp_path: Path) -
 
     with pytest.raises(KeyError, match="no registered feature declares Stray"):
         load_settings(env={}).section(Stray)
+
+
+def _fresh(code: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """``code`` in a new interpreter (this one loaded ember.compose through the conftest)."""
+    env = {**os.environ, "EMBER_HOME": str(home), "EMBER_MEMORY_MODE": "tool"}
+    env.pop("EMBER_CONFIG", None)
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_settings_loaded_where_no_entry_point_installed_the_features_say_how_to_fix_it(
+    tmp_path: Path,
+) -> None:
+    """Without the features' sections ``EMBER_MEMORY_MODE`` would be refused as unknown (or a
+    section read back as silent defaults): a program that loads only ``ember.config`` is told
+    to load the composition root instead."""
+    done = _fresh("from ember.config import load_settings\nload_settings()", tmp_path)
+    assert done.returncode == 1
+    assert "NotInstalled: ember's features are not installed in this process" in done.stderr
+    assert "import ember.compose" in done.stderr
+
+
+@pytest.mark.parametrize("entry", ["ember.compose", "ember.memory.library", "ember.cli"])
+def test_an_entry_point_gives_load_settings_the_features_sections(
+    tmp_path: Path, entry: str
+) -> None:
+    """README's library mode imports ``ember.config`` and a library module, never
+    ``ember.compose``: the features' settings are read all the same."""
+    code = (
+        f"import {entry}\nfrom ember.config import load_settings\n"
+        "print(load_settings().section('memory').memory_mode)"
+    )
+    done = _fresh(code, tmp_path)
+    assert (done.returncode, done.stdout.strip()) == (0, "tool"), done.stderr
