@@ -42,7 +42,7 @@ if TYPE_CHECKING:
         Scope,
         derive_scope,
     )
-    from ember.memory.retrieval.budget import Injection, InjectionBudget
+    from ember.memory.retrieval.injection_budget import Injection, InjectionBudget
     from ember.memory.retrieval.query import MemoryQuery
     from ember.memory.retrieval.rank import Fusion
     from ember.memory.retrieval.render import render_block
@@ -59,8 +59,8 @@ _WHERE: dict[str, str] = {
     "FactIn": "ember.memory.extraction",
     "Fusion": "ember.memory.retrieval.rank",
     "HierarchicalMemory": "ember.memory.core",
-    "Injection": "ember.memory.retrieval.budget",
-    "InjectionBudget": "ember.memory.retrieval.budget",
+    "Injection": "ember.memory.retrieval.injection_budget",
+    "InjectionBudget": "ember.memory.retrieval.injection_budget",
     "MEMORY_SAVE_DESCRIPTION": "ember.memory.extraction",
     "MEMORY_SAVE_SCHEMA": "ember.memory.extraction",
     "Memory": "ember.memory.models",

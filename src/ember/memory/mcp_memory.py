@@ -39,7 +39,7 @@ from ember.memory.explain import explain_hit
 from ember.memory.mcp_target import Served
 from ember.memory.mcp_tools import ForgetArgs, ListArgs, SaveArgs, SearchArgs, UpdateArgs
 from ember.memory.models import Evidence, Memory, MemoryFilter, NewMemory, iso
-from ember.memory.retrieval.budget import InjectionBudget
+from ember.memory.retrieval.injection_budget import InjectionBudget
 from ember.memory.router import MemoryRouter
 from ember.memory.settings import MemorySettings
 from ember.memory.shapes import hits_json

@@ -38,7 +38,7 @@ from ember.memory.gate import AskGate
 from ember.memory.ledger import InjectionLedger, LedgerEntry, message_digest
 from ember.memory.metrics import MemoryMetrics
 from ember.memory.models import MemoryFilter, MemoryHit
-from ember.memory.retrieval.budget import InjectionBudget
+from ember.memory.retrieval.injection_budget import InjectionBudget
 from ember.memory.retrieval.query import MemoryQuery
 from ember.memory.router import MemoryRouter
 from ember.memory.settings import MemorySettings

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from ember.config import load_settings
 from ember.memory import HierarchicalMemory, InjectionBudget, Memory, MemoryHit
-from ember.memory.retrieval.budget import MIN_SCORE_FLOOR
+from ember.memory.retrieval.injection_budget import MIN_SCORE_FLOOR
 from ember.memory.retrieval.rank import Candidate, Ranking, rank, relevance
 from ember.memory.settings import MemorySettings
 

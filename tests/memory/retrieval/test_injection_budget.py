@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from ember.config import load_settings
 from ember.errors import ConfigError
 from ember.memory import InjectionBudget, Memory, MemoryHit, render_block
-from ember.memory.retrieval.budget import (
+from ember.memory.retrieval.injection_budget import (
     FRAME_TOKENS,
     MAX_ITEMS_CAP,
     MAX_TOKENS_CAP,

@@ -31,8 +31,8 @@ MIN_SCORE_FLOOR = 0.21
 #: The block's frame (open tag, header, close tag and the newlines between them). A block costs
 #: its frame plus each line and its newline: lines begin with "- [" and end without
 #: whitespace, so no token of the count spans two lines, and the sum is the count of the whole
-#: block (``test_budget``) without counting it again for every candidate — that recount, ten
-#: times a 4 KB block, was a fifth of a new ask's CPU in the proxy (py-spy).
+#: block (``test_injection_budget``) without counting it again for every candidate — that
+#: recount, ten times a 4 KB block, was a fifth of a new ask's CPU in the proxy (py-spy).
 FRAME_TOKENS = count_tokens(render_lines(["-"])) - count_tokens("-") - 1
 
 
