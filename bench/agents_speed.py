@@ -1,7 +1,7 @@
 """Several agents at once: throughput through ember as shipped, with memory off, and direct.
 
 The provider emulator (``ember dev upstream``) and each proxy run as their own process; this
-process runs the load (``ember.testing.load``: N agents x M turns, Anthropic and OpenAI SDKs,
+process runs the load (``bench/support/load.py``: N agents x M turns, Anthropic and OpenAI SDKs,
 JSON and streaming, every turn a new ask of one project whose memory holds ``--facts`` facts).
 Each round runs the load straight at the emulator, then through each proxy (the order rotating
 by round). Printed: requests per second and latency per leg, each leg's throughput as a share of
@@ -47,7 +47,7 @@ from common import (
 from ember.memory.ledger import AskCounts
 from ember.project import resolve_project
 from ember.server import free_port
-from ember.testing.load import LoadPlan, LoadResult, run_agents
+from support.load import LoadPlan, LoadResult, run_agents
 
 CWD = "/home/bench/agents-project"
 PROXIES = {"ember": {}, "memory off": {"EMBER_MEMORY_MODE": "off"}}

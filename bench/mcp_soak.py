@@ -1,7 +1,7 @@
 """A proxy and an MCP server writing one project at once: nothing lost, nothing corrupted.
 
 The proxy (every feature on, as ``ember proxy`` builds it) serves N agents
-(``ember.testing.load``: JSON and streaming, Anthropic and OpenAI SDKs) on one project while
+(``bench/support/load.py``: JSON and streaming, Anthropic and OpenAI SDKs) on one project while
 ``ember mcp``, in a process of its own as a client starts it, saves and forgets facts of that
 project in a loop through the official SDK's stdio client (a search every few cycles). Two
 processes, two writers of one SQLite file: what ember relies on there is WAL and the busy
@@ -43,7 +43,7 @@ from ember.project import project_from_cli
 from ember.server import BackgroundServer
 from ember.store.driver import connect
 from ember.testing import Emulator
-from ember.testing.load import LoadPlan, LoadResult, run_agents
+from support.load import LoadPlan, LoadResult, run_agents
 
 SRC = str(Path(ember.__file__).resolve().parents[1])
 SEEDS = [

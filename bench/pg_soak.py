@@ -4,7 +4,7 @@ once, on a good day and on a bad one.
 Three ``ember proxy`` processes, each with an ``EMBER_HOME`` of its own (three machines), all
 with ``EMBER_STORE_URL`` on one PostgreSQL (the test setup's, ``ember.testing.postgres``, or
 ``$EMBER_TEST_PG_URL``'s), in front of one provider emulator. Each round, 4 agents per proxy
-work on project A at once (``ember.testing.load``: both SDKs, JSON and streams) while 2 more
+work on project A at once (``bench/support/load.py``: both SDKs, JSON and streams) while 2 more
 agents work on project B through the first proxy. Both projects hold memories whose text
 names their project (``[alpha]``/``[beta]``), so an injection of the wrong project's fact is
 visible in what the provider received. Shadow memory fires during the load (a session is
@@ -68,7 +68,6 @@ from ember.store.pg.database import PgDatabase
 from ember.store.pg.names import schema_name
 from ember.store.schema import PROJECT, for_postgres
 from ember.testing import Emulator
-from ember.testing.load import LoadPlan, LoadResult, run_agents, session_id
 from ember.testing.postgres import postgres_server
 from ember.testing.shadow import Line, shadow_replies
 from pg_restart import Restartable
@@ -84,6 +83,7 @@ from pg_soak_checks import (
     verdict,
     written,
 )
+from support.load import LoadPlan, LoadResult, run_agents, session_id
 
 FACTS = [
     "The project uses PostgreSQL 16, configured in config/database.yml.",
@@ -428,7 +428,7 @@ def across(url: str, schema: str, proxies: list[Proxy], emulator: Emulator,
             time.sleep(0.5)
     if ask is None:
         return f"no (proxy 0's shadow stored no memory from its {len(sessions)} sessions)"
-    import ember.testing.load as load
+    import support.load as load
 
     ids: list[str] = []
     for attempt in range(ACROSS_TRIES):  # memory skips asks while its CPU share is spent

@@ -1,6 +1,6 @@
 """Storage under load: several agents on one project, memory and shaping on.
 
-The same load (``ember.testing.load``: N agents x M turns, JSON and streaming, Anthropic and
+The same load (``bench/support/load.py``: N agents x M turns, JSON and streaming, Anthropic and
 OpenAI SDKs) runs first straight at the provider emulator, then through the proxy with the
 defaults (shaping, memory ``auto_tail``, shadow memory, accounting) on a seeded project memory,
 then through a second proxy with memory off (what the memory search costs per ask). Printed
@@ -60,8 +60,8 @@ from ember.server import BackgroundServer
 from ember.store.driver import connect
 from ember.store.registry import Storage
 from ember.testing import Emulator
-from ember.testing.load import LoadPlan, LoadResult, run_agents
 from ember.testing.shadow import Line, shadow_replies
+from support.load import LoadPlan, LoadResult, run_agents
 
 CWD = "/home/bench/soak-project"
 FACTS = [

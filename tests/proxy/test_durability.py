@@ -16,6 +16,7 @@ from typing import Any
 
 import anthropic
 import pytest
+from bench.support.load import LoadPlan, run_agents
 from click.testing import CliRunner
 
 from ember.cli import cli
@@ -27,7 +28,6 @@ from ember.store.driver import connect
 from ember.store.registry import Storage, stats_db_path
 from ember.testing import Emulator
 from ember.testing.agent import TOOLS, system_prompt
-from ember.testing.load import LoadPlan, run_agents
 from tests.conftest import StackFactory
 from tests.proxy.subprocess_proxy import proxy_process, stop
 

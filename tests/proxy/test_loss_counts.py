@@ -2,7 +2,7 @@
 and a proxy started on a damaged file says so before any write meets it.
 
 Real proxies on loopback with the provider emulator and the official SDKs as clients (the
-load of ``ember.testing.load``); a full disk is the ``Disk`` of ``tests/store/test_database``.
+load of ``bench/support/load.py``); a full disk is the ``Disk`` of ``tests/store/test_database``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bench.support.load import LoadPlan, run_agents
 from click.testing import CliRunner
 
 from ember.cli import cli
@@ -24,7 +25,6 @@ from ember.shaping.recorder import read_state
 from ember.shaping.state import ShapingState
 from ember.store import writerloop
 from ember.store.problems import read_problems
-from ember.testing.load import LoadPlan, run_agents
 from tests.conftest import Stack, StackFactory
 from tests.proxy.test_storage_failures import ask, corrupt
 from tests.store.test_database import Disk, fill_up, until

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bench.support.load import LoadPlan, LoadResult, run_agents
 from click.testing import CliRunner
 
 from ember.cli import cli
@@ -28,7 +29,6 @@ from ember.store import writerloop
 from ember.store.database import Database
 from ember.store.driver import connect
 from ember.store.hold import HoldLimit
-from ember.testing.load import LoadPlan, LoadResult, run_agents
 from tests.conftest import Stack, StackFactory
 from tests.store.test_database import Disk, until
 

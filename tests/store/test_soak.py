@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from bench.support.load import LoadPlan, LoadResult, run_agents
 
 from ember.embedder import get_embedder
 from ember.memory import HierarchicalMemory
@@ -22,7 +23,6 @@ from ember.project import resolve_project
 from ember.server import BackgroundServer
 from ember.store.driver import connect
 from ember.testing import Emulator
-from ember.testing.load import LoadPlan, LoadResult, run_agents
 from tests.conftest import StackFactory
 from tests.proxy.subprocess_proxy import proxy_process, stop
 
