@@ -18,9 +18,9 @@ abandoned when its block leaves without ending it (an exception, a cancelled tas
 whose turn never ended would stay busy, and its background work (shadow memory) would wait
 for it forever.
 
-Two copies of this lifecycle (one per transport) drifted once: the WebSocket copy never filled
-``sent``/``chunks``, so shadow memory never saw a Codex session's prefix and never forked it,
-and it never marked the session busy. Keeping one copy is the fix.
+One lifecycle serves both transports: a copy per transport can forget a step, e.g. filling
+``sent``/``chunks`` (without them shadow memory never sees a Codex session's prefix and never
+forks it) or marking the session busy.
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
 """What an exchange needs of the connection it came on: the request's bytes, and a way to
 answer with ember's own error. HTTP and Responses over WebSocket implement it and differ only
 in framing: a body read from HTTP messages and an error as a JSON answer in the protocol's
-shape (``proxy.http``), or one socket message and an ``error`` event (``proxy.ws_session``).
+shape (``proxy.http_exchange``), or one socket message and an ``error`` event
+(``proxy.ws_session``).
 
 So the answers ember gives itself are written once for both: a request past ``max_body_mb``
 is a 413 (``read_request``), one whose body stalls a 408, one ember cannot read a 400 and a
-stage's refusal its own status (``ExchangeFlow.admit`` and ``ExchangeFlow.prepare``). Two
-copies of these drifted before: the WebSocket copy of the refusal left the session marked
-busy when the client was gone before its error went out.
+stage's refusal its own status (``ExchangeFlow.admit`` and ``ExchangeFlow.prepare``). One
+copy per transport lets them differ: a WebSocket refusal that left its session marked busy
+when the client was gone before the error went out.
 """
 
 from __future__ import annotations
