@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ember.protocols.transcript import item_digest
+from ember.protocols.transcript_items import item_digest
 from ember.redaction import mask
 from ember.store.driver import Connection
 from ember.store.ops import Op, name_of, replayable, resolve

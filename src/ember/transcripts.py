@@ -27,14 +27,15 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ember.errors import StorageUnavailable
 from ember.protocols.base import AssembledMessage, ProtocolAdapter, TranscriptItem
 from ember.protocols.prewarm import is_prewarm
-from ember.protocols.transcript import answer_items, transcript_items
+from ember.protocols.transcript_items import answer_items, transcript_items
 from ember.store.driver import Connection
 from ember.store.ops import Op
 from ember.store.transcript import (
@@ -321,7 +322,7 @@ class Transcripts:
 
             await db.awrite(job, label="transcript")
             return
-        shown = await asyncio.to_thread(masked, rows)
+        shown = await _prepared(lambda: masked(rows))
         op = saved_turn(session_id, shown, lineage, names, answer_at)
         self._thread(session_id).committing = db.submit(op, label="transcript")
 
@@ -334,7 +335,7 @@ class Transcripts:
         adapter, body = turn.adapter, turn.body
         count = adapter.message_count(body)
         answer = answer_items(adapter, turn.answer, count) if turn.answer else []
-        items, said = await asyncio.to_thread(
+        items, said = await _prepared(
             lambda: (pieces(transcript_items(adapter, body)), pieces(answer))
         )
         continues = isinstance(body, dict) and bool(body.get("previous_response_id"))
@@ -351,6 +352,19 @@ class Transcripts:
                 loop.call_soon_threadsafe(one_less)
 
         done.add_done_callback(placed)
+
+
+T = TypeVar("T")
+
+#: Masking and cutting a turn's text before its write is journaled runs on threads of its
+#: own. The loop's default ones can all be waiting on a store that has just gone away (each
+#: read waits for a connection until the outage is known, seconds), and a turn queued behind
+#: them was not in the journal yet when a kill came: answered, its messages lost.
+_PREPARE = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ember-transcript")
+
+
+async def _prepared(fn: Callable[[], T]) -> T:
+    return await asyncio.get_running_loop().run_in_executor(_PREPARE, fn)
 
 
 async def _committed_while_up(db: Database, done: Any) -> None:

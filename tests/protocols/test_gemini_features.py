@@ -18,7 +18,7 @@ from ember.protocols.replay import PLACEHOLDER
 from ember.protocols.splice import splice_for
 from ember.protocols.sse import RawEvents
 from ember.protocols.tooling import TOOLING, ToolOutcome, ToolSpec
-from ember.protocols.transcript import answer_items, transcript_items
+from ember.protocols.transcript_items import answer_items, transcript_items
 
 LOG = "line\n" * 50
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from ember.protocols import ANTHROPIC
-from ember.protocols.transcript import item_digest, transcript_items
+from ember.protocols.transcript_items import item_digest, transcript_items
 from ember.store.transcript import position_digests
 from tests.client_fixtures import all_requests
 

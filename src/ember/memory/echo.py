@@ -8,7 +8,7 @@ session that carries those messages in its history (a resumed or forked conversa
 new id).
 
 So a memory carries where it came from (``provenance``): the session it was learned in, and the
-digests of the messages its evidence names (``ember.protocols.transcript.item_digest``: role,
+digests of the messages its evidence names (``ember.protocols.transcript_items.item_digest``: role,
 kind and text, so the same words in another session digest the same). A hit echoes when its
 session is the asking one, or when the ask's conversation holds one of those messages.
 """

@@ -46,7 +46,7 @@ from ember.memory.tools import MEMORY_TOOL_SPECS, MemoryTools
 from ember.protocols import edits
 from ember.protocols.base import ProtocolAdapter
 from ember.protocols.tooling import TOOLING
-from ember.protocols.transcript import item_digest, transcript_items
+from ember.protocols.transcript_items import item_digest, transcript_items
 from ember.store.registry import Storage
 from ember.threads import is_compaction
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ember.protocols.transcript import Said, item_digest
+from ember.protocols.transcript_items import Said, item_digest
 from ember.redaction import mask
 from ember.store.driver import Connection
 from ember.store.pg.serial import one_writer

@@ -38,7 +38,7 @@ from ember.facts import Evidence, FactStore, MemoryOpener, NewMemory
 from ember.project import ProjectRef
 from ember.protocols.base import TranscriptItem
 from ember.protocols.calls import tool_calls
-from ember.protocols.transcript import item_digest, own_words, transcript_items
+from ember.protocols.transcript_items import item_digest, own_words, transcript_items
 from ember.redaction import redact
 from ember.store.database import Database
 from ember.store.registry import Storage

@@ -15,7 +15,7 @@ from ember.protocols import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, adapter_fo
 from ember.protocols.base import AssembledMessage, Block, ProtocolAdapter, TranscriptItem
 from ember.protocols.calls import WALKS, NamesBefore, RawCall
 from ember.protocols.forking import fork_request
-from ember.protocols.transcript import ARGS_LIMIT, answer_items, transcript_items
+from ember.protocols.transcript_items import ARGS_LIMIT, answer_items, transcript_items
 from tests.client_fixtures import ClientRequest, all_requests, load_scenario
 from tests.protocols.fork_support import (
     QUESTION,
