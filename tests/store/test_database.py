@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -445,3 +447,21 @@ def test_held_writes_never_block_the_caller(owner: Database, disk: Disk) -> None
         owner.submit(row(i))
     assert time.monotonic() - started < 2.0
     logging.getLogger(__name__).debug("submitted")
+
+
+def test_a_database_opened_where_the_features_were_not_installed_says_so_to_its_caller(
+    tmp_path: Path,
+) -> None:
+    """A program that opens a project database without loading ``ember.compose`` gets the
+    reason and the fix at once; the file is not switched off as "unwritable" (a wrong fix)
+    and nothing is created in it."""
+    code = (
+        "from pathlib import Path\nfrom ember.store.database import Database\n"
+        "from ember.store.schema import PROJECT\n"
+        f"Database(Path({str(tmp_path / 'ember.db')!r}), PROJECT)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "NotInstalled" in done.stderr and "import ember.compose" in done.stderr
+    assert "unwritable" not in done.stderr
+    assert not (tmp_path / "ember.db").exists()

@@ -104,7 +104,12 @@ class Database(WriterLoop):
         already says everything, and a second line from the log would only repeat it.
         ``hold``: the budget of writes kept through a gap (None: none are, a write the file
         refuses fails at once — a CLI command has nobody to write them later).
-        ``check_seconds``: how often the file is checked while written (``CHECK_SECONDS``)."""
+        ``check_seconds``: how often the file is checked while written (``CHECK_SECONDS``).
+
+        The schema is resolved here, in the caller: one that cannot be built (the features
+        not installed: ``ember.installed.NotInstalled``) is the caller's error, raised to it,
+        never a file switched off as "unwritable" by the writer thread."""
+        _ = schema.migrations
         super().__init__(
             path,
             schema,
