@@ -101,7 +101,7 @@ class Settings(BaseModel):
     memory_vector_index: Literal["auto", "sqlite-vec", "hnsw"] = "auto"
     #: Memory's own settings (memory_mode, the injection budget...): ``ember.memory.settings``.
 
-    # -- upstream connections (issue #7; the failures they prevent: ember/proxy/connector.py) --
+    # -- upstream connections (the failures they prevent: ember/proxy/connector.py) ----------
     #: Connections to the providers at most, in all and per host. Each stream holds one for its
     #: whole length; past the limit a request waits up to upstream_connect_timeout, then a 504.
     upstream_max_connections: int = Field(default=1024, ge=1)
@@ -110,12 +110,12 @@ class Settings(BaseModel):
     #: provider's listen backlog and its kernel drops the excess, retried on TCP's backoff.
     upstream_max_opening: int = Field(default=8, ge=0)
 
-    # -- models cache (issue #7) ------------------------------------------------------------
+    # -- models cache ----------------------------------------------------------------------
     #: Where built embedder graphs are kept (~87 MB each), shared by every EMBER_HOME; unset =
     #: $XDG_CACHE_HOME/ember/models, else ~/.cache/ember/models.
     models_dir: Path | None = None
 
-    # -- request limits (issue #7) ---------------------------------------------------------
+    # -- request limits --------------------------------------------------------------------
     #: Largest request body, in MiB; past it the client gets a 413 and the body is not read.
     #: 64: twice Anthropic's documented 32 MB Messages limit, headroom for image-heavy agents
     #: and OpenAI-compatible providers; the proxy holds a whole body (and its parse) in memory.
@@ -169,7 +169,7 @@ class Settings(BaseModel):
     storage_check_seconds: float = Field(default=60.0, gt=0)
     #: Where every project's data lives: unset = the SQLite files in EMBER_HOME; a
     #: ``postgresql://user:password@host:5432/db`` URL = one schema per project in that
-    #: PostgreSQL (issue #24; ember/store/pg/). Needs the ``postgres`` extra. It may hold a
+    #: PostgreSQL (ember/store/pg/). Needs the ``postgres`` extra. It may hold a
     #: password: kept out of this model's repr, and shown only as user@host:port/db.
     store_url: str | None = Field(default=None, repr=False)
 
@@ -189,7 +189,7 @@ class Settings(BaseModel):
     # ``toin`` (learn/feature.py), ``shadow_stop_seconds`` (shadow/settings.py), and any
     # installed feature's ``[name]`` table.
 
-    # -- Responses over WebSocket (issue #8; rules and sources: ember/proxy/ws_support.py) -----
+    # -- Responses over WebSocket (rules and sources: ember/proxy/ws_support.py) --------------
     #: auto: relay WebSocket upgrades on /v1/responses when the provider accepts them, and
     #: answer 426 (the client falls back to HTTP at once) when it does not, remembering that for
     #: 10 minutes; on: always try the provider; off: answer every upgrade with 426.

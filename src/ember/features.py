@@ -146,12 +146,12 @@ class Feature:
     banner: Callable[[Settings], str | None] = _no_banner
     #: its part of the dashboard: JSON routes under ``/ui/api/f/<name>/`` (``ember.views``)
     views: Callable[[], Sequence[Route]] = tuple
-    #: it runs on a PostgreSQL store (``store_url``, issue #24): each of its migrations has a
+    #: it runs on a PostgreSQL store (``store_url``): each of its migrations has a
     #: ``postgres`` form and its queries run there. Until it does, a PostgreSQL store leaves
     #: its tables out and the app builds none of its stages (said once at start-up), rather
     #: than letting it fail on missing tables inside requests.
     postgres: bool = False
-    #: ``ember store copy`` (issue #24): its tables whose rows follow from its other tables
+    #: ``ember store copy``: its tables whose rows follow from its other tables
     #: (an index's postings), table -> why, never copied row for row...
     derived: Callable[[], Mapping[str, str]] = dict
     #: ...and what rebuilds them from the copied rows, in the target's one transaction

@@ -1,4 +1,4 @@
-"""Whether a project's memory indexes on PostgreSQL agree with its memories (issue #24).
+"""Whether a project's memory indexes on PostgreSQL agree with its memories.
 
 On SQLite, ``PRAGMA integrity_check`` vouches for a file and FTS5 keeps its own table; on
 PostgreSQL the keyword and vector indexes are tables ember writes beside the memories

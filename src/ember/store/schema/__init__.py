@@ -14,7 +14,7 @@ a new table is a new migration at the end of its feature's list. One list per da
 applied by its one owner: triggers that span tables of two features need both tables to exist,
 which separate lists migrated by separate owners could not promise.
 
-A PostgreSQL store (``store_url``, issue #24) applies ``for_postgres(schema)``: the kernel's
+A PostgreSQL store (``store_url``) applies ``for_postgres(schema)``: the kernel's
 migrations and those of the features that run there (``Feature.postgres``), each in its
 ``postgres`` form. A feature joins it by writing that form for each of its migrations and
 setting ``postgres=True``: its names then apply, in list order, to schemas already in use.
