@@ -37,7 +37,7 @@ from ember.protocols.transcript_items import item_digest
 from ember.redaction import mask
 from ember.store.driver import Connection
 from ember.store.ops import Op, name_of, replayable, resolve
-from ember.store.transcript import (
+from ember.store.transcript_rows import (
     Lineage,
     Row,
     digests_by_position,

@@ -38,7 +38,7 @@ from ember.protocols.prewarm import is_prewarm
 from ember.protocols.transcript_items import answer_items, transcript_items
 from ember.store.driver import Connection
 from ember.store.ops import Op
-from ember.store.transcript import (
+from ember.store.transcript_rows import (
     Lineage,
     Row,
     latest_generation,

@@ -24,7 +24,7 @@ from ember.store.database import Database
 from ember.store.driver import Connection
 from ember.store.registry import stats_db_path
 from ember.store.schema import PROJECT, STATS
-from ember.store.transcript import Row, insert_rows
+from ember.store.transcript_rows import Row, insert_rows
 from tests.memory.conftest import HashEmbedder
 
 PROJECT_ID = "acme-platform-monorepo"

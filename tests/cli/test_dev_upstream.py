@@ -21,7 +21,7 @@ from ember.cli.dev import upstream_emulator
 from ember.protocols.plain import plain_request
 from ember.server import BackgroundServer
 from ember.shadow.question import cold_pages, cold_prompt, hot_question, parse_answer
-from ember.store.transcript import Message
+from ember.store.transcript_rows import Message
 from ember.testing import Emulator
 
 SECRET = "sk-secret-123"

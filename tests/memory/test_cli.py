@@ -272,7 +272,7 @@ def test_show_counts_the_requests_it_went_into_and_the_cited(run, tmp_path: Path
     from ember.memory.retrieval.render import render_block
     from ember.project import ProjectRef
     from ember.store.registry import Storage
-    from ember.store.transcript import Row, insert_rows
+    from ember.store.transcript_rows import Row, insert_rows
 
     added = json.loads(run("add", *P, "--json", "Builds use ninja with ccache enabled").output)
     before = json.loads(run("show", *P, "--json", added["id"]).output)

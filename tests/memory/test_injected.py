@@ -19,7 +19,7 @@ from ember.store.database import Database
 from ember.store.migrations import Schema
 from ember.store.registry import Storage
 from ember.store.schema import PG_PROJECT, PROJECT
-from ember.store.transcript import Row, insert_rows
+from ember.store.transcript_rows import Row, insert_rows
 
 SESSION = "0a1b2c3d-0000-4000-8000-00000000000a"
 T0 = 1_790_000_000.0

@@ -19,7 +19,7 @@ from ember.shadow.models import CallUsage, RunPath, parse_facts
 from ember.store.database import Database
 from ember.store.driver import Connection
 from ember.store.schema import PROJECT
-from ember.store.transcript import Row, insert_rows
+from ember.store.transcript_rows import Row, insert_rows
 from ember.testing import Emulator
 from ember.testing.replies import Reply
 

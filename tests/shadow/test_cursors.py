@@ -10,7 +10,7 @@ import pytest
 from ember.shadow import cursors, runs
 from ember.store.database import Database
 from ember.store.driver import Connection
-from ember.store.transcript import Row, insert_rows, unread
+from ember.store.transcript_rows import Row, insert_rows, unread
 from tests.shadow.backends import BACKENDS, project_db
 
 

@@ -25,7 +25,7 @@ from ember.server import BackgroundServer
 from ember.shadow import cursors
 from ember.shadow.prefix import PrefixBook
 from ember.shadow.runner import RunRequest, ShadowRunner
-from ember.store.transcript import Row, insert_rows
+from ember.store.transcript_rows import Row, insert_rows
 from ember.testing import Emulator
 from ember.testing.agent import TOOLS, system_prompt
 from ember.testing.replies import Reply

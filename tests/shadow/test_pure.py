@@ -9,7 +9,7 @@ from ember.shadow import evidence
 from ember.shadow.models import FactIn, parse_facts
 from ember.shadow.policy import Backoff, hot_blocker, turn_ended
 from ember.shadow.question import cold_pages, hot_question, parse_answer
-from ember.store.transcript import Lineage, Message, place
+from ember.store.transcript_rows import Lineage, Message, place
 
 S = "sess-1"
 

@@ -10,7 +10,7 @@ from ember.shadow import runs
 from ember.store.database import Database
 from ember.store.driver import Connection, errors
 from ember.store.schema import PROJECT
-from ember.store.transcript import Row, insert_rows
+from ember.store.transcript_rows import Row, insert_rows
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from ember.shadow.schema import SHADOW
 from ember.shadow.spend_share import WINDOW_SECONDS
 from ember.store.database import Database
 from ember.store.driver import Connection, errors
-from ember.store.transcript import (
+from ember.store.transcript_rows import (
     Lineage,
     Row,
     insert_rows,

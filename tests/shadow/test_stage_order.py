@@ -22,7 +22,7 @@ from ember.protocols.jsonedit import JsonDoc
 from ember.proxy.upstream import Upstream
 from ember.sessions import SessionRegistry
 from ember.shadow.stage import ShadowStage
-from ember.store.transcript import latest_generation
+from ember.store.transcript_rows import latest_generation
 from ember.transcripts import Transcripts
 
 PROJECT = ProjectRef("/home/dev/order", "header:x-ember-cwd")

@@ -20,7 +20,7 @@ from ember.shadow.steward import STEWARD_SYSTEM, Steward
 from ember.store.accounting import ExchangeRecord
 from ember.store.database import Database
 from ember.store.registry import Storage
-from ember.store.transcript import Row, insert_rows
+from ember.store.transcript_rows import Row, insert_rows
 from ember.testing import Emulator
 from ember.testing.replies import Reply
 

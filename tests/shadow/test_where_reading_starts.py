@@ -21,7 +21,7 @@ from ember.shadow import cursors
 from ember.store.database import Database
 from ember.store.driver import Connection
 from ember.store.schema import PROJECT, for_postgres
-from ember.store.transcript import unread
+from ember.store.transcript_rows import unread
 from ember.testing import Emulator
 from tests.traffic.conversation import db_path, run_session, send
 from tests.traffic.test_replay_e2e import Proxy

@@ -23,7 +23,7 @@ from ember.store.accounting import ExchangeRecord
 from ember.store.database import Database
 from ember.store.pruning import prune_store
 from ember.store.schema import PROJECT
-from ember.store.transcript import message_id
+from ember.store.transcript_rows import message_id
 from tests.memory.conftest import Clock, HashEmbedder, pg_database
 
 NOW = 1_800_000_000.0

@@ -6,7 +6,7 @@ import io
 import json
 
 from ember.shadow.question import hot_question
-from ember.store.transcript import Message
+from ember.store.transcript_rows import Message
 from ember.testing.emulator import RecordedRequest
 from ember.testing.endpoints import Pending, Usage
 from ember.testing.render_common import json_response

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from ember.shadow.question import cold_prompt, hot_question, parse_answer
-from ember.store.transcript import Message
+from ember.store.transcript_rows import Message
 from ember.testing.replies import Reply
 from ember.testing.shadow import (
     PROPOSE_TOOL,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ember.shadow.question import render_line
-from ember.store.transcript import Message
+from ember.store.transcript_rows import Message
 from ember.testing.stated import sentences, stated_facts, statement
 
 

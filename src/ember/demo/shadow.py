@@ -36,7 +36,7 @@ from ember.server import BackgroundServer
 from ember.shadow import reads
 from ember.shadow.settings import ShadowSettings
 from ember.store.driver import connect
-from ember.store.transcript import by_ids
+from ember.store.transcript_rows import by_ids
 from ember.testing import Emulator
 from ember.testing.agent import ScriptedAgent, Task
 from ember.testing.shadow import question_of, shadow_replies

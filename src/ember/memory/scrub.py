@@ -1,6 +1,6 @@
 """Secrets kept before ember masked them, masked once per project's store.
 
-Every write masks secrets now (``memory.drafting``, ``store.transcript``), but a store written
+Every write masks secrets now (``memory.drafting``, ``store.transcript_rows``), but a store written
 by an older ember may hold a password in a memory, a proposal or a transcript message — and a
 memory is injected into later sessions and, on a team store, into every teammate's requests.
 The first time a proxy opens such a store it masks what it finds, once (``memory_meta``

@@ -22,7 +22,7 @@ from ember.memory.explain import explain_hit
 from ember.memory.injected import keep, memory_use, session_injections
 from ember.memory.settings import MemorySettings
 from ember.store.registry import Storage
-from ember.store.transcript import by_ids
+from ember.store.transcript_rows import by_ids
 from ember.tokens import count_tokens
 from ember.views import Query, Route, ViewContext, ViewError
 

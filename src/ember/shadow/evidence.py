@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from ember.facts import Evidence
 from ember.shadow.models import FactIn
-from ember.store.transcript import Message
+from ember.store.transcript_rows import Message
 
 TARGETS: dict[str, frozenset[str]] = {
     "user-stated": frozenset({"user"}),

@@ -47,7 +47,7 @@ from ember.store.database import Database
 from ember.store.driver import Connection
 from ember.store.ops import replayable
 from ember.store.registry import Storage
-from ember.store.transcript import by_ids
+from ember.store.transcript_rows import by_ids
 from ember.transcripts import Opened, Recorded, Transcripts, Turn
 
 #: Request headers that never belong to a background call (hop-by-hop, framing, and a

@@ -25,7 +25,7 @@ from ember.project import ProjectRef
 from ember.protocols.base import AssembledMessage
 from ember.protocols.tooling import parse_arguments
 from ember.shadow.models import ParsedFact
-from ember.store.transcript import Message
+from ember.store.transcript_rows import Message
 from ember.tokens import count_tokens
 
 #: The cold path's page size, in (approximate) tokens.

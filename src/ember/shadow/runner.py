@@ -47,7 +47,7 @@ from ember.shadow.spend_share import EXPECTED_OUTPUT_TOKENS, Budget, Spend, weig
 from ember.store.database import Database
 from ember.store.driver import Connection
 from ember.store.registry import Storage
-from ember.store.transcript import Message, by_ids, unread
+from ember.store.transcript_rows import Message, by_ids, unread
 from ember.tokens import count_tokens
 
 log = logging.getLogger(__name__)

@@ -56,7 +56,7 @@ from ember.shadow.runs import STEWARD_TABLES, Finish
 from ember.store.database import Database
 from ember.store.driver import Connection
 from ember.store.registry import Storage
-from ember.store.transcript import Message, by_ids, unread
+from ember.store.transcript_rows import Message, by_ids, unread
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,7 @@ from ember.protocols.transcript_items import item_digest, own_words, transcript_
 from ember.redaction import redact
 from ember.store.database import Database
 from ember.store.registry import Storage
-from ember.store.transcript import by_ids, message_id
+from ember.store.transcript_rows import by_ids, message_id
 from ember.traffic.learner import recoveries_to_drop
 from ember.traffic.patterns import (
     RECOVERY_WINDOW,

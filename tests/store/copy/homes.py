@@ -21,7 +21,7 @@ from ember.store.accounting import ExchangeRecord
 from ember.store.database import Database
 from ember.store.driver import Connection
 from ember.store.schema import PROJECT, STATS
-from ember.store.transcript import insert_rows, rows_for
+from ember.store.transcript_rows import insert_rows, rows_for
 from tests.memory.conftest import Clock, HashEmbedder
 
 PROJECT_ID = "/src/team-api"

@@ -22,7 +22,7 @@ Invariants, and what each prevents:
 - The source is only read: SQLite in a read-only connection, PostgreSQL in a read-only
   transaction, both one snapshot per database.
 - A NUL character in SQLite text goes to PostgreSQL as U+FFFD, as ember writes it there
-  (``store/transcript.py``): PostgreSQL's ``text`` cannot hold a NUL, and one tool output
+  (``store/transcript_rows.py``): PostgreSQL's ``text`` cannot hold a NUL, and one tool output
   that printed it would otherwise fail the whole project's copy.
 """
 

@@ -6,7 +6,7 @@ import hashlib
 
 from ember.protocols import ANTHROPIC
 from ember.protocols.transcript_items import item_digest, transcript_items
-from ember.store.transcript import position_digests
+from ember.store.transcript_rows import position_digests
 from tests.client_fixtures import all_requests
 
 

@@ -1,4 +1,4 @@
-"""The transcript: every message ember sees, stored once per project with a stable id.
+"""The transcript's rows: every message ember sees, stored once per project with a stable id.
 
 Evidence points at these ids (``m:<id>`` in the shadow question), so an id must never change:
 it is a digest of the session, the generation, the position and the content. Clients resend
