@@ -6,6 +6,7 @@ the log says each change of the server once."""
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import logging
 import re
@@ -20,10 +21,14 @@ import anthropic
 import httpx2
 import pytest
 
+from ember.compose import build_storage
+from ember.config import load_settings
 from ember.project import ProjectRef
+from ember.proxy.upstream import Upstream
 from ember.server import BackgroundServer
 from ember.shadow import promote_later
 from ember.shadow.runner import ShadowRunner
+from ember.shadow.stage import ShadowStage
 from ember.store.journal import journal_dir
 from ember.store.pg import pool, watch
 from ember.store.pg.names import schema_name
@@ -31,6 +36,7 @@ from ember.testing import Emulator
 from ember.testing.shadow import shadow_replies
 from tests.conftest import StackFactory
 from tests.proxy.subprocess_proxy import proxy_process, stop
+from tests.shadow.test_stage_order import PROJECT, exchange, outcome, services
 from tests.store.pg.relay import Relay, relay
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
@@ -286,3 +292,49 @@ def test_facts_a_run_found_as_the_server_went_away_become_memories_once_it_is_ba
         ).fetchall()
     assert sorted(str(c) for _, c in memories) == [c for c, _ in proposals()]  # each once
     assert {str(i) for i, _ in memories} == {str(m) for _, m in proposals()}
+
+
+async def test_a_turn_is_journaled_while_the_default_worker_threads_wait_on_the_store(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """Each read waits for a connection until an outage is known (seconds), on the event
+    loop's default worker threads: all of them can be waiting at once. A turn's messages
+    must still reach the journal at once, not behind them — a kill then lost answered
+    turns' transcripts."""
+    settings = load_settings(env={}, home=tmp_path, shadow="primary", store_url=pg_url)
+    storage = build_storage(settings)
+    stage = ShadowStage(settings)
+    upstream = Upstream.from_settings(settings)
+    await stage.start(services(settings, storage, upstream))
+    first = [{"role": "user", "content": "which port does the api listen on?"}]
+    second = [*first, {"role": "assistant", "content": "8080"}, {"role": "user", "content": "why?"}]
+    ex1 = exchange(first, settings, "busy-0")
+    await stage.on_request(ex1)
+    await stage.on_response(ex1, outcome("8080"))  # the thread is placed
+    loop = asyncio.get_running_loop()
+    stuck = threading.Event()
+    loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(1))
+    waiting = loop.run_in_executor(None, stuck.wait, 30)  # its only thread waits
+    try:
+        ex2 = exchange(second, settings, "busy-0")
+        await stage.on_request(ex2)
+        answered = asyncio.ensure_future(stage.on_response(ex2, outcome("it is the default")))
+        schema = schema_name(tmp_path, PROJECT.db_path(tmp_path))
+
+        def messages() -> int:
+            with psycopg.connect(pg_url) as conn:
+                sql = f"SELECT COUNT(*) FROM {schema}.transcript_messages"
+                return int(conn.execute(sql).fetchone()[0])  # type: ignore[index]
+
+        deadline = time.monotonic() + 5
+        while messages() < 4 and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert messages() == 4  # written while every default worker thread was busy
+    finally:
+        stuck.set()
+        await waiting
+    await answered
+    assert stage.service is not None
+    await stage.service.tasks.cancel_all()
+    await upstream.close()
+    storage.close()
