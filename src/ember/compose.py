@@ -162,7 +162,7 @@ def build_app(
 ) -> ProxyApp:
     """The proxy as ``ember proxy`` serves it: one storage, one session registry, the
     enabled features (or the ones given), accounting last."""
-    from ember.accounting import AccountingStage
+    from ember.accounting_stage import AccountingStage
     from ember.proxy.app import ProxyApp
     from ember.session import CredentialTags
     from ember.sessions import SessionRegistry
