@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ember.protocols.tooling import ToolSpec
     from ember.sessions import SessionRegistry
     from ember.store.registry import Storage
-    from ember.transcripts import Transcripts
+    from ember.transcript_recorder import Transcripts
 
 log = logging.getLogger(__name__)
 

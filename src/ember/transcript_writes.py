@@ -11,7 +11,7 @@ held and journaled through the outage (``store.pg.held``):
   lineage as computed on the event loop, written as they are.
 - ``record_unplaced``: a thread this process cannot place (the server was down when it
   first saw it): every message of the request, placed inside the write's own transaction —
-  lineage read, generation decided, rows made there — exactly as ``transcripts._rows``
+  lineage read, generation decided, rows made there — exactly as ``transcript_recorder._rows``
   would have done with the lineage in hand (a new thread, a restart of the history, a
   continuation of a stored response).
 
@@ -150,7 +150,7 @@ def unplaced(
 
 @replayable
 def record_unplaced(conn: Connection, a: dict[str, Any]) -> None:
-    """Place the request where the stored lineage says (``transcripts._rows``'s rules) and
+    """Place the request where the stored lineage says (``transcript_recorder._rows``'s rules) and
     write it, with the hooks of its generation's start."""
     session = a["session"]
     before, latest = load_lineage(conn, session), latest_generation(conn, session)

@@ -23,7 +23,7 @@ from ember.proxy.upstream import Upstream
 from ember.sessions import SessionRegistry
 from ember.shadow.stage import ShadowStage
 from ember.store.transcript_rows import latest_generation
-from ember.transcripts import Transcripts
+from ember.transcript_recorder import Transcripts
 
 PROJECT = ProjectRef("/home/dev/order", "header:x-ember-cwd")
 
@@ -136,7 +136,7 @@ async def test_two_answers_handled_at_once_record_the_thread_once(
             time.sleep(0.3)  # the other answer's rows are written meanwhile
         return latest_generation(conn, session_id)
 
-    monkeypatch.setattr("ember.transcripts.latest_generation", slow_second_lookup)
+    monkeypatch.setattr("ember.transcript_recorder.latest_generation", slow_second_lookup)
     first = [{"role": "user", "content": "one"}]
     second = [
         *first,

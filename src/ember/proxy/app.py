@@ -47,7 +47,7 @@ from ember.proxy.websocket import ResponsesSocket, deny
 from ember.sessions import SessionRegistry
 from ember.store import startcheck
 from ember.store.registry import Storage, storage_for
-from ember.transcripts import Transcripts
+from ember.transcript_recorder import Transcripts
 
 log = logging.getLogger(__name__)
 

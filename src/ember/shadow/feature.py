@@ -1,6 +1,6 @@
 """Shadow memory as one feature: its stage (``EMBER_SHADOW``), its tables in the project
 database (runs, proposals, cursors, spend; and, for now, the transcript's, whose recording is
-the kernel's: ``ember.transcripts``), and ``ember shadow``. Facts it promotes go into the
+the kernel's: ``ember.transcript_recorder``), and ``ember shadow``. Facts it promotes go into the
 project stores another feature provides (``ember.facts.MEMORIES``: memory)."""
 
 from __future__ import annotations

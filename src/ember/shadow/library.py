@@ -63,7 +63,7 @@ from ember.shadow.runner import RunRecord
 from ember.shadow.settings import ShadowSettings
 from ember.store.accounting import ExchangeRecord
 from ember.store.registry import Storage, storage_for
-from ember.transcripts import Transcripts
+from ember.transcript_recorder import Transcripts
 
 __all__ = [
     "MEMORY_PROPOSE",

@@ -6,9 +6,9 @@ the answer — and must do the same with it, or the two modes drift apart:
 - ``begin``: a new request of the thread (a user message, or the agent going on) makes the
   recorded prefix stale: queued and running shadow work is cancelled at once;
 - ``answered``/``noted``: once the request's new messages and the answer are in the transcript
-  (``ember.transcripts``, the kernel's: the proxy records each exchange once for every feature),
-  the prefix is noted (the exact bytes, the answer, the credentials: in memory, for the cache
-  TTL) and the triggers fire: a finished turn, a failed one, a restarted history.
+  (``ember.transcript_recorder``, the kernel's: the proxy records each exchange once for every
+  feature), the prefix is noted (the exact bytes, the answer, the credentials: in memory, for
+  the cache TTL) and the triggers fire: a finished turn, a failed one, a restarted history.
 
 Answers are handled after the client has them, in any order: an answer older than one already
 recorded is skipped by the transcript, and a prefix older than one already noted is not noted.
@@ -48,7 +48,7 @@ from ember.store.driver import Connection
 from ember.store.ops import replayable
 from ember.store.registry import Storage
 from ember.store.transcript_rows import by_ids
-from ember.transcripts import Opened, Recorded, Transcripts, Turn
+from ember.transcript_recorder import Opened, Recorded, Transcripts, Turn
 
 #: Request headers that never belong to a background call (hop-by-hop, framing, and a
 #: WebSocket handshake's own: a shadow call is an HTTP POST even when its session spoke over a

@@ -20,7 +20,7 @@ from ember.shadow.observe import Answered, ShadowCore, forwarded
 from ember.shadow.service import ShadowService
 from ember.shadow.settings import ShadowSettings
 from ember.shadow.steward import Steward
-from ember.transcripts import Transcripts
+from ember.transcript_recorder import Transcripts
 
 __all__ = ["MemoryOpener", "ShadowStage", "forwarded"]
 

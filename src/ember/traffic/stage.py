@@ -53,7 +53,7 @@ from ember.traffic.patterns import (
     states_a_preference,
 )
 from ember.traffic.sightings import Sightings
-from ember.transcripts import Transcripts
+from ember.transcript_recorder import Transcripts
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from ember.sessions import SessionRegistry
 from ember.store.driver import Connection
 from ember.store.registry import Storage
 from ember.threads import Thread
-from ember.transcripts import Transcripts
+from ember.transcript_recorder import Transcripts
 
 PROJECT = ProjectRef("/home/dev/transcripts", "header:x-ember-cwd")
 
