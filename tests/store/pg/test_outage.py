@@ -20,6 +20,7 @@ from ember.store.registry import Storage, problems_path
 from tests.store.pg.relay import Relay, relay
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+pytestmark = pytest.mark.fault
 
 PASSWORD = "hunter2-outage"
 
