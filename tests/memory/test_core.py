@@ -174,7 +174,7 @@ def test_a_failed_transaction_leaves_rows_and_indexes_unchanged(
     store: HierarchicalMemory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store.add("first fact about redis caching")
-    from ember.memory.store import rows
+    from ember.memory import rows
 
     def boom(*a: object, **k: object) -> None:
         raise RuntimeError("disk on fire")

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import ember.memory
 from ember.memory import Memory, MemoryFilter, Scope, derive_scope
 from ember.memory.models import content_hash
-from ember.memory.store.rows import filter_sql
+from ember.memory.rows import filter_sql
 
 ids = st.one_of(st.none(), st.sampled_from(["a", "b"]))
 

@@ -12,8 +12,8 @@ from ember.memory import (
     HierarchicalMemory,
     MemoryInputError,
     SavePayload,
+    rows,
 )
-from ember.memory.store import rows
 from tests.memory.conftest import RawSql
 
 

@@ -20,14 +20,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias, TypeVar
 
-from ember.memory import bubbling
+from ember.memory import bubbling, rows
 from ember.memory.drafting import clean_id
 from ember.memory.errors import MemoryInputError, MemoryNotFound
 from ember.memory.extraction import SavePayload
 from ember.memory.index.base import VectorIndex, Vectors
 from ember.memory.models import Evidence, Memory, NewMemory, content_hash
 from ember.memory.saving import store_graph
-from ember.memory.store import rows
 from ember.memory.upkeep import Upkeep
 from ember.store.driver import Connection
 

@@ -30,11 +30,11 @@ from typing import Any
 
 import numpy as np
 
+from ember.memory import rows
 from ember.memory.index.fts import FtsIndex
 from ember.memory.index.pg_text import PgTextIndex
 from ember.memory.index.pgvector import PgVectorIndex
 from ember.memory.index.sqlite_vec import SqliteVecIndex
-from ember.memory.store import rows
 from ember.store.driver import errors
 from ember.store.sql import dialect
 

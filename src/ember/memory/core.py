@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from ember.memory import bubbling, changes
+from ember.memory import bubbling, changes, rows
 from ember.memory.deferral import Deferral
 from ember.memory.drafting import draft, new_id
 from ember.memory.errors import MemoryStoreError, VectorIndexUnavailable, store_errors
@@ -43,7 +43,6 @@ from ember.memory.retrieval.query import MemoryQuery
 from ember.memory.retrieval.rank import Fusion, Ranking
 from ember.memory.saving import SaveResult
 from ember.memory.share import CpuShare
-from ember.memory.store import rows
 from ember.memory.upkeep import Upkeep
 from ember.memory.vectors import EmbedderSlot, EmbedderSource, QueryVectors, cosine_zero, embed
 from ember.memory.vindex import IndexSlot

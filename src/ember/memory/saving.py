@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ember.memory import rows
 from ember.memory.extraction import SavePayload
 from ember.memory.models import Memory
-from ember.memory.store import rows
 from ember.store.driver import Connection
 
 

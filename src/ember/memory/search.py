@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ember.memory import rows
 from ember.memory.index.base import VectorIndex, Vectors, exact_cosines
 from ember.memory.index.base import top_k as best_first
 from ember.memory.index.fts import FtsIndex, query_terms
@@ -28,7 +29,6 @@ from ember.memory.retrieval import lexical
 from ember.memory.retrieval.query import MemoryQuery
 from ember.memory.retrieval.rank import Candidate, Ranked, Ranking, rank
 from ember.memory.retrieval.timeframe import DAY, Window
-from ember.memory.store import rows
 from ember.store.driver import Connection
 
 #: Candidates taken from each index: enough that filtering by scope and fusing two lists

@@ -14,14 +14,13 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ember.memory import bubbling
+from ember.memory import bubbling, rows
 from ember.memory.drafting import new_id
 from ember.memory.errors import MemoryStoreError
 from ember.memory.index.base import VectorIndex, Vectors, drop_vectors, get_vectors, put_vectors
 from ember.memory.index.fts import FtsIndex
 from ember.memory.models import Evidence, Memory, NewMemory
 from ember.memory.restating import RESTATE_COSINE, Restatement, restatement
-from ember.memory.store import rows
 from ember.memory.vindex import IndexSlot
 from ember.store.driver import Connection, errors
 

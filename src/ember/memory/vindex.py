@@ -20,12 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ember.memory import rows
 from ember.memory.index.base import VectorIndex, Vectors, put_vectors
 from ember.memory.index.hnsw import HnswIndex
 from ember.memory.index.matrix import MatrixSearch
 from ember.memory.index.pgvector import PgVectorIndex
 from ember.memory.index.sqlite_vec import SqliteVecIndex
-from ember.memory.store import rows
 from ember.memory.vectors import EmbedderSlot, embed
 from ember.store.database import Database
 from ember.store.driver import Connection

@@ -9,11 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ember.memory import HierarchicalMemory, VectorIndexUnavailable
+from ember.memory import HierarchicalMemory, VectorIndexUnavailable, rows
 from ember.memory.index.base import exact_cosines, put_vectors
 from ember.memory.index.hnsw import HnswIndex
 from ember.memory.index.sqlite_vec import SqliteVecIndex
-from ember.memory.store import rows
 from ember.store import driver
 from ember.store.database import Database
 from ember.store.driver import Connection

@@ -1,1 +1,0 @@
-"""The memory store: rows, schema and the connection that can load sqlite-vec."""
