@@ -25,7 +25,7 @@ from ember.prices import PriceTable
 from ember.project import ProjectRef
 from ember.protocols import ANTHROPIC, BY_NAME
 from ember.protocols.base import ProtocolAdapter, Usage
-from ember.protocols.forking import ForkRefused, answer_refusal, fork_eligibility, fork_request
+from ember.protocols.forking import ForkRefused, fork_request
 from ember.protocols.plain import plain_path, plain_request
 from ember.shadow import cursors, evidence, promote_later, question, runs, spend
 from ember.shadow.calls import CallCut, CallResult, account, call
@@ -35,29 +35,30 @@ from ember.shadow.models import (
     CallUsage,
     FactIn,
     ParsedFact,
-    RunPath,
     RunStatus,
     Trigger,
     parse_facts,
 )
+from ember.shadow.planning import (
+    DEFAULT_LIGHT,
+    Plan,
+    cold_estimate,
+    hot_estimate,
+    hot_fresh_tokens,
+    hot_refusal,
+    model_of,
+)
 from ember.shadow.policy import hot_blocker
 from ember.shadow.prefix import Prefix, PrefixBook
 from ember.shadow.settings import ShadowSettings
-from ember.shadow.spend_share import EXPECTED_OUTPUT_TOKENS, Budget, Spend, weighted_tokens
+from ember.shadow.spend_share import Budget
 from ember.store.database import Database
 from ember.store.driver import Connection
 from ember.store.registry import Storage
 from ember.store.transcript_rows import Message, by_ids, unread
-from ember.tokens import count_tokens
 
 log = logging.getLogger(__name__)
 
-#: The light model when none is configured, by the session's provider.
-DEFAULT_LIGHT = {
-    "anthropic": "claude-haiku-4-5",
-    "openai": "gpt-5-mini",
-    "gemini": "gemini-2.5-flash-lite",
-}
 #: Output allowed for one cold page's answer.
 COLD_MAX_TOKENS = 2000
 
@@ -85,21 +86,6 @@ class RunRequest:
     #: the session's wire format (the cold path speaks it to the same provider)
     protocol: str | None = None
     abort: threading.Event = field(default_factory=threading.Event)
-
-
-@dataclass
-class Plan:
-    path: RunPath
-    model: str | None
-    messages: list[Message]
-    from_seq: int
-    estimate: Spend
-    prefix: Prefix | None = None
-    credentials: list[tuple[str, str]] | None = None
-    protocol: str = "anthropic"
-    skip: str | None = None
-    #: what the question shows as already remembered (a new fact may supersede one)
-    known: list[question.Remembered] = field(default_factory=list)
 
 
 class ShadowRunner:
@@ -191,15 +177,15 @@ class ShadowRunner:
         blocker = hot_blocker(
             prefix is not None,
             prefix is not None and prefix.generation == req.generation,
-            _refusal(prefix) if prefix is not None else None,
+            hot_refusal(prefix) if prefix is not None else None,
         )
         if blocker is None and prefix is not None:
             plan = Plan(
                 "hot",
-                self._model(prefix),
+                model_of(prefix),
                 messages,
                 ready,
-                self._hot_estimate(prefix, messages, known),
+                hot_estimate(prefix, messages, known, self.prices),
                 prefix,
                 protocol=protocol,
                 known=known,
@@ -221,30 +207,6 @@ class ShadowRunner:
             lambda c: spend.project_budget(c, share, allowance, self.prices, model)
         )
 
-    def _model(self, prefix: Prefix) -> str | None:
-        return prefix.adapter.model(_body(prefix.sent))
-
-    def _hot_estimate(
-        self, prefix: Prefix, messages: list[Message], known: list[question.Remembered]
-    ) -> Spend:
-        """A fork reads the recorded request from the cache; the answer it appends and the
-        question are fresh input."""
-        ask = question.hot_question(messages, prefix.session_id, prefix.propose_tool, known)
-        fresh = count_tokens(ask) + count_tokens(prefix.answer.text)
-        protocol = prefix.adapter.name
-        tokens = weighted_tokens(
-            protocol, fresh, cache_read=prefix.input_tokens, output=EXPECTED_OUTPUT_TOKENS
-        )
-        price = self.prices.lookup(self._model(prefix))
-        if price is None:
-            return Spend(None, tokens)
-        usd = (
-            prefix.input_tokens * price.cache_read
-            + fresh * price.input
-            + EXPECTED_OUTPUT_TOKENS * price.output
-        ) / 1e6
-        return Spend(usd, tokens)
-
     def _cold_plan(
         self,
         req: RunRequest,
@@ -263,12 +225,7 @@ class ShadowRunner:
         key = self.settings.section(ShadowSettings).light_api_key
         if not creds and key:
             creds = adapter.key_headers(key)
-        pages = question.cold_pages(messages, self.page_tokens)
-        fresh = sum(count_tokens("\n".join(p)) + 800 for p in pages)
-        output = len(pages) * EXPECTED_OUTPUT_TOKENS
-        price = self.prices.lookup(model)
-        usd = None if price is None else (fresh * price.input + output * price.output) / 1e6
-        estimate = Spend(usd, weighted_tokens(protocol, fresh, output=output))
+        estimate = cold_estimate(messages, self.page_tokens, protocol, self.prices.lookup(model))
         plan = Plan("cold", model, messages, ready, estimate, protocol=protocol, credentials=creds)
         if not creds:
             plan.skip = (
@@ -324,8 +281,8 @@ class ShadowRunner:
         body = fork_request(prefix.adapter, prefix.sent, prefix.answer, ask)
         url = self.url_for(prefix.adapter, prefix.path, prefix.query)
         # if it is cut before the provider reports usage: the prefix read from the cache,
-        # the answer and the question fresh (as ``_hot_estimate``)
-        fresh = count_tokens(ask) + count_tokens(prefix.answer.text)
+        # the answer and the question fresh (as ``planning.hot_estimate``)
+        fresh = hot_fresh_tokens(ask, prefix)
         guess = Usage(input_tokens=fresh, cache_read_tokens=prefix.input_tokens)
         return await self._call(
             db, req, prefix.adapter, url, prefix.headers, body, plan.model, guess
@@ -490,15 +447,6 @@ def _backlog(conn: Connection, req: RunRequest) -> tuple[cursors.Cursor, list[Me
     return cursor, unread(conn, req.session_id, req.generation, cursor.ready)
 
 
-def _body(sent: bytes) -> Any:
-    import orjson
-
-    try:
-        return orjson.loads(sent)
-    except orjson.JSONDecodeError:
-        return None
-
-
 def _ms(started: float) -> float:
     return (time.perf_counter() - started) * 1000
 
@@ -528,10 +476,3 @@ def memories_for_promotion(
         )
         for proposal_id, fact in facts
     ]
-
-
-def _refusal(prefix: Prefix) -> str | None:
-    body = _body(prefix.sent)
-    return fork_eligibility(prefix.adapter, body) or answer_refusal(
-        prefix.adapter, body, prefix.answer
-    )
