@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ember.protocols import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, edits
-from ember.protocols.base import find_region, structured_error, with_region
+from ember.protocols.content import find_region, structured_error, with_region
 from ember.protocols.jsonedit import JsonDoc
 
 OPEN, CLOSE = "<x>", "</x>"

@@ -24,13 +24,10 @@ from ember.protocols.base import (
     TextSlot,
     ToolResult,
     Usage,
-    as_int,
-    as_str,
-    first_words,
     not_an_object,
-    text_of,
     with_query,
 )
+from ember.protocols.content import as_int, as_str, first_words, text_of
 from ember.protocols.jsonedit import dumps, loads
 
 _ERROR_TYPES = {

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.protocols.base import ProtocolAdapter, TextSlot, find_region, replace_region
+from ember.protocols.base import ProtocolAdapter, TextSlot
+from ember.protocols.content import find_region, replace_region
 from ember.protocols.jsonedit import JsonDoc
 from ember.protocols.outputs import ToolOutput
 

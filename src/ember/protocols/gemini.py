@@ -33,11 +33,10 @@ from ember.protocols.base import (
     TextSlot,
     ToolResult,
     Usage,
-    as_int,
-    as_str,
     not_an_object,
     with_query,
 )
+from ember.protocols.content import as_int, as_str
 from ember.protocols.jsonedit import dumps, loads
 
 #: Google's canonical status names by HTTP status (what ``error.status`` says).

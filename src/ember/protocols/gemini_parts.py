@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ember.protocols.base import structured_error
+from ember.protocols.content import structured_error
 from ember.protocols.jsonedit import dumps
 
 #: Gemini CLI's context block, which opens a session's first user content: the date, the

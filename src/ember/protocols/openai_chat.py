@@ -23,15 +23,11 @@ from ember.protocols.base import (
     TextSlot,
     ToolResult,
     Usage,
-    as_int,
-    as_str,
-    first_words,
     not_an_object,
     part_kinds,
-    structured_error,
-    text_of,
     with_query,
 )
+from ember.protocols.content import as_int, as_str, first_words, structured_error, text_of
 from ember.protocols.jsonedit import JsonDoc, dumps, loads
 
 _TEXT_PARTS = ("text", "input_text")

@@ -21,12 +21,10 @@ from ember.protocols.base import (
     TextSlot,
     ToolResult,
     Usage,
-    as_str,
     not_an_object,
     part_kinds,
-    structured_error,
-    text_of,
 )
+from ember.protocols.content import as_str, structured_error, text_of
 from ember.protocols.jsonedit import loads
 from ember.protocols.openai_chat import OpenAIAdapterBase, openai_answer_error, openai_usage
 

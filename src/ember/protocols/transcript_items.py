@@ -31,15 +31,9 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ember.protocols import gemini_parts as gp
-from ember.protocols.base import (
-    AssembledMessage,
-    ProtocolAdapter,
-    TranscriptItem,
-    TranscriptKind,
-    structured_error,
-    text_of,
-)
+from ember.protocols.base import AssembledMessage, ProtocolAdapter, TranscriptItem, TranscriptKind
 from ember.protocols.calls import WALKS, NamesBefore, conversation
+from ember.protocols.content import structured_error, text_of
 from ember.protocols.jsonedit import dumps
 from ember.protocols.replay import REPLAYS
 
