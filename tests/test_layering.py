@@ -4,6 +4,9 @@ someone crosses one)."""
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -31,8 +34,8 @@ FEATURES = tuple(
         if p.is_dir() and (p / "__init__.py").exists() and p.name not in PLATFORM
     )
 )
-#: Feature-to-feature imports allowed, by (module, the feature it imports): none. Issue #21
-#: moved what features shared below them (kernel modules, ``Services``); a new crossing fails.
+#: Feature-to-feature imports allowed, by (module, the feature it imports): none. What
+#: features share sits below them (kernel modules, ``Services``); a new crossing fails.
 KNOWN_CROSSINGS: frozenset[tuple[str, str]] = frozenset()
 
 
@@ -71,7 +74,7 @@ def test_the_features_are_every_package_that_is_not_platform() -> None:
 def test_no_new_feature_imports_another_feature() -> None:
     found = crossings()
     new = sorted(found - KNOWN_CROSSINGS)
-    assert not new, f"feature-to-feature imports {new}: share through the platform (issue #21)"
+    assert not new, f"feature-to-feature imports {new}: share through the platform"
     gone = sorted(KNOWN_CROSSINGS - found)
     assert not gone, f"{gone} no longer cross: remove them from KNOWN_CROSSINGS"
 
@@ -466,3 +469,90 @@ def test_features_and_the_dashboard_reach_storage_only_through_its_interface() -
     )
     gone = sorted(set(PG_IMPORTERS_IN_MODULES) - set(found))
     assert not gone, f"{gone} import no store backend: remove them from the list"
+
+
+def test_no_feature_or_the_dashboard_imports_the_command_line() -> None:
+    """Features stand under the CLI: their commands use ``ember.cmdkit``, and the CLI only
+    assembles them. A feature importing ``ember.cli`` made nine modules fail to import on
+    their own (the CLI package loads every feature's commands)."""
+    bad = []
+    for package in (*FEATURES, "ui", "proxy"):
+        for path in modules(package):
+            found = {m for m in imports_of(path) if m == "ember.cli" or m.startswith("ember.cli.")}
+            if found:
+                bad.append(f"{path.relative_to(SRC)}: {sorted(found)}")
+    assert not bad, f"import ember.cmdkit instead: {bad}"
+
+
+#: Imports each module of a package in a process of its own, forked from one that loaded
+#: nothing of the package (third-party libraries preloaded: they cannot take part in its
+#: cycles), two at a time; prints the modules whose import failed, as JSON.
+_ALONE = """
+import importlib, json, os, pathlib, sys
+src, package = pathlib.Path(sys.argv[1]), sys.argv[2]
+sys.path.insert(0, str(src))
+for lib in ("pydantic", "orjson", "aiohttp", "click", "rich", "numpy", "starlette", "uvicorn"):
+    try:
+        importlib.import_module(lib)
+    except ImportError:
+        pass
+names = sorted(
+    ".".join(p.relative_to(src).with_suffix("").parts).removesuffix(".__init__")
+    for p in (src / package).rglob("*.py")
+)
+assert not any(m == package or m.startswith(package + ".") for m in sys.modules)
+bad, running = [], {}
+def reap():
+    pid, status = os.wait()
+    if status:
+        bad.append(running[pid])
+    del running[pid]
+for name in names:
+    while len(running) >= 2:
+        reap()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+        try:
+            importlib.import_module(name)
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    running[pid] = name
+while running:
+    reap()
+print(json.dumps({"modules": len(names), "bad": sorted(bad)}))
+"""
+
+
+def failing_alone(src: Path, package: str) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-c", _ALONE, str(src), package],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+def test_the_alone_check_finds_a_module_that_imports_only_after_another() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        pkg = Path(folder) / "probe_pkg"
+        pkg.mkdir()
+        (pkg / "__init__.py").write_text("")
+        (pkg / "a.py").write_text("from probe_pkg.b import x\ny = 1\n")
+        (pkg / "b.py").write_text("from probe_pkg.a import y\nx = 2\n")
+        (pkg / "c.py").write_text("z = 3\n")
+        found = failing_alone(Path(folder), "probe_pkg")
+    assert found == {"modules": 4, "bad": ["probe_pkg.a", "probe_pkg.b"]}
+
+
+def test_every_module_imports_on_its_own() -> None:
+    """``python -c "import ember.x"`` works for every module: a circular import shows only
+    when a module is the first of its cycle to be imported, which the test suite (importing
+    everything in one order) never does."""
+    found = failing_alone(SRC.parent, "ember")
+    assert found["modules"] == len(list(SRC.rglob("*.py")))
+    assert found["bad"] == [], f"fail to import in a fresh interpreter: {found['bad']}"
