@@ -4,10 +4,12 @@ someone crosses one)."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "ember"
@@ -47,6 +49,16 @@ def imports_of(path: Path) -> set[str]:
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
     return found
+
+
+@contextlib.contextmanager
+def probe_module(source: str) -> Iterator[Path]:
+    """``source`` as a module inside the package (checks see it as they see ember's own),
+    removed afterwards."""
+    with tempfile.TemporaryDirectory(dir=SRC) as folder:
+        probe = Path(folder) / "probe.py"
+        probe.write_text(source, encoding="utf-8")
+        yield probe
 
 
 def modules(package: str) -> list[Path]:
@@ -244,9 +256,7 @@ def test_the_name_check_sees_each_way_of_comparing() -> None:
         "a = p == 'anthropic'\nb = p in ('gemini', 'x')\nc = p.startswith('openai')\n"
         "d = p == 'anthropics'\ne = p in OTHERS\n"
     )
-    with tempfile.TemporaryDirectory(dir=SRC) as folder:
-        probe = Path(folder) / "probe.py"
-        probe.write_text(source, encoding="utf-8")
+    with probe_module(source) as probe:
         found = name_comparisons(probe, wire_format_names())
     assert [line.split(": ", 1)[1] for line in found] == [
         "p == 'anthropic'",
@@ -308,9 +318,7 @@ def test_the_registry_check_sees_each_way_of_reaching_it() -> None:
         "def f():\n    from ember import features\n    import ember.features\n"
         "from ember.features import Composition, later\n"
     )
-    with tempfile.TemporaryDirectory(dir=SRC) as folder:
-        probe = Path(folder) / "probe.py"
-        probe.write_text(source, encoding="utf-8")
+    with probe_module(source) as probe:
         assert sorted(registry_reads(probe)) == ["ember.features", "ember.features", "registry"]
 
 
@@ -373,9 +381,7 @@ def test_the_compose_check_sees_each_way_of_reaching_it() -> None:
         "    from ..compose import build_app\n"
         "from ember import config\nfrom ember.composer import x\nfrom . import compose\n"
     )
-    with tempfile.TemporaryDirectory(dir=SRC) as folder:
-        probe = Path(folder) / "probe.py"
-        probe.write_text(source, encoding="utf-8")
+    with probe_module(source) as probe:
         assert compose_imports(probe) == ["ember.compose"] * 5
 
 
@@ -439,9 +445,7 @@ def test_the_backend_check_sees_each_way_of_reaching_it() -> None:
         "from ember.store.sql import one_writer\nfrom ember.store import registry\n"
         "import ember.store.pgx\n"
     )
-    with tempfile.TemporaryDirectory(dir=SRC) as folder:
-        probe = Path(folder) / "probe.py"
-        probe.write_text(source, encoding="utf-8")
+    with probe_module(source) as probe:
         assert sorted(backend_imports(probe)) == [
             "ember.store.pg",
             "ember.store.pg.connection",
