@@ -38,10 +38,7 @@ from pathlib import Path
 
 import orjson
 
-try:  # POSIX; elsewhere no segment is locked and a live proxy's could be read as dead
-    import fcntl
-except ImportError:  # pragma: no cover - windows
-    fcntl = None  # type: ignore[assignment]
+from ember.store import segments
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +83,7 @@ class AnswerJournal:
     def _new_segment(self) -> Segment:
         self._seq += 1
         path = self.directory / f"{self._run}-{self._seq:06d}{SUFFIX}"
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o600)
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # ours alone: never our own file, nor a new one
-        segment = Segment(path, fd)
+        segment = Segment(path, segments.create(path))
         self._segments.append(segment)
         return segment
 
@@ -167,10 +161,7 @@ class AnswerJournal:
             self._delete(old)
 
     def _delete(self, segment: Segment) -> None:
-        with contextlib.suppress(OSError):
-            segment.path.unlink()
-        with contextlib.suppress(OSError):
-            os.close(segment.fd)
+        segments.remove(segment.path, segment.fd)
         with contextlib.suppress(ValueError):
             self._segments.remove(segment)
 

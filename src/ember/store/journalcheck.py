@@ -28,15 +28,11 @@ import orjson
 
 from ember.errors import StorageError
 from ember.fsutil import write_bytes
+from ember.store import segments
 from ember.store.driver import Connection
 from ember.store.journal import PREFIX, SUFFIX
 from ember.store.registry import Storage, stats_db_path
 from ember.store.schema import PROJECT, STATS
-
-try:  # POSIX; elsewhere a live proxy's segments cannot be told apart (none are read)
-    import fcntl
-except ImportError:  # pragma: no cover - windows
-    fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +49,9 @@ class Dead:
     def release(self, delete: bool) -> None:
         for path, fd in zip(self.paths, self.fds, strict=True):
             if delete:
-                with contextlib.suppress(OSError):
-                    path.unlink()
-            os.close(fd)
+                segments.remove(path, fd)
+            else:
+                os.close(fd)
 
 
 def dead_segments(directory: Path, *, prefix: str = PREFIX, suffix: str = SUFFIX) -> Dead:
@@ -63,18 +59,12 @@ def dead_segments(directory: Path, *, prefix: str = PREFIX, suffix: str = SUFFIX
     (``prefix``/``suffix``: the answer journal's unless said; ``store.pg.journal`` keeps
     its writes in the same folder)."""
     dead = Dead()
-    if fcntl is None or not directory.is_dir():
+    if not segments.LOCKS or not directory.is_dir():
         return dead
     for path in sorted(directory.glob(f"{prefix}*{suffix}")):
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            continue  # deleted meanwhile by its owner
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)  # a live proxy's
-            continue
+        fd = segments.lock_if_dead(path)
+        if fd is None:
+            continue  # a live proxy's, or deleted meanwhile by its owner
         dead.paths.append(path)
         dead.fds.append(fd)
     return dead

@@ -48,12 +48,8 @@ from typing import Any
 import orjson
 
 from ember.fsutil import private_dirs
+from ember.store import segments
 from ember.store.ops import Op
-
-try:  # POSIX; elsewhere a live proxy's segments could be read as dead
-    import fcntl
-except ImportError:  # pragma: no cover - windows
-    fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -232,16 +228,12 @@ class WriteJournal:
     def _new_segment(self) -> Segment:
         self._seq += 1
         path = self.directory / f"{self._run}-{self._seq:06d}{SUFFIX}"
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o600)
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        fd = segments.create(path)
         header = orjson.dumps(["h", VERSION, self.store]) + b"\n"
         try:
             os.write(fd, header)
         except OSError:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                path.unlink()
+            segments.remove(path, fd)
             raise
         segment = Segment(path, fd, size=len(header), dirty=True)
         self._segments.append(segment)
@@ -259,10 +251,7 @@ class WriteJournal:
             self._delete(old)
 
     def _delete(self, segment: Segment) -> None:
-        with contextlib.suppress(OSError):
-            segment.path.unlink()
-        with contextlib.suppress(OSError):
-            os.close(segment.fd)
+        segments.remove(segment.path, segment.fd)
         with contextlib.suppress(ValueError):
             self._segments.remove(segment)
         self._size -= segment.size
