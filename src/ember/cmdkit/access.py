@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ember.errors import EmberError, StorageError
 from ember.store.database import Database
@@ -68,16 +68,8 @@ def database(path: Path, schema: Schema, *, vec: bool = False) -> Iterator[Datab
     """A short-lived owner of ``path``, closed on leaving; a file-level failure inside the
     block is raised as one line with a fix for a one-shot command (``one_shot``). The caller
     has checked the file first (``existing`` or ``writable``)."""
-    db = Database(path, schema, vec=vec, log_failures=False)
-    try:
+    with _short_lived(Database(path, schema, vec=vec, log_failures=False), path) as db:
         yield db
-    except Exception as exc:
-        reworded = _reworded(exc, path, db.health)
-        if reworded is None:
-            raise
-        raise reworded from exc
-    finally:
-        db.close()
 
 
 @contextmanager
@@ -114,15 +106,8 @@ def pg_database(settings: Settings, path: Path, schema: Schema) -> Iterator[PgDa
         schema_name=schema_name(settings.home, path),
         log_failures=False,
     )
-    try:
-        yield db
-    except Exception as exc:
-        reworded = _reworded(exc, db.where, db.health)
-        if reworded is None:
-            raise
-        raise reworded from exc
-    finally:
-        db.close()
+    with _short_lived(db, db.where) as owned:
+        yield owned
 
 
 @contextmanager
@@ -137,6 +122,24 @@ def one_shot(path: Path) -> Iterator[None]:
         if reworded is None:
             raise
         raise reworded from exc
+
+
+D = TypeVar("D", Database, "PgDatabase")
+
+
+@contextmanager
+def _short_lived(db: D, where: Path | str) -> Iterator[D]:
+    """``db`` for one block, closed on leaving; a storage failure inside it raised again as
+    one line naming ``where`` with its fix (``_reworded``), anything else as it was."""
+    try:
+        yield db
+    except Exception as exc:
+        reworded = _reworded(exc, where, db.health)
+        if reworded is None:
+            raise
+        raise reworded from exc
+    finally:
+        db.close()
 
 
 def _reworded(exc: BaseException, path: Path | str, health: Health | None) -> StorageError | None:
