@@ -36,6 +36,7 @@ from record_client_fixtures import (
     Exchange,
     Recorder,
     Scrubber,
+    save_request,
     share,
     update_readme,
 )
@@ -288,23 +289,12 @@ def write(sc: Scenario, number: int, root: Path, exchanges: list[Exchange], out:
     for index, ex in enumerate(e for e in exchanges if e.method == "POST"):
         body = scrub.text(ex.body.decode("utf-8")).encode("utf-8")
         headers = scrub.headers(ex.headers, len(body))
-        shown = body.decode() + json.dumps(headers)
-        leftover = [s for s in (str(root.parent.parent), KEY) if s in shown]
-        if leftover:
-            raise SystemExit(f"{sc.client}/{sc.name} #{index}: unscrubbed {leftover}")
         kind = kind_of(ex, json.loads(body) if body else None)
-        meta = {
-            "method": ex.method,
-            "path": ex.path,
-            "query": ex.query,
-            "headers": headers,
-            "status": ex.status,
-            "t_ms": round((ex.start - base) * 1000),
-        }
-        stem = f"{index:03d}-{kind}"
-        (folder / f"{stem}.json").write_text(json.dumps(meta, indent=2) + "\n")
-        (folder / f"{stem}.body").write_bytes(body)
-        print(f"    {stem} {ex.path} status={ex.status}")
+        where = f"{sc.client}/{sc.name} #{index}"
+        save_request(
+            folder, index, kind, ex, body, headers, base, (str(root.parent.parent), KEY), where
+        )
+        print(f"    {index:03d}-{kind} {ex.path} status={ex.status}")
 
 
 def main() -> None:

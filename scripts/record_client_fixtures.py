@@ -486,24 +486,53 @@ def write_fixtures(
     folder.mkdir(parents=True)
     for index, ex in enumerate(exchanges):
         body, headers = scrub_request(scrub, ex)
-        seen = body.decode() + json.dumps(headers)
-        leftover = [s for s in (str(root.parent.parent), "sk-test") if s in seen]
-        if leftover:
-            raise SystemExit(f"{sc.client}/{sc.name} #{index}: unscrubbed {leftover}")
         kind = kind_of(ex.method, ex.path, json.loads(body) if body else None)
-        meta = {
-            "method": ex.method,
-            "path": ex.path,
-            "query": ex.query,
-            "headers": headers,
-            "status": ex.status,
-            "t_ms": round((ex.start - base) * 1000),
-        }
-        stem = f"{index:03d}-{kind}"
-        (folder / f"{stem}.json").write_text(json.dumps(meta, indent=2) + "\n")
-        if body:
-            (folder / f"{stem}.body").write_bytes(body)
-        print(f"    {stem} {ex.method} {ex.path} status={ex.status} t={meta['t_ms']}ms")
+        where = f"{sc.client}/{sc.name} #{index}"
+        meta = save_request(
+            folder,
+            index,
+            kind,
+            ex,
+            body,
+            headers,
+            base,
+            (str(root.parent.parent), "sk-test"),
+            where,
+        )
+        print(f"    {index:03d}-{kind} {ex.method} {ex.path} status={ex.status} t={meta['t_ms']}ms")
+
+
+def save_request(
+    folder: Path,
+    index: int,
+    kind: str,
+    ex: Exchange,
+    body: bytes,
+    headers: dict[str, str],
+    base: float,
+    forbidden: tuple[str, ...],
+    where: str,
+) -> dict[str, Any]:
+    """One scrubbed request as ``<index>-<kind>.json`` (method, path, query, headers, status,
+    time since the first) and ``.body``; refuses (exits) when any of ``forbidden`` (the
+    recording machine's paths, the key) is still in it. Returns what the ``.json`` holds."""
+    seen = body.decode() + json.dumps(headers)
+    leftover = [s for s in forbidden if s in seen]
+    if leftover:
+        raise SystemExit(f"{where}: unscrubbed {leftover}")
+    meta = {
+        "method": ex.method,
+        "path": ex.path,
+        "query": ex.query,
+        "headers": headers,
+        "status": ex.status,
+        "t_ms": round((ex.start - base) * 1000),
+    }
+    stem = f"{index:03d}-{kind}"
+    (folder / f"{stem}.json").write_text(json.dumps(meta, indent=2) + "\n")
+    if body:
+        (folder / f"{stem}.body").write_bytes(body)
+    return meta
 
 
 # -- session logs ------------------------------------------------------------------------------
