@@ -192,8 +192,9 @@ class ShadowLibrary:
         await self.close()
 
     def _url(self, adapter: ProtocolAdapter, path: str, query: str) -> str:
-        """The provider URL of ``settings`` (``anthropic_url``, ``openai_url``) for a call."""
-        return self.settings.provider_url(adapter.name, path, query)
+        """The provider URL of ``settings`` (``anthropic_url``, ``openai_url``, ``gemini_url``)
+        for a call, as the call's adapter places it."""
+        return adapter.upstream_url(self.settings, path, query)
 
     # -- the API -----------------------------------------------------------------------------
 
