@@ -37,7 +37,7 @@ from ember.testing.shadow import shadow_replies
 from tests.conftest import StackFactory
 from tests.proxy.subprocess_proxy import proxy_process, stop
 from tests.shadow.test_stage_order import PROJECT, exchange, outcome, services
-from tests.store.pg.relay import Relay, relay
+from tests.store.pg.relay import Relay
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 pytestmark = pytest.mark.fault
@@ -51,12 +51,6 @@ SHADOW = {
     "EMBER_SHADOW_IDLE_SECONDS": "3600",
     "EMBER_SHADOW_STOP_SECONDS": "0",
 }
-
-
-@pytest.fixture
-def server(pg_url: str) -> Iterator[Relay]:
-    with relay(pg_url) as r:
-        yield r
 
 
 @pytest.fixture

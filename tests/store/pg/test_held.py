@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from ember.store.journal import journal_dir
 from ember.store.pg import deadline, pool, watch
 from ember.store.pg.held import HeldWrites
 from ember.store.registry import Storage
-from tests.store.pg.relay import Relay, relay
+from tests.store.pg.relay import Relay
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 pytestmark = pytest.mark.fault
@@ -32,12 +32,6 @@ def _row(session: str) -> ExchangeRecord:
     return ExchangeRecord(
         time.time(), session, "p", "openai", "gpt-5", 200, "ok", False, None, 0.1, "{}", 5.0, None
     )
-
-
-@pytest.fixture
-def server(pg_url: str) -> Iterator[Relay]:
-    with relay(pg_url) as r:
-        yield r
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import pytest
 from ember.errors import StorageUnavailable
 from ember.store.accounting import ExchangeRecord
 from ember.store.registry import Storage, problems_path
-from tests.store.pg.relay import Relay, relay
+from tests.store.pg.relay import Relay
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 pytestmark = pytest.mark.fault
@@ -29,12 +28,6 @@ def _row(session: str) -> ExchangeRecord:
     return ExchangeRecord(
         time.time(), session, "p", "openai", "gpt-5", 200, "ok", False, None, 0.1, "{}", 5.0, None
     )
-
-
-@pytest.fixture
-def server(pg_url: str) -> Iterator[Relay]:
-    with relay(pg_url) as r:
-        yield r
 
 
 def _count(pg_url: str, schema: str) -> int:
