@@ -31,11 +31,8 @@ Loopback only; every wait is bounded.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -47,7 +44,7 @@ from typing import Any
 import anthropic
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import BARE, EMBER, wait_healthy
+from common import BARE, ProxyProcess
 from ember.budget import held, policy
 from ember.project import resolve_project
 from ember.server import BackgroundServer
@@ -59,49 +56,9 @@ LIMIT = 0.05
 PROXIES = 3
 
 
-@dataclass
-class Proxy:
-    """One ``ember proxy`` process of the legs."""
-
-    home: Path
-    env: dict[str, str]
-    port: int
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, upstream: str) -> None:
-        argv = [EMBER, "proxy", "--port", str(self.port), "--anthropic-url", upstream,
-                "--openai-url", upstream + "/v1", "--log-level", "error"]  # fmt: skip
-        log = open(self.home / f"proxy-{self.port}.log", "ab")  # noqa: SIM115 (the child's)
-        self.proc = subprocess.Popen(argv, env=self.env, stdout=log, stderr=log)
-        asyncio.run(wait_healthy(self.url, timeout=60))
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def make_proxies(root: Path, store_url: str | None, budget: dict[str, str], n: int) -> list[Proxy]:
+def make_proxies(
+    root: Path, store_url: str | None, budget: dict[str, str], n: int
+) -> list[ProxyProcess]:
     """``n`` proxies: each its own home on PostgreSQL (three machines), one home on SQLite."""
     out = []
     for i in range(n):
@@ -111,7 +68,7 @@ def make_proxies(root: Path, store_url: str | None, budget: dict[str, str], n: i
         env |= BARE | budget | {"EMBER_HOME": str(home)}
         if store_url:
             env["EMBER_STORE_URL"] = store_url
-        out.append(Proxy(home, env, free_port()))
+        out.append(ProxyProcess(home, env, f"proxy-{len(out)}.log"))
     return out
 
 
@@ -268,7 +225,7 @@ def live_ids(root: Path, store_url: str | None) -> dict[str, str]:
     return {r[0]: r[1] for r in rows}
 
 
-def kill_and_watch(proxies: list[Proxy], root: Path, store_url: str | None, after: float,
+def kill_and_watch(proxies: list[ProxyProcess], root: Path, store_url: str | None, after: float,
                    out: list[str]) -> None:  # fmt: skip
     """Kill, ``after`` seconds into the burst, the proxy holding the most reservations; how
     long what it held still counts (renewed by nobody: until it expires)."""

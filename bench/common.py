@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +24,7 @@ import aiohttp
 # The benches' entry point: the composition root installs the features' settings and
 # tables (``ember.installed``) for the databases a bench opens in its own process.
 import ember.compose  # noqa: F401
+from ember.server import free_port
 
 if TYPE_CHECKING:
     from ember.memory.ledger import AskCounts
@@ -66,7 +69,7 @@ async def wait_healthy(url: str, timeout: float = 20.0) -> float:
     raise RuntimeError(f"{url} not healthy after {timeout}s")
 
 
-def proxy_cmd(port: int, up: str) -> list[str]:
+def proxy_cmd(port: int, up: str, level: str = "warning") -> list[str]:
     """``ember proxy`` on ``port`` in front of the emulator at ``up`` (quiet logs)."""
     return [
         EMBER,
@@ -78,8 +81,47 @@ def proxy_cmd(port: int, up: str) -> list[str]:
         "--openai-url",
         up + "/v1",
         "--log-level",
-        "warning",
+        level,
     ]
+
+
+@dataclass
+class ProxyProcess:
+    """One ``ember proxy`` process a soak starts, kills and starts again on the same home
+    (its log appended to ``home/log_name`` across starts)."""
+
+    home: Path
+    env: dict[str, str]
+    log_name: str
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log(self) -> Path:
+        return self.home / self.log_name
+
+    def start(self, upstream: str, level: str = "warning") -> None:
+        with open(self.log, "ab") as log:  # the child keeps its own copy of the descriptor
+            argv = proxy_cmd(self.port, upstream, level)
+            self.proc = subprocess.Popen(argv, env=self.env, stdout=log, stderr=log)
+        asyncio.run(wait_healthy(self.url, timeout=60))
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
 
 
 def cpu_seconds(pid: int) -> float:

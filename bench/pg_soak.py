@@ -46,20 +46,17 @@ import contextlib
 import json
 import os
 import re
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import EMBER, wait_healthy
+from common import ProxyProcess
 from ember.embedder import get_embedder
 from ember.memory import HierarchicalMemory
 from ember.project import resolve_project
@@ -107,47 +104,11 @@ def every_ask(lines: Sequence[Line], session: str) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
-class Proxy:
-    """One ``ember proxy`` process: its home, port and log; started and killed at will."""
+class Proxy(ProxyProcess):
+    """One ``ember proxy`` process of the soak, numbered (its log ``proxy<index>.log``)."""
 
-    index: int
-    home: Path
-    env: dict[str, str]
-    port: int = field(default_factory=free_port)
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, upstream: str, level: str = "warning") -> None:
-        argv = [EMBER, "proxy", "--port", str(self.port), "--anthropic-url", upstream,
-                "--openai-url", upstream + "/v1", "--log-level", level]  # fmt: skip
-        log = open(self.home / f"proxy{self.index}.log", "ab")  # noqa: SIM115 (the child's)
-        self.proc = subprocess.Popen(argv, env=self.env, stdout=log, stderr=log)
-        import asyncio
-
-        asyncio.run(wait_healthy(self.url, timeout=60))
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
+    index: int = 0
 
 
 def seed(url: str, home: Path, cwd: str, label: str) -> str:
@@ -287,7 +248,7 @@ def make_proxy(i: int, root: Path, url: str, idle: float) -> Proxy:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
     env |= {"EMBER_HOME": str(home), "EMBER_STORE_URL": url,
             "EMBER_SHADOW_IDLE_SECONDS": str(idle), "EMBER_SHADOW_TICK_SECONDS": "1"}  # fmt: skip
-    return Proxy(i, home, env)
+    return Proxy(home, env, f"proxy{i}.log", index=i)
 
 
 def one_round(
@@ -374,7 +335,7 @@ def soak(
             print(line)
             misses += [line] if "OFF" in line or "integrity {" in line else []
         for p in proxies:
-            said = logs.complaints(p.home / f"proxy{p.index}.log")
+            said = logs.complaints(p.log)
             bound = f" (OFF: more than {MAX_LINES})" if len(said) > MAX_LINES else ""
             misses += [f"round {r}, proxy {p.index}: {len(said)} log lines"] if bound else []
             print(f"round {r}, proxy {p.index}: {len(said)} warning/error lines{bound}"
